@@ -1,0 +1,412 @@
+"""Turn an Airflow run's template context into the half-open window [start, end) it processes.
+
+This is the only place windows are derived, so every operator agrees on what "this run's data" is.
+It never reads the clock: a rerun of the same run, next minute or next year, must get the same window.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pendulum
+from pendulum import DateTime
+
+from airflow_idempotent.errors import WindowError
+
+log = logging.getLogger(__name__)
+
+Granularity = Literal["hour", "day", "week", "month", "year"]
+"""A calendar period, floored in the window's time zone (weeks are ISO weeks, starting Monday)."""
+
+ParsedGranularity = Granularity | datetime.timedelta
+"""What `parse_granularity` returns: a calendar unit, or a fixed width (timedelta or pendulum.Duration)."""
+
+Anchor = Literal["start", "end"]
+
+_UNITS: dict[str, Granularity] = {
+    "hour": "hour",
+    "hourly": "hour",
+    "day": "day",
+    "daily": "day",
+    "week": "week",
+    "weekly": "week",
+    "month": "month",
+    "monthly": "month",
+    "year": "year",
+    "yearly": "year",
+}
+_ACCEPTED = (
+    "'hour', 'day', 'week', 'month' or 'year' (or 'hourly', 'daily', 'weekly', 'monthly', 'yearly'), "
+    "or a positive datetime.timedelta"
+)
+_ZERO = datetime.timedelta(0)
+_TICK = datetime.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The half-open interval [start, end) one run reads and rewrites.
+
+    Half-open so adjacent windows tile time with no gap and no overlap. Bounds are stored in UTC:
+    Python compares two datetimes of the same zone by wall time, ignoring DST folds, so local bounds
+    would make the two 02:00-03:00 hours of a fall-back night compare equal. `tz` is the zone dates
+    and local times are read in (start_date, naive_start, template_vars).
+    """
+
+    start: DateTime
+    end: DateTime
+    source: str
+    tz: str = "UTC"
+
+    def __post_init__(self) -> None:
+        """Reject empty, reversed or naive windows here, so no caller ever has to re-check."""
+        _zone(self.tz)
+        start = _aware_bound(self.start, "start").in_timezone("UTC")
+        end = _aware_bound(self.end, "end").in_timezone("UTC")
+        if end <= start:
+            raise WindowError(
+                f"window end {end.isoformat()} is not after its start {start.isoformat()}: a window is "
+                "half-open [start, end), so it would hold no data (or be reversed); fix the data interval, "
+                "partition or granularity that produced it so that end > start"
+            )
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+
+    @property
+    def is_date_aligned(self) -> bool:
+        """Both bounds fall at local midnight in `tz`, so the window is a whole number of dates."""
+        return _is_local_midnight(self.start, self.tz) and _is_local_midnight(self.end, self.tz)
+
+    def start_date(self) -> datetime.date:
+        """First date in the window (inclusive), for DATE partition columns."""
+        return self._bound_date(self.start, "start")
+
+    def end_date(self) -> datetime.date:
+        """First date after the window (exclusive): filter with `d >= start_date AND d < end_date`."""
+        return self._bound_date(self.end, "end")
+
+    def naive_start(self) -> datetime.datetime:
+        """Local wall time of start in `tz` without tzinfo, for TIMESTAMP WITHOUT TIME ZONE columns."""
+        return _naive(self.start.in_timezone(self.tz))
+
+    def naive_end(self) -> datetime.datetime:
+        """Local wall time of end in `tz` without tzinfo (exclusive bound)."""
+        return _naive(self.end.in_timezone(self.tz))
+
+    def label(self) -> str:
+        """A stable, human-readable key for locks and run history.
+
+        - one date-aligned day: ``2026-08-25``
+        - several date-aligned days: ``[2026-08-01, 2026-09-01)`` (half-open, end exclusive)
+        - otherwise: ``[2026-08-25T10:00:00+00:00, 2026-08-25T11:00:00+00:00)``, always in UTC so the
+          same instants give the same key whatever zone they were read in.
+
+        Dates are local dates in `tz`. The label depends only on (start, end, tz), never on `source`.
+        """
+        if self.is_date_aligned:
+            first, after = self.start_date(), self.end_date()
+            if after - first == datetime.timedelta(days=1):
+                return first.isoformat()
+            return f"[{first.isoformat()}, {after.isoformat()})"
+        return f"[{self.start.isoformat()}, {self.end.isoformat()})"
+
+    def template_vars(self) -> dict[str, Any]:
+        """Values for Jinja/SQL: ``window_start``/``window_end`` as 'YYYY-MM-DD' if date aligned, else
+        ISO 8601 timestamps with the offset of `tz`, so SQL never compares against an ambiguous string.
+        """
+        if self.is_date_aligned:
+            start, end = self.start_date().isoformat(), self.end_date().isoformat()
+        else:
+            start = self.start.in_timezone(self.tz).isoformat()
+            end = self.end.in_timezone(self.tz).isoformat()
+        return {"window": self, "window_start": start, "window_end": end}
+
+    def _bound_date(self, bound: DateTime, name: str) -> datetime.date:
+        local = bound.in_timezone(self.tz)
+        if not _is_local_midnight(local, self.tz):
+            raise WindowError(
+                f"the window's {name} {local.isoformat()} is not at midnight in {self.tz}, so it is not a "
+                f"date: use granularity='day' (or week/month/year), a data interval whose bounds are at "
+                f"midnight in {self.tz}, or timezone=<the zone your dates are in>; or compare the column "
+                "with the timestamps window.start / window.end instead of dates"
+            )
+        return datetime.date(local.year, local.month, local.day)
+
+
+def parse_granularity(value: str | datetime.timedelta | None) -> ParsedGranularity | None:
+    """Normalise a user's granularity; None means "not declared" and is returned as is.
+
+    Kept deliberately small (named units and their -ly forms) so a typo fails loudly instead of
+    silently meaning something else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        unit = _UNITS.get(value.strip().lower())
+        if unit is None:
+            raise WindowError(f"unknown granularity {value!r}: use {_ACCEPTED}")
+        return unit
+    if isinstance(value, datetime.timedelta):
+        if getattr(value, "years", 0) or getattr(value, "months", 0):
+            raise WindowError(
+                f"granularity {value!r} has months or years, which have no fixed width: "
+                "use granularity='month' or 'year' (calendar periods) instead"
+            )
+        if value <= _ZERO:
+            raise WindowError(
+                f"granularity {value!r} is not positive, so the window would be empty: use {_ACCEPTED}"
+            )
+        return value
+    raise WindowError(f"granularity {value!r} is a {type(value).__name__}: use {_ACCEPTED}")
+
+
+def window_from_context(
+    context: Mapping[str, Any],
+    granularity: str | datetime.timedelta | None = None,
+    timezone: str = "UTC",
+    anchor: Anchor = "start",
+) -> Window:
+    """Derive the run's window, first match wins:
+
+    1. a partitioned run (``partition_key`` / ``partition_date``): the granularity period containing
+       the partition (required granularity; a timedelta width starts at the partition instant);
+    2. a data interval with width: exactly that interval;
+    3. otherwise the logical date and the granularity: with anchor="start" the period containing the
+       logical date; with anchor="end" the period ending at the floor of the logical date (use this with
+       cron trigger timetables, whose run at 2026-08-26T00:00 should process 2026-08-25). A timedelta
+       width is not floored: [ld, ld + width) or [ld - width, ld).
+
+    Calendar periods are computed in `timezone`, so a day there can last 23 or 25 hours.
+    """
+    zone = _zone(timezone)
+    if anchor not in ("start", "end"):
+        raise WindowError(f"anchor={anchor!r} is not valid: use anchor='start' or anchor='end'")
+    unit = parse_granularity(granularity)
+
+    partition_key = context.get("partition_key")
+    partition_date = context.get("partition_date")
+    if partition_key is not None or partition_date is not None:
+        if unit is None:
+            raise WindowError(
+                f"this is a partitioned run (partition_key={partition_key!r}) but the operator declares no "
+                "granularity, so the partition's width is unknown: declare it on the operator, e.g. "
+                f"granularity='day' for daily partitions (accepted: {_ACCEPTED})"
+            )
+        if partition_date is not None:
+            instant = _coerce_instant(partition_date, "partition_date")
+        else:
+            instant = _parse_partition_key(partition_key, timezone)
+        start, end = _period(instant, unit, zone, "start")
+        window = Window(start, end, source="partition_key", tz=timezone)
+        log.info("Window %s from the partition (key=%r, granularity=%s)", window.label(), partition_key, unit)
+        return window
+
+    raw_start = context.get("data_interval_start")
+    raw_end = context.get("data_interval_end")
+    interval_start = _coerce_instant(raw_start, "data_interval_start") if raw_start is not None else None
+    interval_end = _coerce_instant(raw_end, "data_interval_end") if raw_end is not None else None
+    if interval_start is not None and interval_end is not None:
+        if interval_end < interval_start:
+            raise WindowError(
+                f"data_interval_end {interval_end.isoformat()} is before data_interval_start "
+                f"{interval_start.isoformat()}: the run's data interval is reversed; fix the timetable that "
+                "produced it (its data intervals must have end >= start)"
+            )
+        if interval_end > interval_start:
+            window = Window(interval_start, interval_end, source="data_interval", tz=timezone)
+            log.info("Window %s from the run's data interval", window.label())
+            return window
+
+    raw_logical = context.get("logical_date")
+    if raw_logical is None:
+        dag_id = _dag_id(context)
+        raise WindowError(
+            "this run has no logical date (a manual or asset-triggered run created without one) and no data "
+            "interval, so there is no window to process: trigger it with a logical date, e.g. "
+            f"`airflow dags trigger {dag_id} --logical-date 2026-08-25`, or set the logical date in the "
+            "UI's trigger form"
+        )
+    logical = _coerce_instant(raw_logical, "logical_date")
+    if unit is None:
+        if interval_start is not None and interval_start == interval_end:
+            cause = (
+                f"this run's data interval is empty (data_interval_start == data_interval_end == "
+                f"{interval_start.isoformat()}), which is what Airflow 3's default cron timetable "
+                "(CronTriggerTimetable, e.g. schedule='@daily') gives,"
+            )
+        else:
+            cause = "this run has no data interval"
+        raise WindowError(
+            f"{cause} and the operator declares no granularity, so the window's width is unknown: declare "
+            "it on the operator, e.g. granularity='day' (with anchor='end' to process the day that just "
+            "ended), or schedule the DAG with a timetable that has a data interval (e.g. "
+            "CronDataIntervalTimetable, or [scheduler] create_cron_data_intervals = True)"
+        )
+    start, end = _period(logical, unit, zone, anchor)
+    window = Window(start, end, source="granularity", tz=timezone)
+    log.info(
+        "Window %s from the logical date %s (granularity=%s, anchor=%s)",
+        window.label(),
+        logical.isoformat(),
+        unit,
+        anchor,
+    )
+    return window
+
+
+def _zone(tz: str) -> pendulum.Timezone | pendulum.FixedTimezone:
+    """Resolve a zone name once, turning pendulum's error into one that says what to pass instead."""
+    try:
+        return pendulum.timezone(tz)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WindowError(
+            f"unknown time zone {tz!r}: use an IANA zone name such as 'UTC' or 'Europe/Paris'"
+        ) from exc
+
+
+def _aware_bound(value: object, name: str) -> DateTime:
+    """A Window bound must be an aware datetime: a naive one would mean different instants per server."""
+    if not isinstance(value, datetime.datetime):
+        raise WindowError(
+            f"window {name} {value!r} is a {type(value).__name__}, not a datetime: "
+            "pass a tz-aware datetime, e.g. pendulum.datetime(2026, 8, 25, tz='UTC')"
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise WindowError(
+            f"window {name} {value.isoformat()} is naive (no time zone), so it is not one instant: "
+            "pass a tz-aware datetime, e.g. pendulum.datetime(2026, 8, 25, tz='UTC')"
+        )
+    return value if isinstance(value, DateTime) else pendulum.instance(value)
+
+
+def _coerce_instant(value: object, name: str) -> DateTime:
+    """Accept what Airflow and tests put in a context: pendulum, stdlib datetime or ISO string.
+
+    Naive values are UTC, because that is how Airflow stores them.
+    """
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None and value.utcoffset() is None:
+            value = value.replace(tzinfo=None)  # a tzinfo that knows no offset is as good as none
+        return pendulum.instance(value, tz="UTC").in_timezone("UTC")
+    if isinstance(value, str):
+        parsed = _parse_iso(value, "UTC")
+        if parsed is not None:
+            return parsed
+        raise WindowError(
+            f"context[{name!r}] = {value!r} is not an ISO 8601 date or datetime: "
+            "pass a datetime or a string such as '2026-08-25T00:00:00+00:00'"
+        )
+    raise WindowError(
+        f"context[{name!r}] = {value!r} is a {type(value).__name__}, not a datetime: "
+        "pass a datetime or an ISO 8601 string such as '2026-08-25T00:00:00+00:00'"
+    )
+
+
+def _parse_partition_key(key: object, timezone: str) -> DateTime:
+    """Read a time partition key (e.g. '2026-08-25', '2026-08-25T10') as local time in `timezone`."""
+    parsed = _parse_iso(str(key), timezone)
+    if parsed is None:
+        raise WindowError(
+            f"partition_key {key!r} is not a date or datetime, so it cannot be turned into a time window: "
+            "use ISO 8601 partition keys such as '2026-08-25' or '2026-08-25T10', or map the key to a date "
+            "with a time-based partition mapper (e.g. StartOfDayMapper)"
+        )
+    return parsed
+
+
+def _parse_iso(text: str, tz: str) -> DateTime | None:
+    """Parse a date or datetime; None otherwise. exact=True so a bare time ('10:00') is rejected rather
+    than silently completed with today's date, which would make the window depend on the clock."""
+    try:
+        parsed = pendulum.parse(text.strip(), tz=tz, exact=True)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(parsed, DateTime):
+        return parsed.in_timezone("UTC")
+    if isinstance(parsed, pendulum.Date):
+        return _midnight(parsed, _zone(tz)).in_timezone("UTC")
+    return None
+
+
+def _period(
+    instant: DateTime,
+    unit: ParsedGranularity,
+    zone: pendulum.Timezone | pendulum.FixedTimezone,
+    anchor: Anchor,
+) -> tuple[DateTime, DateTime]:
+    """The period containing `instant` (anchor start) or the one ending at its floor (anchor end)."""
+    if isinstance(unit, datetime.timedelta):
+        if anchor == "start":
+            return instant, _shift(instant, unit)
+        return _shift(instant, -unit), instant
+    start, end = _period_containing(instant, unit, zone)
+    if anchor == "end":
+        # The instant just before the floor lies in the previous period, whatever its length.
+        start, end = _period_containing(_shift(start, -_TICK), unit, zone)
+    return start, end
+
+
+def _period_containing(
+    instant: DateTime, unit: Granularity, zone: pendulum.Timezone | pendulum.FixedTimezone
+) -> tuple[DateTime, DateTime]:
+    local = instant.in_timezone(zone)
+    if unit == "hour":
+        # replace() keeps the fold, so the repeated hour of a DST change floors to the right instant.
+        floor = local.replace(minute=0, second=0, microsecond=0)
+        return floor, _shift(floor, datetime.timedelta(hours=1)).in_timezone(zone)
+    day = pendulum.date(local.year, local.month, local.day)
+    if unit == "day":
+        first, after = day, day.add(days=1)
+    elif unit == "week":
+        first = day.subtract(days=day.weekday())  # ISO week: Monday, regardless of pendulum's settings
+        after = first.add(days=7)
+    elif unit == "month":
+        first = pendulum.date(day.year, day.month, 1)
+        after = first.add(months=1)
+    else:
+        first = pendulum.date(day.year, 1, 1)
+        after = first.add(years=1)
+    return _midnight(first, zone), _midnight(after, zone)
+
+
+def _midnight(day: datetime.date, zone: pendulum.Timezone | pendulum.FixedTimezone) -> DateTime:
+    """Start of a local day. Built from the date (not by adding days) so DST days get 23 or 25 hours,
+    and in zones where midnight is skipped the day starts at the first instant that exists."""
+    return pendulum.datetime(day.year, day.month, day.day, tz=zone)
+
+
+def _is_local_midnight(bound: DateTime, tz: str) -> bool:
+    local = bound.in_timezone(tz)
+    # Compared in UTC: same-zone comparison would ignore the fold (see Window).
+    return local.in_timezone("UTC") == _midnight(local.date(), _zone(tz)).in_timezone("UTC")
+
+
+def _shift(instant: DateTime, delta: datetime.timedelta) -> DateTime:
+    """Exact elapsed-time arithmetic (in UTC), unlike pendulum's calendar-aware add(days=...)."""
+    return instant.in_timezone("UTC") + delta
+
+
+def _naive(local: DateTime) -> datetime.datetime:
+    return datetime.datetime(
+        local.year,
+        local.month,
+        local.day,
+        local.hour,
+        local.minute,
+        local.second,
+        local.microsecond,
+        fold=local.fold,
+    )
+
+
+def _dag_id(context: Mapping[str, Any]) -> str:
+    """Best effort, only to make the error's example command copy-pasteable."""
+    for key in ("dag", "dag_run"):
+        dag_id = getattr(context.get(key), "dag_id", None)
+        if isinstance(dag_id, str) and dag_id:
+            return dag_id
+    return "<dag_id>"
