@@ -1,0 +1,59 @@
+"""DuckDB: ON CONFLICT upserts; one writer process per file, so the file lock comes first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from airflow_idempotent.adapters.base import ColumnInfo, ColumnKind, TableInfo, split_table_name
+from airflow_idempotent.adapters.embedded import EmbeddedAdapter
+from airflow_idempotent.errors import SchemaError
+
+_KINDS: dict[str, ColumnKind] = {
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP_NS": "timestamp",
+    "TIMESTAMP_MS": "timestamp",
+    "TIMESTAMP_S": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamptz",
+}
+
+
+class DuckDBAdapter(EmbeddedAdapter):
+    dialect = "duckdb"
+    upsert_style = "on_conflict"
+
+    def describe(self, conn: Connection, table: str) -> TableInfo:
+        """Read DuckDB's own catalog: SQLAlchemy's PostgreSQL-style reflection fails on it."""
+        schema, name = split_table_name(table)
+        params: dict[str, Any] = {"name": name, "schema": schema or "main"}
+        rows = conn.execute(
+            sa.text(
+                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_name = :name AND table_schema = :schema ORDER BY ordinal_position"
+            ),
+            params,
+        ).all()
+        if not rows:
+            raise SchemaError(
+                f"table {table!r} does not exist in this connection's database: create it first "
+                "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
+            )
+        columns = {
+            str(r[0]).lower(): ColumnInfo(
+                name=str(r[0]), type_name=str(r[1]), kind=_KINDS.get(str(r[1]).upper(), "other"),
+                nullable=str(r[2]).upper() == "YES",
+            )
+            for r in rows
+        }
+        keys = conn.execute(
+            sa.text(
+                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = :name "
+                "AND schema_name = :schema AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+            ),
+            params,
+        ).all()
+        unique = tuple(frozenset(str(c).lower() for c in r[0]) for r in keys)
+        return TableInfo(schema=schema, name=name, columns=columns, unique_keys=unique)

@@ -1,0 +1,50 @@
+"""MariaDB / MySQL: ON DUPLICATE KEY UPDATE upserts and GET_LOCK named locks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.window import Window
+
+
+class MySQLAdapter(EngineAdapter):
+    dialect = "mysql"
+    upsert_style = "on_duplicate_key"
+    lock_style = "get_lock"
+    transactional_ddl = False
+
+    def on_conflict(self, keys: Sequence[str], updates: Sequence[str]) -> exp.OnConflict:
+        """ON DUPLICATE KEY UPDATE c = VALUES(c): MariaDB's native upsert."""
+        return exp.OnConflict(
+            duplicate=True,
+            action=exp.var("UPDATE"),
+            expressions=[
+                exp.EQ(this=self.column(c), expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)]))
+                for c in updates
+            ],
+        )
+
+    @contextmanager
+    def locked_transaction(self, table: str, window: Window, timeout: float) -> Iterator[Connection]:
+        """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""
+        name = self.lock_name(table, window)
+        with self.engine.connect() as conn:
+            got = conn.execute(
+                sa.text("SELECT GET_LOCK(:name, :timeout)"), {"name": name, "timeout": timeout}
+            ).scalar()
+            conn.commit()
+            if got != 1:
+                raise self.lock_timeout_error(table, window, timeout, f"GET_LOCK {name} not granted")
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                conn.rollback()
+                conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+                conn.commit()

@@ -1,0 +1,230 @@
+"""Write strategies: partition overwrite and merge, each one locked transaction.
+
+Both run entirely inside the database (INSERT .. SELECT, upsert, DELETE): no row passes
+through Python. Every check that can refuse the write runs inside the same transaction
+before commit, so a refusal leaves the table exactly as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
+from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError, SchemaError
+from airflow_idempotent.window import Window
+
+log = logging.getLogger(__name__)
+
+#: How many offending keys or values an error names.
+SAMPLE_SIZE = 10
+#: Parameter names the window owns; user parameters may not shadow them.
+RESERVED_PARAMS = frozenset({"window_start", "window_end"})
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What to write where, for which window: everything a strategy needs, already validated."""
+
+    table: str
+    query: exp.Expression
+    window: Window
+    partition_column: str | None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    lock_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.partition_column is not None:
+            validate_identifier(self.partition_column, "partition_column")
+        shadowed = RESERVED_PARAMS & set(self.params)
+        if shadowed:
+            raise SchemaError(
+                f"parameters {sorted(shadowed)} are set by the window and cannot be given: "
+                "remove them from the operator's parameters; the run's window binds them."
+            )
+        for name in self.params:
+            validate_identifier(name, "parameter name")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did, as logged and returned to XCom."""
+
+    strategy: str
+    table: str
+    window: str
+    rows_deleted: int
+    rows_inserted: int
+    rows_updated: int
+    source_rows: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _prepare(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec
+) -> tuple[TableInfo, list[str], dict[str, Any]]:
+    """Check the target and the SELECT's columns; return the table, the columns and all bind values."""
+    info = adapter.describe(conn, spec.table)
+    params = dict(spec.params)
+    if spec.partition_column is not None:
+        part = info.column(spec.partition_column, "partition_column")
+        if part.kind == "other":
+            raise SchemaError(
+                f"partition_column {part.name!r} of {info.qualified} has type {part.type_name}, not a date "
+                "or timestamp: partition by a DATE or TIMESTAMP column, so the window can select it."
+            )
+        params.update(adapter.window_params(spec.window, part.kind))
+    else:
+        params.update(adapter.window_params(spec.window, "timestamptz"))
+    result = adapter.execute(conn, adapter.probe_columns(spec.query), params)
+    produced = list(result.keys())
+    result.close()
+    unknown = [c for c in produced if c.lower() not in info.columns]
+    if unknown:
+        raise SchemaError(
+            f"the SELECT produces column(s) {unknown} that {info.qualified} does not have (it has "
+            f"{', '.join(c.name for c in info.columns.values())}): alias the SELECT's columns to the target's."
+        )
+    duplicated = sorted({c for c in produced if [p.lower() for p in produced].count(c.lower()) > 1})
+    if duplicated:
+        raise SchemaError(f"the SELECT produces column(s) {duplicated} more than once: alias them apart.")
+    if spec.partition_column is not None and spec.partition_column.lower() not in {c.lower() for c in produced}:
+        raise SchemaError(
+            f"the SELECT does not produce the partition column {spec.partition_column!r}: select it, so "
+            "each row's window can be checked."
+        )
+    columns = [info.columns[c.lower()].name for c in produced]
+    return info, columns, params
+
+
+def _rowcount(result: Any) -> int:
+    count = result.rowcount
+    return int(count) if count is not None and count >= 0 else -1
+
+
+def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
+    """Delete the window and insert the SELECT's rows, in one transaction under the window's lock."""
+    if spec.partition_column is None:
+        raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
+    with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+        _, columns, params = _prepare(adapter, conn, spec)
+        window_only = {k: params[k] for k in RESERVED_PARAMS}
+        deleted = _rowcount(adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only))
+        inserted = _rowcount(adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params))
+        in_window = int(
+            adapter.execute(conn, adapter.count_window(spec.table, spec.partition_column), window_only).scalar_one()
+        )
+        if inserted < 0:
+            inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
+        if in_window != inserted:
+            _raise_outside(adapter, conn, spec, params, inserted - in_window)
+        result = WriteResult("overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted)
+    log.info(
+        "overwrote %s for window %s: %d rows deleted, %d inserted (one transaction)",
+        spec.table, spec.window.label(), deleted, inserted,
+    )
+    return result
+
+
+def _raise_outside(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any], count: int
+) -> None:
+    assert spec.partition_column is not None
+    rows = adapter.execute(conn, adapter.outside_sample(spec.query, spec.partition_column, SAMPLE_SIZE), params)
+    sample = [str(r[0]) for r in rows]
+    raise RowsOutsideWindowError(
+        f"the SELECT produced {count} row(s) whose {spec.partition_column} is outside the window "
+        f"{spec.window.label()} (e.g. {', '.join(sample)}): nothing was written. Filter the SELECT on "
+        f"{spec.partition_column} >= :window_start AND {spec.partition_column} < :window_end."
+    )
+
+
+def merge(
+    adapter: EngineAdapter, spec: WriteSpec, keys: Sequence[str], delete_missing: bool = False
+) -> WriteResult:
+    """Upsert the SELECT's rows on `keys`; optionally delete the window's rows the source lacks."""
+    if not keys:
+        raise SchemaError("merge needs key_columns: the columns that identify a row, e.g. ['sale_id'].")
+    for key in keys:
+        validate_identifier(key, "key column")
+    if delete_missing and spec.partition_column is None:
+        raise SchemaError(
+            "delete_missing=True needs a partition_column: without a window there is no set of rows "
+            "the source is complete for."
+        )
+    with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+        info, columns, params = _prepare(adapter, conn, spec)
+        key_names = [info.column(k, "key column").name for k in keys]
+        missing = [k for k in key_names if k not in columns]
+        if missing:
+            raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
+        if frozenset(k.lower() for k in key_names) not in info.unique_keys:
+            raise SchemaError(
+                f"{info.qualified} has no primary key or unique index on ({', '.join(key_names)}), so an "
+                f"upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
+                f"{info.qualified} ({', '.join(key_names)})."
+            )
+        _check_keys(adapter, conn, spec, key_names, params)
+        source_rows = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
+        window_only = {k: params[k] for k in RESERVED_PARAMS}
+        deleted = 0
+        if delete_missing:
+            assert spec.partition_column is not None
+            stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
+            deleted = _rowcount(adapter.execute(conn, stmt, params))
+        before = _window_count(adapter, conn, spec, window_only)
+        adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
+        after = _window_count(adapter, conn, spec, window_only)
+        inserted = after - before if before >= 0 else source_rows
+        result = WriteResult("merge", spec.table, spec.window.label(), deleted, inserted, source_rows - inserted, source_rows)
+    log.info(
+        "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
+        spec.table, spec.window.label(), key_names, source_rows, result.rows_inserted, result.rows_updated, deleted,
+    )
+    return result
+
+
+def _window_count(adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any]) -> int:
+    if spec.partition_column is None:
+        return -1
+    return int(adapter.execute(conn, adapter.count_window(spec.table, spec.partition_column), params).scalar_one())
+
+
+def _check_keys(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, keys: Sequence[str], params: Mapping[str, Any]
+) -> None:
+    """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write."""
+    rows = adapter.execute(conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params)
+    nulls: list[str] = []
+    dups: list[str] = []
+    outside: list[str] = []
+    for row in rows:
+        key = tuple(row[: len(keys)])
+        shown = str(key[0]) if len(key) == 1 else str(key)
+        count, out = int(row[len(keys)]), int(row[len(keys) + 1] or 0)
+        if any(v is None for v in key):
+            nulls.append(f"{shown} ({count} rows)")
+        elif count > 1:
+            dups.append(f"{shown} ({count} rows)")
+        if out:
+            outside.append(shown)
+    if nulls or dups:
+        parts = []
+        if dups:
+            parts.append(f"duplicate key(s) {', '.join(dups[:SAMPLE_SIZE])}")
+        if nulls:
+            parts.append(f"NULL key(s) {', '.join(nulls[:SAMPLE_SIZE])}")
+        raise MergeKeyError(
+            f"the merge source has {' and '.join(parts)} on ({', '.join(keys)}): nothing was written. "
+            "Make the SELECT return one row per key (deduplicate, or add the missing key columns), "
+            "and filter out NULL keys."
+        )
+    if outside:
+        _raise_outside(adapter, conn, spec, params, len(outside))
