@@ -32,7 +32,7 @@ class WriteSpec:
     """What to write where, for which window: everything a strategy needs, already validated."""
 
     table: str
-    query: exp.Expression
+    query: exp.Expr
     window: Window
     partition_column: str | None
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -90,12 +90,15 @@ def _prepare(
     if unknown:
         raise SchemaError(
             f"the SELECT produces column(s) {unknown} that {info.qualified} does not have (it has "
-            f"{', '.join(c.name for c in info.columns.values())}): alias the SELECT's columns to the target's."
+            f"{', '.join(c.name for c in info.columns.values())}): alias the SELECT's columns to the "
+            "target's."
         )
     duplicated = sorted({c for c in produced if [p.lower() for p in produced].count(c.lower()) > 1})
     if duplicated:
         raise SchemaError(f"the SELECT produces column(s) {duplicated} more than once: alias them apart.")
-    if spec.partition_column is not None and spec.partition_column.lower() not in {c.lower() for c in produced}:
+    if spec.partition_column is not None and spec.partition_column.lower() not in {
+        c.lower() for c in produced
+    }:
         raise SchemaError(
             f"the SELECT does not produce the partition column {spec.partition_column!r}: select it, so "
             "each row's window can be checked."
@@ -116,10 +119,16 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
     with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
         _, columns, params = _prepare(adapter, conn, spec)
         window_only = {k: params[k] for k in RESERVED_PARAMS}
-        deleted = _rowcount(adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only))
-        inserted = _rowcount(adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params))
+        deleted = _rowcount(
+            adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
+        )
+        inserted = _rowcount(
+            adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params)
+        )
         in_window = int(
-            adapter.execute(conn, adapter.count_window(spec.table, spec.partition_column), window_only).scalar_one()
+            adapter.execute(
+                conn, adapter.count_window(spec.table, spec.partition_column), window_only
+            ).scalar_one()
         )
         if inserted < 0:
             inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
@@ -128,7 +137,10 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         result = WriteResult("overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted)
     log.info(
         "overwrote %s for window %s: %d rows deleted, %d inserted (one transaction)",
-        spec.table, spec.window.label(), deleted, inserted,
+        spec.table,
+        spec.window.label(),
+        deleted,
+        inserted,
     )
     return result
 
@@ -137,7 +149,9 @@ def _raise_outside(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any], count: int
 ) -> None:
     assert spec.partition_column is not None
-    rows = adapter.execute(conn, adapter.outside_sample(spec.query, spec.partition_column, SAMPLE_SIZE), params)
+    rows = adapter.execute(
+        conn, adapter.outside_sample(spec.query, spec.partition_column, SAMPLE_SIZE), params
+    )
     sample = [str(r[0]) for r in rows]
     raise RowsOutsideWindowError(
         f"the SELECT produced {count} row(s) whose {spec.partition_column} is outside the window "
@@ -183,25 +197,39 @@ def merge(
         adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
         after = _window_count(adapter, conn, spec, window_only)
         inserted = after - before if before >= 0 else source_rows
-        result = WriteResult("merge", spec.table, spec.window.label(), deleted, inserted, source_rows - inserted, source_rows)
+        result = WriteResult(
+            "merge", spec.table, spec.window.label(), deleted, inserted, source_rows - inserted, source_rows
+        )
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
-        spec.table, spec.window.label(), key_names, source_rows, result.rows_inserted, result.rows_updated, deleted,
+        spec.table,
+        spec.window.label(),
+        key_names,
+        source_rows,
+        result.rows_inserted,
+        result.rows_updated,
+        deleted,
     )
     return result
 
 
-def _window_count(adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any]) -> int:
+def _window_count(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any]
+) -> int:
     if spec.partition_column is None:
         return -1
-    return int(adapter.execute(conn, adapter.count_window(spec.table, spec.partition_column), params).scalar_one())
+    return int(
+        adapter.execute(conn, adapter.count_window(spec.table, spec.partition_column), params).scalar_one()
+    )
 
 
 def _check_keys(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, keys: Sequence[str], params: Mapping[str, Any]
 ) -> None:
     """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write."""
-    rows = adapter.execute(conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params)
+    rows = adapter.execute(
+        conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params
+    )
     nulls: list[str] = []
     dups: list[str] = []
     outside: list[str] = []

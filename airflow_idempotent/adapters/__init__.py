@@ -31,4 +31,12 @@ def adapter_for(engine: Engine) -> EngineAdapter:
     return cls(engine)
 
 
-__all__ = ["ADAPTERS", "DuckDBAdapter", "EngineAdapter", "MySQLAdapter", "PostgresAdapter", "SQLiteAdapter", "adapter_for"]
+__all__ = [
+    "ADAPTERS",
+    "DuckDBAdapter",
+    "EngineAdapter",
+    "MySQLAdapter",
+    "PostgresAdapter",
+    "SQLiteAdapter",
+    "adapter_for",
+]

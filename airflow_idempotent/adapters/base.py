@@ -125,10 +125,10 @@ class EngineAdapter:
         )
 
     # ------------------------------------------------------------------ rendering
-    def render(self, expression: exp.Expression) -> str:
+    def render(self, expression: exp.Expr) -> str:
         """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind."""
 
-        def to_colon(node: exp.Expression) -> exp.Expression:
+        def to_colon(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Placeholder):
                 if not node.name or node.name == "?":
                     raise SqlParseError(
@@ -140,7 +140,7 @@ class EngineAdapter:
 
         return expression.transform(to_colon, copy=True).sql(dialect=self.dialect)
 
-    def execute(self, conn: Connection, expression: exp.Expression, params: Mapping[str, Any]) -> Any:
+    def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
         """Run one expression with bound parameters and return SQLAlchemy's result."""
         return conn.execute(sa.text(self.render(expression)), dict(params))
 
@@ -244,7 +244,7 @@ class EngineAdapter:
         return value.isoformat()
 
     # ------------------------------------------------------------------ SQL builders
-    def in_window(self, partition_column: str, table: str | None = None) -> exp.Expression:
+    def in_window(self, partition_column: str, table: str | None = None) -> exp.Expr:
         """`partition >= :window_start AND partition < :window_end`: the half-open window."""
         col = self.column(partition_column, table)
         return exp.and_(
@@ -252,7 +252,7 @@ class EngineAdapter:
             exp.LT(this=col.copy(), expression=exp.Placeholder(this="window_end")),
         )
 
-    def source(self, query: exp.Expression) -> exp.Subquery:
+    def source(self, query: exp.Expr) -> exp.Subquery:
         """The user's SELECT as an aliased derived table."""
         if not isinstance(query, exp.Query):
             raise SqlParseError(
@@ -261,7 +261,7 @@ class EngineAdapter:
             )
         return query.subquery(SOURCE_ALIAS, copy=True)
 
-    def probe_columns(self, query: exp.Expression) -> exp.Select:
+    def probe_columns(self, query: exp.Expr) -> exp.Select:
         """A query returning no rows whose result columns are the user's SELECT's columns."""
         return exp.select("*").from_(self.source(query)).where(exp.false()).limit(0)
 
@@ -269,20 +269,22 @@ class EngineAdapter:
         return exp.delete(self.table(table), where=self.in_window(partition_column))
 
     def count_window(self, table: str, partition_column: str) -> exp.Select:
-        return exp.select(exp.Count(this=exp.Star())).from_(self.table(table)).where(
-            self.in_window(partition_column)
+        return (
+            exp.select(exp.Count(this=exp.Star()))
+            .from_(self.table(table))
+            .where(self.in_window(partition_column))
         )
 
-    def insert_select(self, table: str, columns: Sequence[str], query: exp.Expression) -> exp.Insert:
+    def insert_select(self, table: str, columns: Sequence[str], query: exp.Expr) -> exp.Insert:
         """INSERT INTO table (cols) SELECT cols FROM (query): set-based, rows never leave the database."""
         select = exp.select(*[self.column(c, SOURCE_ALIAS) for c in columns]).from_(self.source(query))
         if self.upsert_select_needs_where:
             select = select.where(exp.true())
-        return exp.insert(select, self.table(table), columns=[exp.to_identifier(c, quoted=True) for c in columns])
+        return exp.insert(
+            select, self.table(table), columns=[exp.to_identifier(c, quoted=True) for c in columns]
+        )
 
-    def upsert(
-        self, table: str, columns: Sequence[str], keys: Sequence[str], query: exp.Expression
-    ) -> exp.Expression:
+    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str], query: exp.Expr) -> exp.Expr:
         """Insert new keys, update existing ones, in the database's native upsert."""
         insert = self.insert_select(table, columns, query)
         updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}] or list(keys)
@@ -294,20 +296,21 @@ class EngineAdapter:
         return exp.OnConflict(
             conflict_keys=[exp.to_identifier(k, quoted=True) for k in keys],
             action=exp.var("DO UPDATE"),
-            expressions=[
-                exp.EQ(this=self.column(c), expression=self.column(c, "excluded")) for c in updates
-            ],
+            expressions=[exp.EQ(this=self.column(c), expression=self.column(c, "excluded")) for c in updates],
         )
 
     def key_problems(
-        self, query: exp.Expression, keys: Sequence[str], partition_column: str | None, limit: int
+        self, query: exp.Expr, keys: Sequence[str], partition_column: str | None, limit: int
     ) -> exp.Select:
         """Source keys that are NULL or repeated, or whose rows fall outside the window: one pass."""
         key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
         count = exp.Count(this=exp.Star())
         null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
-        problems: list[exp.Expression] = [exp.GT(this=count.copy(), expression=exp.Literal.number(1)), null_any]
-        selects: list[exp.Expression] = [*key_cols, exp.alias_(count, "n")]
+        problems: list[exp.Expr] = [
+            exp.GT(this=count.copy(), expression=exp.Literal.number(1)),
+            null_any,
+        ]
+        selects: list[exp.Expr] = [*key_cols, exp.alias_(count, "n")]
         if partition_column:
             outside = exp.Case(
                 ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=exp.Literal.number(0))],
@@ -322,26 +325,29 @@ class EngineAdapter:
             .from_(self.source(query))
             .group_by(*[c.copy() for c in key_cols])
             .having(exp.or_(*problems))
+            .order_by(*[c.copy() for c in key_cols])
             .limit(limit)
         )
 
-    def count_source(self, query: exp.Expression) -> exp.Select:
+    def count_source(self, query: exp.Expr) -> exp.Select:
         return exp.select(exp.Count(this=exp.Star())).from_(self.source(query))
 
-    def outside_sample(self, query: exp.Expression, partition_column: str, limit: int) -> exp.Select:
+    def outside_sample(self, query: exp.Expr, partition_column: str, limit: int) -> exp.Select:
         """A few partition values the SELECT produced outside the window, to name them in the error."""
         col = self.column(partition_column, SOURCE_ALIAS)
         return (
             exp.select(col)
             .from_(self.source(query))
-            .where(exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))).or_(
-                exp.Is(this=col.copy(), expression=exp.null())
-            ))
+            .where(
+                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))).or_(
+                    exp.Is(this=col.copy(), expression=exp.null())
+                )
+            )
             .limit(limit)
         )
 
     def delete_missing(
-        self, table: str, partition_column: str, keys: Sequence[str], query: exp.Expression
+        self, table: str, partition_column: str, keys: Sequence[str], query: exp.Expr
     ) -> exp.Delete:
         """Delete the window's rows whose key the source no longer has (merge with delete_missing)."""
         _, name = split_table_name(table)

@@ -43,7 +43,9 @@ class DuckDBAdapter(EmbeddedAdapter):
             )
         columns = {
             str(r[0]).lower(): ColumnInfo(
-                name=str(r[0]), type_name=str(r[1]), kind=_KINDS.get(str(r[1]).upper(), "other"),
+                name=str(r[0]),
+                type_name=str(r[1]),
+                kind=_KINDS.get(str(r[1]).upper(), "other"),
                 nullable=str(r[2]).upper() == "YES",
             )
             for r in rows

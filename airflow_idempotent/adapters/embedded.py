@@ -51,7 +51,9 @@ class EmbeddedAdapter(EngineAdapter):
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise self.lock_timeout_error(table, window, timeout, f"lock file {path} held") from None
+                        raise self.lock_timeout_error(
+                            table, window, timeout, f"lock file {path} held"
+                        ) from None
                     time.sleep(POLL_SECONDS)
             yield
         finally:

@@ -25,7 +25,9 @@ class MySQLAdapter(EngineAdapter):
             duplicate=True,
             action=exp.var("UPDATE"),
             expressions=[
-                exp.EQ(this=self.column(c), expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)]))
+                exp.EQ(
+                    this=self.column(c), expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)])
+                )
                 for c in updates
             ],
         )

@@ -55,7 +55,8 @@ class WarehouseHook(DbApiHook):
             if not path or not path.startswith("/"):
                 raise UnsupportedConnectionError(
                     f"connection {self.get_conn_id()!r} ({conn_type}) needs the absolute path of the "
-                    f'database file in host, e.g. {{"conn_type": "{conn_type}", "host": "/data/warehouse.db"}}.'
+                    f'database file in host, e.g. {{"conn_type": "{conn_type}", '
+                    '"host": "/data/warehouse.db"}.'
                 )
             return URL.create(driver, database=path)
         return URL.create(

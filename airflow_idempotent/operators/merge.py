@@ -1,0 +1,33 @@
+"""MergeOperator: upsert the window's rows on a key in the database's native form."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_idempotent.adapters.base import EngineAdapter, validate_identifier
+from airflow_idempotent.operators.base import WindowWriteOperator
+from airflow_idempotent.strategies import WriteResult, WriteSpec, merge
+
+
+class MergeOperator(WindowWriteOperator):
+    """Upsert the SELECT's rows into `table` on `key_columns`.
+
+    ON CONFLICT on PostgreSQL, SQLite and DuckDB; ON DUPLICATE KEY UPDATE on MariaDB/MySQL.
+    A source with duplicate or NULL keys (or, with a partition_column, rows outside the window)
+    is refused before anything is written, naming the offending keys. With
+    `delete_missing=True` the window's rows whose key the source no longer has are deleted
+    in the same transaction.
+    """
+
+    strategy = "merge"
+
+    def __init__(self, *, key_columns: Sequence[str], delete_missing: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(key_columns, str):
+            key_columns = [key_columns]
+        self.key_columns = [validate_identifier(k, "key column") for k in key_columns]
+        self.delete_missing = delete_missing
+
+    def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
+        return merge(adapter, spec, self.key_columns, self.delete_missing)

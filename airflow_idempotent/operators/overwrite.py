@@ -1,0 +1,26 @@
+"""PartitionOverwriteOperator: delete the window and insert it again, in one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.operators.base import WindowWriteOperator
+from airflow_idempotent.strategies import WriteResult, WriteSpec, overwrite
+
+
+class PartitionOverwriteOperator(WindowWriteOperator):
+    """Replace the run's window of `table` with the SELECT's rows.
+
+    In one transaction under the (table, window) lock: delete the window's rows, insert the
+    SELECT's rows, and roll back if any produced row falls outside the window. A rerun after
+    any crash leaves the table as one clean run would. Returns (XCom) rows deleted and inserted.
+    """
+
+    strategy = "overwrite"
+
+    def __init__(self, *, partition_column: str, **kwargs: Any) -> None:
+        super().__init__(partition_column=partition_column, **kwargs)
+
+    def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
+        return overwrite(adapter, spec)
