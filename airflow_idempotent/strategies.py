@@ -37,6 +37,8 @@ class WriteSpec:
     partition_column: str | None
     params: Mapping[str, Any] = field(default_factory=dict)
     lock_timeout: float = 60.0
+    #: compute the window's result checksum before commit (recorded in history)
+    checksum: bool = True
 
     def __post_init__(self) -> None:
         if self.partition_column is not None:
@@ -62,6 +64,8 @@ class WriteResult:
     rows_inserted: int
     rows_updated: int
     source_rows: int
+    row_count: int | None = None
+    checksum: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,7 +121,7 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
     if spec.partition_column is None:
         raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
     with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
-        _, columns, params = _prepare(adapter, conn, spec)
+        info, columns, params = _prepare(adapter, conn, spec)
         window_only = {k: params[k] for k in RESERVED_PARAMS}
         deleted = _rowcount(
             adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
@@ -134,7 +138,10 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
             inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
         if in_window != inserted:
             _raise_outside(adapter, conn, spec, params, inserted - in_window)
-        result = WriteResult("overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted)
+        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+        result = WriteResult(
+            "overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted, row_count, checksum
+        )
     log.info(
         "overwrote %s for window %s: %d rows deleted, %d inserted (one transaction)",
         spec.table,
@@ -197,8 +204,17 @@ def merge(
         adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
         after = _window_count(adapter, conn, spec, window_only)
         inserted = after - before if before >= 0 else source_rows
+        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
         result = WriteResult(
-            "merge", spec.table, spec.window.label(), deleted, inserted, source_rows - inserted, source_rows
+            "merge",
+            spec.table,
+            spec.window.label(),
+            deleted,
+            inserted,
+            source_rows - inserted,
+            source_rows,
+            row_count,
+            checksum,
         )
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
@@ -211,6 +227,18 @@ def merge(
         deleted,
     )
     return result
+
+
+def _checksum(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo, params: Mapping[str, Any]
+) -> tuple[int | None, str | None]:
+    """The window's row count and result checksum as this transaction will commit them."""
+    if not spec.checksum or spec.partition_column is None:
+        return None, None
+    columns = [c.name for c in info.columns.values()]
+    query = adapter.window_checksum(spec.table, spec.partition_column, columns)
+    count, total = adapter.execute(conn, query, params).one()
+    return int(count), f"{int(count)}:{total}"
 
 
 def _window_count(

@@ -346,6 +346,33 @@ class EngineAdapter:
             .limit(limit)
         )
 
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        """A 64-bit (or narrower) integer hash of a text expression, computed by the database."""
+        raise NotImplementedError
+
+    def window_checksum(self, table: str, partition_column: str, columns: Sequence[str]) -> exp.Select:
+        """Row count and an order-independent sum of row hashes over the window, in the database.
+
+        Compared only with checksums from the same database: it answers "is the window's result
+        the same as after the last write", not "equal across engines".
+        """
+        parts: list[exp.Expr] = []
+        for i, name in enumerate(sorted(columns, key=str.lower)):
+            if i:
+                parts.append(exp.Literal.string("|"))
+            parts.append(
+                exp.func("COALESCE", exp.cast(self.column(name), "TEXT"), exp.Literal.string("<null>"))
+            )
+        row_text = exp.Concat(expressions=parts, safe=True)
+        return (
+            exp.select(
+                exp.Count(this=exp.Star()),
+                exp.func("COALESCE", exp.Sum(this=self.row_hash(row_text)), exp.Literal.number(0)),
+            )
+            .from_(self.table(table))
+            .where(self.in_window(partition_column))
+        )
+
     def delete_missing(
         self, table: str, partition_column: str, keys: Sequence[str], query: exp.Expr
     ) -> exp.Delete:

@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlglot import exp
 
 from airflow_idempotent.adapters.base import ColumnInfo, ColumnKind, TableInfo, split_table_name
 from airflow_idempotent.adapters.embedded import EmbeddedAdapter
@@ -24,6 +25,9 @@ _KINDS: dict[str, ColumnKind] = {
 class DuckDBAdapter(EmbeddedAdapter):
     dialect = "duckdb"
     upsert_style = "on_conflict"
+
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        return exp.Anonymous(this="hash", expressions=[text])
 
     def describe(self, conn: Connection, table: str) -> TableInfo:
         """Read DuckDB's own catalog: SQLAlchemy's PostgreSQL-style reflection fails on it."""

@@ -32,6 +32,16 @@ class MySQLAdapter(EngineAdapter):
             ],
         )
 
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        """The first 60 bits of MD5 as an unsigned integer (MariaDB has no 64-bit text hash)."""
+        prefix = exp.Substring(
+            this=exp.MD5(this=text), start=exp.Literal.number(1), length=exp.Literal.number(15)
+        )
+        conv = exp.Anonymous(
+            this="CONV", expressions=[prefix, exp.Literal.number(16), exp.Literal.number(10)]
+        )
+        return exp.cast(conv, exp.DataType.build("DECIMAL(20, 0)"))  # CONV returns text: SUM would be a float
+
     @contextmanager
     def locked_transaction(self, table: str, window: Window, timeout: float) -> Iterator[Connection]:
         """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""

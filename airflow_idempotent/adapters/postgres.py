@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.window import Window
@@ -13,6 +14,9 @@ class PostgresAdapter(EngineAdapter):
     dialect = "postgres"
     upsert_style = "on_conflict"
     lock_style = "advisory_xact"
+
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        return exp.Anonymous(this="hashtextextended", expressions=[text, exp.Literal.number(0)])
 
     def acquire_lock(self, conn: Connection, table: str, window: Window, timeout: float) -> None:
         """pg_advisory_xact_lock under a local lock_timeout: commit or rollback releases it."""

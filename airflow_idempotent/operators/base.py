@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, BaseOperator
 
-from airflow_idempotent.adapters.base import EngineAdapter, split_table_name, validate_identifier
+from airflow_idempotent import __version__
+from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, split_table_name, validate_identifier
+from airflow_idempotent.fingerprint import fingerprint
+from airflow_idempotent.history.spool import SafeHistory
+from airflow_idempotent.history.store import DEFAULT_CONN_ID, WriteRecord, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.strategies import WriteResult, WriteSpec
@@ -17,6 +23,89 @@ from airflow_idempotent.window import Window, parse_granularity, window_from_con
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import Context
+
+
+def target_asset(conn_id: str, table: str) -> Asset:
+    """The asset a target table is known by: one per (connection, table)."""
+    return Asset(name=f"{conn_id}.{table}", uri=f"idempotent://{conn_id}/{table}")
+
+
+def _conf_value(context: Context | Mapping[str, Any], key: str) -> str | None:
+    """A string value from the run's conf, for the record only (never spliced into SQL)."""
+    dag_run = context.get("dag_run")
+    conf = getattr(dag_run, "conf", None) or {}
+    value = conf.get(key) if isinstance(conf, Mapping) else None
+    return str(value)[:64] if isinstance(value, str | int | float) else None
+
+
+@dataclass(frozen=True)
+class AttemptIdentity:
+    """Which attempt of which task of which run is writing: the natural key of its history record."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    run_type: str | None
+
+    @classmethod
+    def from_context(cls, context: Context | Mapping[str, Any], task: BaseOperator) -> AttemptIdentity:
+        ti = context.get("ti") or context.get("task_instance")
+        dag_run = context.get("dag_run")
+        run_type = getattr(dag_run, "run_type", None)
+        if ti is None:  # called outside Airflow (tests, scripts): every call is its own attempt
+            dag = getattr(task, "dag", None) if task.has_dag() else None
+            return cls(
+                dag_id=getattr(dag, "dag_id", None) or "adhoc",
+                run_id=str(context.get("run_id") or f"adhoc__{uuid.uuid4().hex}"),
+                task_id=task.task_id,
+                map_index=-1,
+                try_number=1,
+                run_type=str(run_type) if run_type else "adhoc",
+            )
+        map_index = getattr(ti, "map_index", -1)
+        return cls(
+            dag_id=ti.dag_id,
+            run_id=ti.run_id,
+            task_id=ti.task_id,
+            map_index=-1 if map_index is None else int(map_index),
+            try_number=int(getattr(ti, "try_number", 1) or 1),
+            run_type=str(getattr(run_type, "value", run_type)) if run_type else None,
+        )
+
+    def write_record(
+        self,
+        target: str,
+        window: Window,
+        strategy: str,
+        status: str,
+        digest: str,
+        parts: str,
+        policy: str | None,
+        semantics: str | None,
+        **counts: Any,
+    ) -> WriteRecord:
+        return WriteRecord(
+            dag_id=self.dag_id,
+            run_id=self.run_id,
+            task_id=self.task_id,
+            map_index=self.map_index,
+            try_number=self.try_number,
+            target=target,
+            window_start=window.start,
+            window_end=window.end,
+            window_label=window.label(),
+            strategy=strategy,
+            status=status,
+            fingerprint=digest,
+            fingerprint_parts=parts,
+            written_at=utcnow(),
+            run_type=self.run_type,
+            semantics=semantics,
+            policy_version=policy,
+            **counts,
+        )
 
 
 class WindowWriteOperator(BaseOperator):
@@ -40,9 +129,19 @@ class WindowWriteOperator(BaseOperator):
     :param anchor: "start": the period that contains the logical date; "end": the period that ends at it.
     :param allow_functions: clock or random functions let through the determinism lint, logged.
     :param lock_timeout: seconds to wait for another attempt on the same (table, window).
+    :param policy_version: the business rule's version, recorded and part of the fingerprint; templated.
+        Defaults to parameters["policy_version"] when that exists.
+    :param source_snapshot_sql: a SELECT over the source for the window (e.g. count and
+        max(updated_at)); its result is part of the fingerprint; templated, linted, window bound.
+    :param skip_if_unchanged: skip the write when the window's last successful write has the same
+        fingerprint and the window still holds that write's result; the skip is recorded.
+    :param record_history: record the write in the history store (connection `history_conn_id`).
+    :param checksum: compute the window's result checksum before commit (needed for history flags).
+    :param emit_asset: declare the target table as an outlet asset and put the window, ordinal
+        and dataset version in its event's extra.
     """
 
-    template_fields: Sequence[str] = ("sql", "parameters")
+    template_fields: Sequence[str] = ("sql", "parameters", "policy_version", "source_snapshot_sql")
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "parameters": "json"}
     ui_color = "#d9f2e6"
@@ -61,8 +160,17 @@ class WindowWriteOperator(BaseOperator):
         anchor: Literal["start", "end"] = "start",
         allow_functions: Iterable[str] = (),
         lock_timeout: float = 60.0,
+        policy_version: str | None = None,
+        source_snapshot_sql: str | None = None,
+        skip_if_unchanged: bool = False,
+        record_history: bool = True,
+        history_conn_id: str = DEFAULT_CONN_ID,
+        checksum: bool = True,
+        emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
+        if emit_asset:
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), target_asset(conn_id, table)]
         super().__init__(**kwargs)
         split_table_name(table)
         if partition_column is not None:
@@ -78,6 +186,17 @@ class WindowWriteOperator(BaseOperator):
         self.anchor = anchor
         self.allow_functions = tuple(allow_functions)
         self.lock_timeout = float(lock_timeout)
+        self.policy_version = policy_version
+        self.source_snapshot_sql = source_snapshot_sql
+        self.skip_if_unchanged = skip_if_unchanged
+        self.record_history = record_history
+        self.history_conn_id = history_conn_id
+        self.checksum = checksum
+        self.emit_asset = emit_asset
+        if skip_if_unchanged and not (record_history and checksum):
+            raise ValueError(
+                "skip_if_unchanged needs record_history=True and checksum=True: it compares with history."
+            )
 
     def window(self, context: Context | Mapping[str, Any]) -> Window:
         """The run's window: the one place it is derived (see airflow_idempotent.window)."""
@@ -90,8 +209,8 @@ class WindowWriteOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         window = self.window(context)
-        hook = WarehouseHook(conn_id=self.conn_id)
-        adapter = hook.adapter
+        identity = AttemptIdentity.from_context(context, self)
+        adapter = WarehouseHook(conn_id=self.conn_id).adapter
         query = check_deterministic(self.sql, adapter.dialect, self.allow_functions)
         spec = WriteSpec(
             table=self.table,
@@ -100,18 +219,179 @@ class WindowWriteOperator(BaseOperator):
             partition_column=self.partition_column,
             params=self.parameters,
             lock_timeout=self.lock_timeout,
+            checksum=self.checksum,
         )
+        policy = self.effective_policy_version()
+        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
+        history = SafeHistory(self.history_conn_id) if self.record_history else None
+        target = f"{self.conn_id}:{self.table}"
+        semantics = _conf_value(context, "semantics")
+
+        if self.skip_if_unchanged and history is not None:
+            skipped = self.try_skip(adapter, spec, history, target, digest)
+            if skipped is not None:
+                record = identity.write_record(
+                    target,
+                    window,
+                    self.strategy,
+                    "skipped",
+                    digest,
+                    parts,
+                    policy,
+                    semantics,
+                    row_count=skipped.get("row_count"),
+                    checksum=skipped.get("checksum"),
+                    message=f"skipped: same fingerprint as write #{skipped['ordinal']} ({skipped['run_id']})",
+                )
+                history.record(record)
+                self.log.info(
+                    "skipped %s for window %s: same fingerprint %s as write #%s and the window is unchanged",
+                    self.table,
+                    window.label(),
+                    digest[:12],
+                    skipped["ordinal"],
+                )
+                return {
+                    "strategy": self.strategy,
+                    "table": self.table,
+                    "window": window.label(),
+                    "skipped": True,
+                    "fingerprint": digest,
+                    "checksum": skipped.get("checksum"),
+                }
+
         result = self.write(adapter, spec)
+        out = result.as_dict() | {"fingerprint": digest, "policy_version": policy}
         self.log.info(
-            "%s of %s for window %s: %d deleted, %d inserted, %d updated",
+            "%s of %s for window %s: %d deleted, %d inserted, %d updated; checksum %s, fingerprint %s",
             result.strategy,
             result.table,
             result.window,
             result.rows_deleted,
             result.rows_inserted,
             result.rows_updated,
+            result.checksum,
+            digest[:12],
         )
-        return result.as_dict()
+        if history is not None:
+            record = identity.write_record(
+                target,
+                window,
+                self.strategy,
+                "written",
+                digest,
+                parts,
+                policy,
+                semantics,
+                rows_deleted=result.rows_deleted,
+                rows_inserted=result.rows_inserted,
+                rows_updated=result.rows_updated,
+                source_rows=result.source_rows,
+                row_count=result.row_count,
+                checksum=result.checksum,
+            )
+            stored = history.record(record)
+            if stored is not None:
+                out |= {
+                    "ordinal": stored.ordinal,
+                    "dataset_version": stored.dataset_version,
+                    "nondeterministic": stored.nondeterministic,
+                }
+                if stored.nondeterministic:
+                    self.log.warning(
+                        "NON-DETERMINISTIC: window %s of %s has the same fingerprint as an earlier write "
+                        "but a different result (checksum %s, before %s): the SQL or its source is not "
+                        "reproducible",
+                        window.label(),
+                        target,
+                        result.checksum,
+                        stored.previous_checksum,
+                    )
+        self.emit_asset_event(context, window, out)
+        return out
+
+    def effective_policy_version(self) -> str | None:
+        policy = (
+            self.policy_version if self.policy_version is not None else self.parameters.get("policy_version")
+        )
+        return None if policy is None else str(policy)
+
+    def fingerprint_parts(
+        self, adapter: EngineAdapter, spec: WriteSpec, policy: str | None
+    ) -> dict[str, Any]:
+        """Everything that defines "the same write" of this window (see airflow_idempotent.fingerprint)."""
+        parts: dict[str, Any] = {
+            "sql": adapter.render(spec.query),
+            "parameters": dict(spec.params),
+            "window": [spec.window.start.isoformat(), spec.window.end.isoformat()],
+            "strategy": self.strategy,
+            "target": f"{self.conn_id}:{self.table}",
+            "partition_column": self.partition_column,
+            "package_version": __version__,
+            "policy_version": policy,
+        }
+        parts.update(self.strategy_parts())
+        if self.source_snapshot_sql:
+            parts["source_snapshot"] = self.source_snapshot(adapter, spec)
+        return parts
+
+    def strategy_parts(self) -> dict[str, Any]:
+        return {}
+
+    def source_snapshot(self, adapter: EngineAdapter, spec: WriteSpec) -> list[list[str]]:
+        """The user's snapshot query over the source window, as text, e.g. [["2000", "2026-08-25 23:59"]]."""
+        assert self.source_snapshot_sql is not None
+        snap = check_deterministic(self.source_snapshot_sql, adapter.dialect, self.allow_functions)
+        kind: ColumnKind = "timestamptz"
+        with adapter.engine.connect() as conn:
+            if self.partition_column is not None:
+                kind = (
+                    adapter.describe(conn, self.table).column(self.partition_column, "partition_column").kind
+                )
+            params = {**spec.params, **adapter.window_params(spec.window, kind)}
+            rows = adapter.execute(conn, snap, params).all()
+        return [[str(v) for v in row] for row in rows]
+
+    def try_skip(
+        self, adapter: EngineAdapter, spec: WriteSpec, history: SafeHistory, target: str, digest: str
+    ) -> dict[str, Any] | None:
+        """The last write to reuse, if it has this fingerprint and the window still holds its result."""
+        last = history.last_write(target, spec.window)
+        if last is None or last.get("fingerprint") != digest or not last.get("checksum"):
+            return None
+        assert spec.partition_column is not None
+        with adapter.engine.connect() as conn:
+            info = adapter.describe(conn, spec.table)
+            kind = info.column(spec.partition_column, "partition_column").kind
+            query = adapter.window_checksum(
+                spec.table, spec.partition_column, [c.name for c in info.columns.values()]
+            )
+            count, total = adapter.execute(conn, query, adapter.window_params(spec.window, kind)).one()
+        if f"{int(count)}:{total}" != last["checksum"]:
+            self.log.info(
+                "window %s changed since write #%s: writing again", spec.window.label(), last["ordinal"]
+            )
+            return None
+        return last
+
+    def emit_asset_event(
+        self, context: Context | Mapping[str, Any], window: Window, out: Mapping[str, Any]
+    ) -> None:
+        """Tell downstream DAGs and lineage which window of the target changed, and to which version."""
+        if not self.emit_asset or "outlet_events" not in context:
+            return
+        extra = {
+            "window_start": window.start.isoformat(),
+            "window_end": window.end.isoformat(),
+            "window": window.label(),
+            "strategy": self.strategy,
+            "ordinal": out.get("ordinal"),
+            "dataset_version": out.get("dataset_version"),
+            "checksum": out.get("checksum"),
+            "fingerprint": out.get("fingerprint"),
+            "policy_version": out.get("policy_version"),
+        }
+        context["outlet_events"][target_asset(self.conn_id, self.table)].extra.update(extra)  # type: ignore[index]
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         raise NotImplementedError

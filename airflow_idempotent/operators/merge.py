@@ -29,5 +29,8 @@ class MergeOperator(WindowWriteOperator):
         self.key_columns = [validate_identifier(k, "key column") for k in key_columns]
         self.delete_missing = delete_missing
 
+    def strategy_parts(self) -> dict[str, Any]:
+        return {"key_columns": self.key_columns, "delete_missing": self.delete_missing}
+
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         return merge(adapter, spec, self.key_columns, self.delete_missing)

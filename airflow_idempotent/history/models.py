@@ -1,0 +1,120 @@
+"""The history store's tables (SQLAlchemy 2). Schema changes go through the Alembic migrations
+in `migrations/`; these definitions are what the latest migration creates.
+
+Every record carries its natural key, enforced unique, so a record delivered twice (from the
+spool after an outage) is stored once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+TABLE_PREFIX = "idem_"
+VERSION_TABLE = "idem_alembic_version"
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+UTCDateTime = sa.DateTime(timezone=True)
+
+
+class DagRunEvent(Base):
+    """A DAG run changing state (running, success, failed), as the scheduler saw it."""
+
+    __tablename__ = "idem_dag_run_event"
+    __table_args__ = (sa.UniqueConstraint("dag_id", "run_id", "event", "at"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250), index=True)
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    event: Mapped[str] = mapped_column(sa.String(32))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    state: Mapped[str | None] = mapped_column(sa.String(32))
+    run_type: Mapped[str | None] = mapped_column(sa.String(32))
+    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    data_interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    data_interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    semantics: Mapped[str | None] = mapped_column(sa.String(32))
+    policy_version: Mapped[str | None] = mapped_column(sa.String(64))
+    source: Mapped[str | None] = mapped_column(sa.String(32))
+    message: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class TaskAttempt(Base):
+    """One event of one task attempt: running, success, failed, up_for_retry, or a user's mark."""
+
+    __tablename__ = "idem_task_attempt"
+    __table_args__ = (
+        sa.UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "try_number", "event"),
+        sa.Index("ix_idem_task_attempt_dag_task", "dag_id", "task_id"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer, default=-1)
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    event: Mapped[str] = mapped_column(sa.String(32))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    state: Mapped[str | None] = mapped_column(sa.String(32))
+    previous_state: Mapped[str | None] = mapped_column(sa.String(32))
+    run_type: Mapped[str | None] = mapped_column(sa.String(32))
+    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    hostname: Mapped[str | None] = mapped_column(sa.String(250))
+    source: Mapped[str | None] = mapped_column(sa.String(32))
+    error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class WindowWrite(Base):
+    """One write (or skip, or refusal) of one window of one table by one task attempt."""
+
+    __tablename__ = "idem_window_write"
+    __table_args__ = (
+        sa.UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "try_number"),
+        sa.Index("ix_idem_window_write_target", "target", "window_start", "window_end"),
+        sa.Index("ix_idem_window_write_dag", "dag_id", "task_id"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer, default=-1)
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    #: conn_id:table, so the same table name in two warehouses is two targets
+    target: Mapped[str] = mapped_column(sa.String(500))
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    window_label: Mapped[str] = mapped_column(sa.String(120))
+    strategy: Mapped[str] = mapped_column(sa.String(32))
+    status: Mapped[str] = mapped_column(sa.String(32))  # written | skipped | refused
+    rows_deleted: Mapped[int | None] = mapped_column(sa.BigInteger)
+    rows_inserted: Mapped[int | None] = mapped_column(sa.BigInteger)
+    rows_updated: Mapped[int | None] = mapped_column(sa.BigInteger)
+    source_rows: Mapped[int | None] = mapped_column(sa.BigInteger)
+    row_count: Mapped[int | None] = mapped_column(sa.BigInteger)
+    checksum: Mapped[str | None] = mapped_column(sa.String(128))
+    fingerprint: Mapped[str] = mapped_column(sa.String(64))
+    fingerprint_parts: Mapped[str | None] = mapped_column(sa.Text)  # JSON
+    run_type: Mapped[str | None] = mapped_column(sa.String(32))
+    semantics: Mapped[str | None] = mapped_column(sa.String(32))
+    policy_version: Mapped[str | None] = mapped_column(sa.String(64))
+    ordinal: Mapped[int] = mapped_column(sa.Integer)
+    dataset_version: Mapped[int] = mapped_column(sa.Integer)
+    nondeterministic: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    diff: Mapped[str | None] = mapped_column(sa.Text)  # JSON, from guarded writes
+    message: Mapped[str | None] = mapped_column(sa.Text)
+    written_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    package_version: Mapped[str] = mapped_column(sa.String(32))

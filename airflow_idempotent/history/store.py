@@ -1,0 +1,372 @@
+"""The history store: where every DAG run, task attempt and window write is remembered.
+
+It lives behind the Airflow connection `idempotent_history` (PostgreSQL in production), or,
+without one, in an SQLite file under AIRFLOW_HOME so the demo needs no server. It never uses
+Airflow's own ORM session. Writes of records are insert-if-absent on each record's natural key,
+so a record redelivered from the spool is stored once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+from airflow_idempotent import __version__
+from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite
+from airflow_idempotent.window import Window
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONN_ID = "idempotent_history"
+EMBEDDED_FILE = "idempotent_history.db"
+#: How long a task or listener waits for the store before spooling instead.
+DEFAULT_TIMEOUT = 2.0
+
+
+def utcnow() -> datetime:
+    """The wall clock, for *when a record happened* only: never for which window a run writes."""
+    return datetime.now(timezone.utc)
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _parse_dt(value: Any) -> Any:
+    if isinstance(value, str):
+        parsed = datetime.fromisoformat(value)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return value
+
+
+@dataclass
+class Record:
+    """A history record: plain data, JSON-serialisable for the spool."""
+
+    kind: ClassVar[str]
+    model: ClassVar[type[Base]]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, **{k: _iso(v) for k, v in asdict(self).items()}}, sort_keys=True
+        )
+
+    def values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @staticmethod
+    def from_json(line: str) -> Record:
+        data = json.loads(line)
+        cls = RECORD_KINDS[data.pop("kind")]
+        types = {f.name: f.type for f in fields(cls)}
+        return cls(**{k: _parse_dt(v) if "datetime" in str(types.get(k)) else v for k, v in data.items()})
+
+
+@dataclass
+class DagRunRecord(Record):
+    kind: ClassVar[str] = "dag_run"
+    model: ClassVar[type[Base]] = DagRunEvent
+
+    dag_id: str
+    run_id: str
+    event: str
+    at: datetime
+    state: str | None = None
+    run_type: str | None = None
+    logical_date: datetime | None = None
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
+    semantics: str | None = None
+    policy_version: str | None = None
+    source: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class AttemptRecord(Record):
+    kind: ClassVar[str] = "attempt"
+    model: ClassVar[type[Base]] = TaskAttempt
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    event: str
+    at: datetime
+    state: str | None = None
+    previous_state: str | None = None
+    run_type: str | None = None
+    logical_date: datetime | None = None
+    hostname: str | None = None
+    source: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class WriteRecord(Record):
+    """One window write as the operator saw it; ordinal, dataset version and flags are the store's."""
+
+    kind: ClassVar[str] = "write"
+    model: ClassVar[type[Base]] = WindowWrite
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    target: str
+    window_start: datetime
+    window_end: datetime
+    window_label: str
+    strategy: str
+    status: str
+    fingerprint: str
+    written_at: datetime
+    rows_deleted: int | None = None
+    rows_inserted: int | None = None
+    rows_updated: int | None = None
+    source_rows: int | None = None
+    row_count: int | None = None
+    checksum: str | None = None
+    fingerprint_parts: str | None = None
+    run_type: str | None = None
+    semantics: str | None = None
+    policy_version: str | None = None
+    diff: str | None = None
+    message: str | None = None
+    package_version: str = __version__
+
+
+RECORD_KINDS: dict[str, type[Record]] = {c.kind: c for c in (DagRunRecord, AttemptRecord, WriteRecord)}
+
+
+@dataclass(frozen=True)
+class StoredWrite:
+    """What the store derived when it recorded a write."""
+
+    ordinal: int
+    dataset_version: int
+    nondeterministic: bool
+    previous_checksum: str | None = None
+
+
+@dataclass
+class HistoryStore:
+    """The store on one SQLAlchemy engine. Operations raise on failure: `SafeHistory` spools."""
+
+    engine: Engine
+    timeout: float = DEFAULT_TIMEOUT
+    _MIGRATED_URLS: ClassVar[set[str]] = set()
+
+    @classmethod
+    def from_airflow(cls, conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIMEOUT) -> HistoryStore:
+        """The store of connection `conn_id`, or the embedded SQLite file when it is not defined."""
+        return cls(engine=history_engine(conn_id, timeout), timeout=timeout)
+
+    # ------------------------------------------------------------------ schema
+    def migrate(self) -> None:
+        """Bring the schema to the latest Alembic revision (once per process and database)."""
+        key = self.engine.url.render_as_string(hide_password=True)
+        if key in self._MIGRATED_URLS:
+            return
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+        self._MIGRATED_URLS.add(key)
+
+    # ------------------------------------------------------------------ writing
+    def record(self, record: Record) -> StoredWrite | None:
+        """Store one record (insert if absent). Writes get their ordinal and flags here."""
+        self.migrate()
+        if isinstance(record, WriteRecord):
+            return self._record_write(record)
+        with self.engine.begin() as conn:
+            self._insert_ignore(conn, record.model.__table__, record.values())  # type: ignore[attr-defined]
+        return None
+
+    def _record_write(self, record: WriteRecord) -> StoredWrite:
+        window = Window(
+            start=_pendulum(record.window_start), end=_pendulum(record.window_end), source="history"
+        )
+        adapter = adapter_for(self.engine)
+        with adapter.locked_transaction(f"history:{record.target}", window, self.timeout) as conn:
+            table: sa.Table = WindowWrite.__table__  # type: ignore[assignment]
+            existing = conn.execute(
+                sa.select(table.c.ordinal, table.c.dataset_version, table.c.nondeterministic).where(
+                    *self._natural_key(table, record)
+                )
+            ).first()
+            if existing is not None:  # redelivered: stored once
+                return StoredWrite(existing[0], existing[1], bool(existing[2]))
+            stored = self._derive(conn, record)
+            values = record.values()
+            values.update(
+                ordinal=stored.ordinal,
+                dataset_version=stored.dataset_version,
+                nondeterministic=stored.nondeterministic,
+            )
+            conn.execute(table.insert().values(**values))
+        return stored
+
+    @staticmethod
+    def _natural_key(table: Any, record: WriteRecord) -> list[Any]:
+        return [
+            table.c.dag_id == record.dag_id,
+            table.c.run_id == record.run_id,
+            table.c.task_id == record.task_id,
+            table.c.map_index == record.map_index,
+            table.c.try_number == record.try_number,
+        ]
+
+    def _derive(self, conn: Connection, record: WriteRecord) -> StoredWrite:
+        """Ordinal (how many writes of this window so far), dataset version, non-determinism."""
+        table = WindowWrite.__table__
+        same_window = [
+            table.c.target == record.target,
+            table.c.window_start == record.window_start,
+            table.c.window_end == record.window_end,
+        ]
+        written = conn.execute(
+            sa.select(table.c.ordinal, table.c.dataset_version, table.c.checksum, table.c.fingerprint)
+            .where(*same_window, table.c.status == "written")
+            .order_by(table.c.ordinal.desc())
+        ).all()
+        last = written[0] if written else None
+        if record.status != "written":
+            return StoredWrite(
+                ordinal=last[0] if last else 0,
+                dataset_version=last[1] if last else 0,
+                nondeterministic=False,
+                previous_checksum=last[2] if last else None,
+            )
+        ordinal = (last[0] if last else 0) + 1
+        if last is None:
+            version = 1
+        elif last[2] == record.checksum:
+            version = last[1]
+        else:
+            version = last[1] + 1
+        nondeterministic = any(
+            row[3] == record.fingerprint and row[2] is not None and row[2] != record.checksum
+            for row in written
+        )
+        return StoredWrite(ordinal, version, nondeterministic, last[2] if last else None)
+
+    def _insert_ignore(self, conn: Connection, table: Any, values: Mapping[str, Any]) -> None:
+        name = conn.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            conn.execute(pg_insert(table).values(**values).on_conflict_do_nothing())
+        elif name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            conn.execute(sqlite_insert(table).values(**values).on_conflict_do_nothing())
+        else:
+            conn.execute(table.insert().prefix_with("IGNORE").values(**values))
+
+    # ------------------------------------------------------------------ reading
+    def last_write(self, target: str, window: Window, status: str = "written") -> dict[str, Any] | None:
+        """The latest write of (target, window) with `status`, as a dict, or None."""
+        self.migrate()
+        table = WindowWrite.__table__
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(table)
+                .where(
+                    table.c.target == target,
+                    table.c.window_start == window.start,
+                    table.c.window_end == window.end,
+                    table.c.status == status,
+                )
+                .order_by(table.c.ordinal.desc(), table.c.id.desc())
+                .limit(1)
+            ).first()
+        return dict(row._mapping) if row is not None else None
+
+    def writes(self, **filters: Any) -> list[dict[str, Any]]:
+        """Window writes matching equality filters on any column, oldest first."""
+        self.migrate()
+        table = WindowWrite.__table__
+        clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(table).where(*clauses).order_by(table.c.written_at, table.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def attempts(self, **filters: Any) -> list[dict[str, Any]]:
+        self.migrate()
+        table = TaskAttempt.__table__
+        clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c.at, table.c.id)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def dag_runs(self, **filters: Any) -> list[dict[str, Any]]:
+        self.migrate()
+        table = DagRunEvent.__table__
+        clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c.at, table.c.id)).all()
+        return [dict(r._mapping) for r in rows]
+
+
+def _pendulum(value: datetime) -> Any:
+    import pendulum
+
+    return pendulum.instance(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+
+
+def airflow_home() -> Path:
+    return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
+
+
+def history_engine(conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIMEOUT) -> Engine:
+    """An engine on the history connection, with every wait bounded by `timeout` seconds."""
+    from airflow_idempotent.hooks.warehouse import WarehouseHook
+
+    url: sa.URL
+    if connection_defined(conn_id):
+        url = WarehouseHook(conn_id=conn_id).sqlalchemy_url
+    else:
+        url = sa.URL.create("sqlite", database=str(airflow_home() / EMBEDDED_FILE))
+    seconds = max(1, int(timeout))
+    connect_args: dict[str, Any] = {}
+    if url.get_backend_name() == "postgresql":
+        connect_args = {"connect_timeout": seconds, "options": f"-c statement_timeout={int(timeout * 1000)}"}
+    elif url.get_backend_name() == "mysql":
+        connect_args = {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
+    elif url.get_backend_name() == "sqlite":
+        connect_args = {"timeout": timeout}
+    return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+
+
+def connection_defined(conn_id: str) -> bool:
+    """True when Airflow knows the connection (env var, secrets backend or metadata DB)."""
+    if os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
+        return True
+    try:
+        from airflow.sdk import BaseHook
+
+        BaseHook.get_connection(conn_id)
+    except Exception:
+        return False
+    return True

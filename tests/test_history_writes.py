@@ -1,0 +1,173 @@
+"""Window writes in the history store: ordinal, checksum, dataset version, flags, skip, outage.
+
+The operators run through their own API against real databases; the history store is a fresh
+SQLite file per test (or a fresh PostgreSQL database for the outage test).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
+from airflow_idempotent.history import HistoryStore, Spool
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.test_operators import DAY, PAYOUT_SQL, context, day_truth, make
+
+
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HistoryStore:
+    path = tmp_path / "history.db"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps({"conn_type": "sqlite", "host": str(path)})
+    )
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))  # the spool lives here
+    return HistoryStore(sa.create_engine(f"sqlite:///{path}"))
+
+
+@pytest.fixture
+def loaded(warehouse: Any) -> Any:
+    create_sales(warehouse.engine)
+    create_payouts(warehouse.engine)
+    return warehouse
+
+
+def run_ctx(n: int, **conf: Any) -> dict[str, Any]:
+    class DagRun:
+        run_type = "manual"
+
+    DagRun.conf = conf  # type: ignore[attr-defined]
+    return context(run_id=f"run_{n}", dag_run=DagRun())
+
+
+@pytest.mark.parametrize("strategy", ["overwrite", "merge"])
+def test_reruns_get_ordinals_and_one_dataset_version(
+    loaded: Any, history: HistoryStore, strategy: str
+) -> None:
+    outs = [make(strategy).execute(run_ctx(i)) for i in range(3)]
+    assert [o["ordinal"] for o in outs] == [1, 2, 3]
+    assert [o["dataset_version"] for o in outs] == [1, 1, 1]
+    assert len({o["checksum"] for o in outs}) == 1
+    assert len({o["fingerprint"] for o in outs}) == 1
+    writes = history.writes(target="warehouse:payouts")
+    assert [(w["ordinal"], w["status"], w["row_count"]) for w in writes] == [(1, "written", 2000)] * 1 + [
+        (2, "written", 2000),
+        (3, "written", 2000),
+    ]
+    assert writes[0]["window_label"] == "2026-08-25" and writes[0]["policy_version"] == "v1"
+    assert not any(w["nondeterministic"] for w in writes)
+
+
+def test_new_policy_is_a_new_dataset_version_not_a_nondeterminism(loaded: Any, history: HistoryStore) -> None:
+    v1 = make("overwrite").execute(run_ctx(1))
+    v2 = make("overwrite", parameters={"policy_version": "v2"}).execute(run_ctx(2))
+    assert (v2["ordinal"], v2["dataset_version"], v2["nondeterministic"]) == (2, 2, False)
+    assert v1["fingerprint"] != v2["fingerprint"] and v1["checksum"] != v2["checksum"]
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+
+
+def test_nondeterministic_sql_allowed_through_the_lint_is_flagged(loaded: Any, history: HistoryStore) -> None:
+    coin = {"mariadb": "RAND() < 0.5", "sqlite": "RANDOM() < 0"}.get(loaded.kind, "RANDOM() < 0.5")
+    noisy = PAYOUT_SQL.replace(" AS amount_eur", f" + CASE WHEN {coin} THEN 0.01 ELSE 0 END AS amount_eur")
+    op = make("overwrite", sql=noisy, allow_functions=["random", "rand"])
+    first = op.execute(run_ctx(1))
+    second = op.execute(run_ctx(2))  # 2,000 coin flips: equal results have probability 2**-2000
+    assert first["nondeterministic"] is False
+    assert second["nondeterministic"] is True and second["fingerprint"] == first["fingerprint"]
+    assert any(w["nondeterministic"] for w in history.writes(target="warehouse:payouts"))
+
+
+def test_skip_if_unchanged_skips_and_records_the_skip(loaded: Any, history: HistoryStore) -> None:
+    first = make("overwrite", skip_if_unchanged=True).execute(run_ctx(1))
+    second = make("overwrite", skip_if_unchanged=True).execute(run_ctx(2))
+    assert second.get("skipped") is True and second["checksum"] == first["checksum"]
+    statuses = [(w["status"], w["ordinal"]) for w in history.writes(target="warehouse:payouts")]
+    assert statuses == [("written", 1), ("skipped", 1)]
+
+
+def test_skip_never_hides_a_changed_window_or_policy(loaded: Any, history: HistoryStore) -> None:
+    make("overwrite", skip_if_unchanged=True).execute(run_ctx(1))
+    with loaded.engine.begin() as conn:  # someone damaged the window since the last write
+        conn.execute(sa.text("DELETE FROM payouts WHERE sale_id > 49000"))
+    again = make("overwrite", skip_if_unchanged=True).execute(run_ctx(2))
+    assert "skipped" not in again and window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY)
+    v2 = make("overwrite", skip_if_unchanged=True, parameters={"policy_version": "v2"}).execute(run_ctx(3))
+    assert "skipped" not in v2 and window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+
+
+def test_source_snapshot_is_part_of_the_fingerprint(loaded: Any, history: HistoryStore) -> None:
+    snapshot = (
+        "SELECT count(*), sum(price_eur) FROM sales "
+        "WHERE sale_date >= :window_start AND sale_date < :window_end"
+    )
+    first = make("overwrite", skip_if_unchanged=True, source_snapshot_sql=snapshot).execute(run_ctx(1))
+    with loaded.engine.begin() as conn:  # a price is corrected in the source window
+        conn.execute(sa.text("UPDATE sales SET price_eur = price_eur + 1 WHERE sale_id = 48001"))
+    second = make("overwrite", skip_if_unchanged=True, source_snapshot_sql=snapshot).execute(run_ctx(2))
+    assert "skipped" not in second and second["fingerprint"] != first["fingerprint"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def pg_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = f"idem_hist_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(
+        f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    try:
+        yield name
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
+def test_history_down_never_blocks_and_loses_nothing(
+    loaded: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    down = {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": _free_port(),
+        "login": PG_USER,
+        "schema": pg_history,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
+    for i in range(3):
+        started = time.monotonic()
+        out = make("overwrite").execute(run_ctx(i))
+        assert time.monotonic() - started < 8, "a down history store must not hold the task"
+        assert "ordinal" not in out  # not recorded yet
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY)
+    assert Spool().count() == 3
+
+    up = {**down, "port": PG_PORT}
+    monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(up))
+    out = make("overwrite").execute(run_ctx(3))
+    assert out["ordinal"] == 4
+    Spool().deliver(HistoryStore.from_airflow())  # a second delivery finds nothing new
+    store = HistoryStore(
+        sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{pg_history}")
+    )
+    writes = store.writes(target="warehouse:payouts")
+    assert sorted(w["run_id"] for w in writes) == ["run_0", "run_1", "run_2", "run_3"]
+    assert sorted(w["ordinal"] for w in writes) == [1, 2, 3, 4]
+    assert Spool().count() == 0
+    store.engine.dispose()
