@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash, window_totals
 from tests.test_operators import DAY, amount, day_truth
@@ -51,6 +52,26 @@ def test_dags_test_with_policy_from_conf(airflow_home: Path, warehouse: Any, dag
     simulate_crash(warehouse.engine, DAY, rows=1247)  # the DAG's CREATE TABLE task must keep this table
     airflow("dags", "test", dag_id, DAY.isoformat(), "--conf", '{"policy_version": "v2"}')
     assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY, "v2")
+    extra = latest_asset_event_extra("idempotent://warehouse/payouts")
+    assert extra["window"] == "2026-08-25" and extra["policy_version"] == "v2"
+    assert extra["strategy"] == ("merge" if dag_id == "payouts_merge" else "overwrite")
+    assert isinstance(extra["ordinal"], int) and isinstance(extra["dataset_version"], int)
+
+
+def latest_asset_event_extra(uri: str) -> dict[str, Any]:
+    """Read Airflow's own metadata DB (test only): the extra of the newest event of the asset."""
+    engine = sa.create_engine(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(
+                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                "WHERE a.uri = :uri ORDER BY e.id DESC LIMIT 1"
+            ),
+            {"uri": uri},
+        ).first()
+    engine.dispose()
+    assert row is not None, f"no asset event for {uri}"
+    return row[0] if isinstance(row[0], dict) else json.loads(row[0])
 
 
 @pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
