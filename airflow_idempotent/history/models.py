@@ -7,7 +7,7 @@ spool after an outage) is stored once.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -26,7 +26,24 @@ class Base(DeclarativeBase):
     )
 
 
-UTCDateTime = sa.DateTime(timezone=True)
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Timestamps stored and read as UTC everywhere, SQLite included (it keeps no offset)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        utc = value.astimezone(timezone.utc)
+        return utc.replace(tzinfo=None) if dialect.name in ("sqlite", "mysql") else utc
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 class DagRunEvent(Base):
@@ -39,12 +56,12 @@ class DagRunEvent(Base):
     dag_id: Mapped[str] = mapped_column(sa.String(250), index=True)
     run_id: Mapped[str] = mapped_column(sa.String(250))
     event: Mapped[str] = mapped_column(sa.String(32))
-    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str | None] = mapped_column(sa.String(32))
     run_type: Mapped[str | None] = mapped_column(sa.String(32))
-    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    data_interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    data_interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    data_interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    data_interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
     semantics: Mapped[str | None] = mapped_column(sa.String(32))
     policy_version: Mapped[str | None] = mapped_column(sa.String(64))
     source: Mapped[str | None] = mapped_column(sa.String(32))
@@ -67,11 +84,11 @@ class TaskAttempt(Base):
     map_index: Mapped[int] = mapped_column(sa.Integer, default=-1)
     try_number: Mapped[int] = mapped_column(sa.Integer)
     event: Mapped[str] = mapped_column(sa.String(32))
-    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str | None] = mapped_column(sa.String(32))
     previous_state: Mapped[str | None] = mapped_column(sa.String(32))
     run_type: Mapped[str | None] = mapped_column(sa.String(32))
-    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    logical_date: Mapped[datetime | None] = mapped_column(UTCDateTime())
     hostname: Mapped[str | None] = mapped_column(sa.String(250))
     source: Mapped[str | None] = mapped_column(sa.String(32))
     error: Mapped[str | None] = mapped_column(sa.Text)
@@ -95,8 +112,8 @@ class WindowWrite(Base):
     try_number: Mapped[int] = mapped_column(sa.Integer)
     #: conn_id:table, so the same table name in two warehouses is two targets
     target: Mapped[str] = mapped_column(sa.String(500))
-    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
-    window_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
     window_label: Mapped[str] = mapped_column(sa.String(120))
     strategy: Mapped[str] = mapped_column(sa.String(32))
     status: Mapped[str] = mapped_column(sa.String(32))  # written | skipped | refused
@@ -116,5 +133,5 @@ class WindowWrite(Base):
     nondeterministic: Mapped[bool] = mapped_column(sa.Boolean, default=False)
     diff: Mapped[str | None] = mapped_column(sa.Text)  # JSON, from guarded writes
     message: Mapped[str | None] = mapped_column(sa.Text)
-    written_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    written_at: Mapped[datetime] = mapped_column(UTCDateTime())
     package_version: Mapped[str] = mapped_column(sa.String(32))

@@ -120,9 +120,17 @@ def day_range(first: date | None, last: date | None) -> tuple[datetime | None, d
 
 
 # ---------------------------------------------------------------------------------- queries
-def _failed_attempt_exists() -> sa.Exists:
-    """A failed attempt of the same task instance (any try) as the write row."""
+def _failed_attempt_exists(flt: HistoryFilter) -> sa.Exists:
+    """A failed attempt of the same task instance (any try) as the write row.
+
+    The DAG and task, when given, are repeated as constants: a planner that runs the subquery
+    once (hashed) instead of per row can then read it through ix_idem_task_attempt_dag_task.
+    """
+    constants = [_A.c.dag_id == flt.dag_id] if flt.dag_id is not None else []
+    if flt.task_id is not None:
+        constants.append(_A.c.task_id == flt.task_id)
     return sa.exists().where(
+        *constants,
         _A.c.dag_id == _W.c.dag_id,
         _A.c.run_id == _W.c.run_id,
         _A.c.task_id == _W.c.task_id,
@@ -150,7 +158,7 @@ def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     elif flt.flag == FLAG_SKIPPED:
         clauses.append(_W.c.status == "skipped")
     elif flt.flag == FLAG_FAILED:
-        clauses.append(sa.or_(_W.c.status == "refused", _failed_attempt_exists()))
+        clauses.append(sa.or_(_W.c.status == "refused", _failed_attempt_exists(flt)))
     return clauses
 
 
@@ -324,11 +332,11 @@ def store_is_empty(store: HistoryStore) -> bool:
     Checked without creating anything, so a read never leaves a database file behind.
     """
     url = store.engine.url
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        if not Path(url.database).exists():
-            return True
+    file = url.database if url.get_backend_name() == "sqlite" and url.database != ":memory:" else None
+    if file and not Path(file).exists():
+        return True
     with store.engine.connect() as conn:
-        return not sa.inspect(conn).has_table(_W.name)
+        return not sa.inspect(conn).has_table(WindowWrite.__tablename__)
 
 
 def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[dict[str, Any]]:
