@@ -1,0 +1,1 @@
+"""Airflow plugins of this provider: the run-history listener (`listener.IdempotentPlugin`)."""

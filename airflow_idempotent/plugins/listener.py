@@ -1,0 +1,424 @@
+"""The run-history listener: every DAG run and every task attempt, recorded without ever getting in the way.
+
+Airflow calls these hooks in three kinds of process, with different objects:
+
+* the scheduler (and the mini-scheduler loop of `airflow dags test`): `on_dag_run_*` with the ORM
+  `DagRun`, inside the scheduler's open session; and `on_task_instance_failed` with an ORM
+  `TaskInstance` when the executor reports a task dead that never reported itself;
+* the task process on a worker (and `airflow dags test`, which runs tasks in-process):
+  `on_task_instance_*` with a `RuntimeTaskInstance`, where Airflow's ORM is off limits;
+* the API server, when a user marks a task instance (`on_task_instance_*` with an ORM
+  `TaskInstance` and `previous_state=None`) or a DAG run (`on_dag_run_success/failed`, with a
+  "manually set" message) success or failed.
+
+Rules every hook follows:
+
+* It never raises into Airflow: each body is wrapped and a failure is logged at WARNING.
+* It never blocks for long: the record goes to `SafeHistory` (bounded waits, spooled on failure)
+  on a helper thread, and the hook gives up waiting after `HARD_LIMIT` seconds and spools the
+  record itself. A record stored twice that way is stored once: the store inserts on natural keys.
+  Once the store has failed, the process spools without waiting for `RETRY_AFTER` seconds, so a
+  scheduler does not wait on a dead store for every DAG run; the next write after that delivers
+  the spool.
+* It never touches Airflow's ORM session: only attributes already loaded on an ORM object are
+  read (through the instance's state dict), so nothing is lazily loaded, flushed or committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+from airflow.sdk.plugins_manager import AirflowPlugin
+
+if TYPE_CHECKING:
+    from airflow_idempotent.history.spool import SafeHistory
+    from airflow_idempotent.history.store import AttemptRecord, DagRunRecord, Record
+
+log = logging.getLogger(__name__)
+
+hookimpl = pluggy.HookimplMarker("airflow")
+
+#: Seconds a hook waits for the store (SafeHistory's own bound is 2 s) before spooling itself.
+HARD_LIMIT = 2.5
+#: After the store failed, records go straight to the spool for this many seconds.
+RETRY_AFTER = 30.0
+#: Longest error text kept per attempt.
+ERROR_CHARS = 2000
+#: Prefix of the `msg` Airflow's API server passes when a user sets a DAG run's state.
+MANUAL_DAG_RUN_MSG = "Dag Run's state was manually set"
+
+
+# --------------------------------------------------------------------------------------------
+# One SafeHistory per process, created on first use; a forked child starts afresh.
+# --------------------------------------------------------------------------------------------
+
+
+class _ProcessState:
+    def __init__(self) -> None:
+        self.create_lock = threading.Lock()
+        self.store_lock = threading.Lock()  # one store operation at a time per process
+        self.history: SafeHistory | None = None
+        self.store_down_until = 0.0  # time.monotonic() before which records go straight to the spool
+
+
+_state = _ProcessState()
+
+
+def _reset_after_fork() -> None:
+    global _state
+    _state = _ProcessState()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def history() -> SafeHistory:
+    """This process's SafeHistory, created lazily."""
+    state = _state
+    if state.history is None:
+        with state.create_lock:
+            if state.history is None:
+                from airflow_idempotent.history.spool import SafeHistory
+
+                state.history = SafeHistory()
+    return state.history
+
+
+def submit(record: Record, limit: float = HARD_LIMIT) -> bool:
+    """Hand `record` to the store, waiting at most `limit` seconds.
+
+    True when SafeHistory took it in time (stored, or spooled by SafeHistory itself); False when
+    it went straight to the spool: the store did not answer in time, or failed less than
+    RETRY_AFTER seconds ago (a scheduler must not wait on a dead store for every DAG run).
+    """
+    safe = history()
+    state = _state
+    if time.monotonic() < state.store_down_until:
+        safe.spool.append(record)
+        return False
+    done = threading.Event()
+
+    def deliver() -> None:
+        try:
+            with state.store_lock:
+                safe.record(record)  # delivers the spool first; spools on failure; never raises
+        except Exception as err:  # pragma: no cover - SafeHistory already catches everything
+            log.warning("run history: recording %s failed: %s", record.kind, err)
+        finally:
+            done.set()
+
+    threading.Thread(target=deliver, name="idempotent-history", daemon=True).start()
+    if done.wait(limit):
+        # A successful write delivers the whole spool first: anything left in it means it failed.
+        if safe.spool.pending():
+            _store_down(state, "failed")
+        return True
+    # The store is hanging: keep the record safe in the spool and let the task go on. Should the
+    # thread still store it later, the spooled copy is skipped on delivery (natural key).
+    _store_down(state, f"did not answer within {limit:.1f} s")
+    safe.spool.append(record)
+    return False
+
+
+def _store_down(state: _ProcessState, why: str) -> None:
+    state.store_down_until = time.monotonic() + RETRY_AFTER
+    log.warning("run history: store %s; spooling records for %.0f s without waiting", why, RETRY_AFTER)
+
+
+def _guard(hook: str, build: Callable[[], Record | None]) -> None:
+    """Build and submit a record; never let anything escape into Airflow."""
+    try:
+        record = build()
+        if record is not None:
+            submit(record)
+    except Exception as err:
+        log.warning("run history: %s failed (%s: %s); nothing recorded", hook, type(err).__name__, err)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading Airflow's objects safely.
+# --------------------------------------------------------------------------------------------
+
+
+def _loaded(obj: Any, *names: str) -> Any:
+    """The first of `names` on `obj`, reading an ORM object only from its loaded state (no lazy
+    load, no refresh of expired attributes, no autoflush). Plain objects use getattr."""
+    if obj is None:
+        return None
+    from sqlalchemy import inspect as sa_inspect
+
+    state = sa_inspect(obj, raiseerr=False)
+    if state is None or not hasattr(state, "dict"):
+        for name in names:
+            value = getattr(obj, name, None)
+            if value is not None:
+                return value
+        return None
+    loaded = state.dict
+    for name in names:
+        if loaded.get(name) is not None:
+            return loaded[name]
+    return None
+
+
+def _text(value: Any, limit: int | None = None) -> str | None:
+    """A str for an enum or str value (anything else: None), cut to `limit` characters."""
+    if isinstance(value, Enum):
+        value = value.value
+    if not isinstance(value, str):
+        return None
+    return value[:limit] if limit else value
+
+
+def _utc(value: Any) -> datetime | None:
+    """A plain, timezone-aware UTC datetime (pendulum's subclass converted), or None."""
+    if not isinstance(value, datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    value = value.astimezone(timezone.utc)
+    return datetime(
+        value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond,
+        tzinfo=timezone.utc,
+    )  # fmt: skip
+
+
+def _identity(obj: Any, *names: str) -> list[str]:
+    """The identifying attributes, which must be loaded: without them there is nothing to record."""
+    values = [_loaded(obj, name) for name in names]
+    missing = [name for name, value in zip(names, values, strict=True) if not isinstance(value, str)]
+    if missing:
+        raise ValueError(
+            f"{type(obj).__name__} has no loaded {', '.join(missing)}: not read from the database"
+        )
+    return values
+
+
+def _column_length(model: Any, column: str) -> int | None:
+    return getattr(model.__table__.c[column].type, "length", None)
+
+
+def _conf_text(conf: Any, key: str, model: Any) -> str | None:
+    """conf[key] when conf is a mapping and the value a string, cut to the column's size."""
+    if not isinstance(conf, Mapping):
+        return None
+    value = conf.get(key)
+    return value[: _column_length(model, key)] if isinstance(value, str) else None
+
+
+def _error_text(error: Any) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    else:
+        text = str(error)
+    return text[:ERROR_CHARS]
+
+
+def is_orm_task_instance(task_instance: Any) -> bool:
+    """True for airflow.models.taskinstance.TaskInstance (scheduler, API server), False for the
+    task SDK's RuntimeTaskInstance. When the ORM module was never imported in this process (a
+    worker), the object cannot be one of its instances: nothing is imported to find out."""
+    module = sys.modules.get("airflow.models.taskinstance")
+    if module is None:
+        return False
+    cls = getattr(module, "TaskInstance", None)
+    return cls is not None and isinstance(task_instance, cls)
+
+
+# --------------------------------------------------------------------------------------------
+# Records.
+# --------------------------------------------------------------------------------------------
+
+
+def dag_run_record(dag_run: Any, event: str, msg: str | None) -> DagRunRecord:
+    """A DagRunRecord from the ORM DagRun, reading only loaded attributes."""
+    from airflow_idempotent.history.models import DagRunEvent
+    from airflow_idempotent.history.store import DagRunRecord, utcnow
+
+    when = _loaded(dag_run, "start_date") if event == "running" else _loaded(dag_run, "end_date")
+    conf = _loaded(dag_run, "conf")
+    manual = isinstance(msg, str) and msg.startswith(MANUAL_DAG_RUN_MSG)
+    dag_id, run_id = _identity(dag_run, "dag_id", "run_id")
+    return DagRunRecord(
+        dag_id=dag_id,
+        run_id=run_id,
+        event=event,
+        at=_utc(when) or utcnow(),
+        state=_text(_loaded(dag_run, "_state", "state"), _column_length(DagRunEvent, "state")) or event,
+        run_type=_text(_loaded(dag_run, "run_type"), _column_length(DagRunEvent, "run_type")),
+        logical_date=_utc(_loaded(dag_run, "logical_date")),
+        data_interval_start=_utc(_loaded(dag_run, "data_interval_start")),
+        data_interval_end=_utc(_loaded(dag_run, "data_interval_end")),
+        semantics=_conf_text(conf, "semantics", DagRunEvent),
+        policy_version=_conf_text(conf, "policy_version", DagRunEvent),
+        source="api_server" if manual else "scheduler",
+        message=msg if isinstance(msg, str) else None,
+    )
+
+
+def _failure_event(task_instance: Any) -> str:
+    """The event of a failure: up_for_retry when Airflow will retry it, else failed.
+
+    The task runner sets the RuntimeTaskInstance's state to UP_FOR_RETRY or FAILED before it calls
+    the listener (the scheduler does the same on the ORM object). Failing that, the server's
+    retry decision for this try (`should_retry`), then try_number against max_tries.
+    """
+    state = _text(_loaded(task_instance, "state"))
+    if state in ("up_for_retry", "failed"):
+        return state
+    context = getattr(task_instance, "_ti_context_from_server", None)
+    should_retry = getattr(context, "should_retry", None)
+    if isinstance(should_retry, bool):
+        return "up_for_retry" if should_retry else "failed"
+    try_number, max_tries = _loaded(task_instance, "try_number"), _loaded(task_instance, "max_tries")
+    if isinstance(try_number, int) and isinstance(max_tries, int):
+        return "up_for_retry" if try_number <= max_tries else "failed"
+    return "failed"
+
+
+def _map_index(value: Any) -> int:
+    return value if isinstance(value, int) else -1
+
+
+def _try_number(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def runtime_attempt_record(
+    task_instance: Any, event: str, previous_state: Any, error: Any = None
+) -> AttemptRecord:
+    """An AttemptRecord from the task SDK's RuntimeTaskInstance (a worker, or `dags test`)."""
+    from airflow_idempotent.history.models import TaskAttempt
+    from airflow_idempotent.history.store import AttemptRecord, utcnow
+
+    run_type = logical_date = None
+    try:
+        context = task_instance.get_template_context()
+        dag_run = context.get("dag_run")
+        run_type = getattr(dag_run, "run_type", None)
+        logical_date = context.get("logical_date") or getattr(dag_run, "logical_date", None)
+    except Exception as err:  # a record without run type beats no record
+        log.debug("run history: no template context for %s: %s", task_instance, err)
+    hostname = getattr(task_instance, "hostname", None) or socket.getfqdn()
+    dag_id, run_id, task_id = _identity(task_instance, "dag_id", "run_id", "task_id")
+    return AttemptRecord(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=_map_index(getattr(task_instance, "map_index", None)),
+        try_number=_try_number(getattr(task_instance, "try_number", None)),
+        event=event,
+        at=utcnow(),
+        state=_text(getattr(task_instance, "state", None), _column_length(TaskAttempt, "state")) or event,
+        previous_state=_text(previous_state, _column_length(TaskAttempt, "previous_state")),
+        run_type=_text(run_type, _column_length(TaskAttempt, "run_type")),
+        logical_date=_utc(logical_date),
+        hostname=_text(hostname, _column_length(TaskAttempt, "hostname")),
+        source="worker",
+        error=_error_text(error),
+    )
+
+
+def orm_attempt_record(
+    task_instance: Any, event: str, previous_state: Any, error: Any = None
+) -> AttemptRecord:
+    """An AttemptRecord from an ORM TaskInstance, reading only loaded attributes.
+
+    previous_state None: a user set the state through the API server ("marked_<state>").
+    Otherwise the scheduler failed a task the executor reported dead ("failed"/"up_for_retry").
+    """
+    from airflow_idempotent.history.models import TaskAttempt
+    from airflow_idempotent.history.store import AttemptRecord, utcnow
+
+    marked = previous_state is None
+    dag_run = _loaded(task_instance, "dag_run")
+    dag_id, run_id, task_id = _identity(task_instance, "dag_id", "run_id", "task_id")
+    return AttemptRecord(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=_map_index(_loaded(task_instance, "map_index")),
+        try_number=_try_number(_loaded(task_instance, "try_number")),
+        event=f"marked_{event}" if marked else event,
+        at=utcnow(),
+        state=_text(_loaded(task_instance, "state"), _column_length(TaskAttempt, "state")),
+        previous_state=_text(previous_state, _column_length(TaskAttempt, "previous_state")),
+        run_type=_text(_loaded(dag_run, "run_type"), _column_length(TaskAttempt, "run_type")),
+        logical_date=_utc(_loaded(dag_run, "logical_date")),
+        hostname=_text(_loaded(task_instance, "hostname"), _column_length(TaskAttempt, "hostname")),
+        source="api_server" if marked else "scheduler",
+        error=_error_text(error),
+    )
+
+
+def attempt_record(task_instance: Any, event: str, previous_state: Any, error: Any = None) -> AttemptRecord:
+    if is_orm_task_instance(task_instance):
+        return orm_attempt_record(task_instance, event, previous_state, error)
+    return runtime_attempt_record(task_instance, event, previous_state, error)
+
+
+# --------------------------------------------------------------------------------------------
+# The hooks.
+# --------------------------------------------------------------------------------------------
+
+
+class HistoryListener:
+    """Airflow listener (pluggy hook implementations) writing the run history."""
+
+    # DAG runs: scheduler (ORM DagRun, scheduler session: read only), API server for manual marks.
+    @hookimpl
+    def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
+        _guard("on_dag_run_running", lambda: dag_run_record(dag_run, "running", msg))
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        _guard("on_dag_run_success", lambda: dag_run_record(dag_run, "success", msg))
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        _guard("on_dag_run_failed", lambda: dag_run_record(dag_run, "failed", msg))
+
+    # Task attempts: worker (RuntimeTaskInstance), API server / scheduler (ORM TaskInstance).
+    @hookimpl
+    def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
+        _guard("on_task_instance_running", lambda: attempt_record(task_instance, "running", previous_state))
+
+    @hookimpl
+    def on_task_instance_success(self, previous_state: Any, task_instance: Any) -> None:
+        _guard("on_task_instance_success", lambda: attempt_record(task_instance, "success", previous_state))
+
+    @hookimpl
+    def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
+        def build() -> AttemptRecord:
+            marked = is_orm_task_instance(task_instance) and previous_state is None
+            event = "failed" if marked else _failure_event(task_instance)
+            return attempt_record(task_instance, event, previous_state, error)
+
+        _guard("on_task_instance_failed", build)
+
+    @hookimpl
+    def on_task_instance_skipped(self, previous_state: Any, task_instance: Any) -> None:
+        _guard("on_task_instance_skipped", lambda: attempt_record(task_instance, "skipped", previous_state))
+
+
+history_listener = HistoryListener()
+
+
+class IdempotentPlugin(AirflowPlugin):
+    """Registers the run-history listener (entry point `airflow.plugins`: idempotent)."""
+
+    name = "idempotent"
+    listeners = [history_listener]  # noqa: RUF012 - AirflowPlugin's own attribute

@@ -1,0 +1,236 @@
+"""A real Airflow deployment for end-to-end tests: scheduler, DAG processor and API server.
+
+Each test session that asks for `airflow_cluster` gets a fresh PostgreSQL metadata database
+(`idem_e2e_<hex>`; SQLite metadata cannot run backfills next to a scheduler), a fresh PostgreSQL
+history database (`idem_e2e_<hex>_history`, the `idempotent_history` connection), a temporary
+AIRFLOW_HOME and DAGs folder, LocalExecutor, and the simple auth manager with every user an admin.
+Every process is started in its own process group, and every group is killed (TERM, then KILL)
+and both databases dropped at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import HOW_TO_START, PG_HOST, PG_PORT, PG_USER
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+SERVICES = {
+    "api-server": ["api-server", "--workers", "1"],
+    "scheduler": ["scheduler"],
+    "dag-processor": ["dag-processor"],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pg_admin() -> sa.Engine:
+    engine = sa.create_engine(
+        f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres?connect_timeout=5",
+        isolation_level="AUTOCOMMIT",
+    )
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except sa.exc.OperationalError as exc:
+        engine.dispose()
+        pytest.fail(f"{HOW_TO_START['postgres']}\nDriver said: {str(exc.orig).strip()}", pytrace=False)
+    return engine
+
+
+def drop_database(admin: sa.Engine, name: str) -> None:
+    with admin.connect() as conn:
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = :db AND pid <> pg_backend_pid()"
+            ),
+            {"db": name},
+        )
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """TERM the process group this test started, then KILL whatever is left of it."""
+    pgid = proc.pid  # started with start_new_session=True: its own group, led by it
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)  # the leader may be gone while its children linger
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+@dataclass
+class AirflowCluster:
+    home: Path
+    dags: Path
+    env: dict[str, str]
+    base_url: str
+    history_url: str
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _token: str | None = None
+
+    def log(self, name: str, tail: int = 3000) -> str:
+        path = self.home / f"{name}.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {name} =====\n{self.log(name)}" for name in SERVICES)
+
+    def check_alive(self) -> None:
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"airflow {name} exited with {proc.returncode}:\n{self.log(name)}")
+
+    def token(self) -> str:
+        """POST /auth/token: with simple_auth_manager_all_admins any credentials give an admin JWT."""
+        if self._token is None:
+            body = {"username": "admin", "password": "admin"}
+            self._token = self.request("POST", "/auth/token", body, auth=False)["access_token"]
+        return self._token
+
+    def request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as err:
+            raise AssertionError(f"{method} {path} -> {err.code}: {err.read().decode()[:2000]}") from None
+        return json.loads(text) if text else None
+
+    def wait_for(self, what: str, check: Any, timeout: float, every: float = 2.0) -> Any:
+        """Poll `check()` until it returns something truthy; fail with the services' logs."""
+        deadline = time.monotonic() + timeout
+        last_error: BaseException | None = None
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                result = check()
+                if result:
+                    return result
+            except (AssertionError, OSError, ValueError) as err:
+                last_error = err
+            time.sleep(every)
+        raise AssertionError(
+            f"timed out after {timeout:.0f} s waiting for {what} ({last_error})\n{self.logs()}"
+        )
+
+
+def _airflow_env(home: Path, dags: Path, metadata_url: str, history_db: str, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "_AIRFLOW"))}
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+            "AIRFLOW_CONN_IDEMPOTENT_HISTORY": json.dumps(
+                {
+                    "conn_type": "postgres",
+                    "host": PG_HOST,
+                    "port": PG_PORT,
+                    "login": PG_USER,
+                    "schema": history_db,
+                }
+            ),
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def e2e_dags(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The DAGs folder the cluster parses; tests write their DAG files here before asking for it."""
+    return tmp_path_factory.mktemp("e2e_dags")
+
+
+@pytest.fixture(scope="session")
+def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) -> Iterator[AirflowCluster]:
+    name = f"idem_e2e_{secrets.token_hex(6)}"
+    history_db = f"{name}_history"
+    home = tmp_path_factory.mktemp("e2e_home")
+    port = free_port()
+    admin = pg_admin()
+    metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    cluster = AirflowCluster(
+        home=home,
+        dags=e2e_dags,
+        env=_airflow_env(home, e2e_dags, metadata_url, history_db, port),
+        base_url=f"http://127.0.0.1:{port}",
+        history_url=f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{history_db}",
+    )
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.execute(sa.text(f'CREATE DATABASE "{history_db}"'))
+        migrate = subprocess.run(
+            [AIRFLOW, "db", "migrate"], env=cluster.env, capture_output=True, text=True, timeout=300
+        )
+        assert migrate.returncode == 0, (
+            f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}"
+        )
+        for service, args in SERVICES.items():
+            log = (home / f"{service}.log").open("wb")
+            cluster.processes[service] = subprocess.Popen(
+                [AIRFLOW, *args],
+                env=cluster.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=home,
+                start_new_session=True,  # own process group: killed as a whole below
+            )
+            log.close()
+        cluster.wait_for(
+            "the API server",
+            lambda: cluster.request("GET", "/api/v2/monitor/health", auth=False),
+            timeout=120,
+        )
+        yield cluster
+    finally:
+        for proc in cluster.processes.values():
+            kill_group(proc)
+        for db in (name, history_db):
+            with contextlib.suppress(Exception):
+                drop_database(admin, db)
+        admin.dispose()
