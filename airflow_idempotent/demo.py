@@ -115,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             _print_row(rows[-1])
     engine.dispose()
     print("\nIdempotent DAGs end at 2,000 / 299,730.00 whatever the crash left; the naive append grows.")
+    print(f"\nRun history of {DAY} (airflow-idempotent history --window {DAY}):\n")
+    history = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow-idempotent")), "history", "--window", DAY.isoformat()],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(history.stdout if history.returncode == 0 else history.stderr)
     return 0
 
 
