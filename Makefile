@@ -50,6 +50,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/airflow-idempotent lint dags
 
 demo: venv
 	$(BIN)/python -m airflow_idempotent.demo

@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_history_parser(commands)
+    add_switch_parsers(commands)
+    from airflow_idempotent import daglint
+
+    daglint.register(commands)
     return parser
 
 
@@ -146,6 +150,90 @@ def add_history_parser(commands: Any) -> None:
         help=f"Airflow connection of the history store (default {DEFAULT_CONN_ID})",
     )
     p.set_defaults(handler=cmd_history)
+
+
+# ------------------------------------------------------------------------------- kill switch
+def add_switch_parsers(commands: Any) -> None:
+    """`stop`, `resume` and `switches`: the kill switch every guarded write checks."""
+    for name, text in (
+        (
+            "stop",
+            "turn a kill switch on: every covered guarded write refuses, before writing and before commit",
+        ),
+        ("resume", "turn a kill switch off"),
+    ):
+        p = commands.add_parser(name, help=text, description=text)
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("--dag", help="the DAG whose writes stop (with --backfill: only its backfill)")
+        target.add_argument("--all", action="store_true", help="every DAG (the global switch)")
+        p.add_argument("--backfill", action="store_true", help="only the DAG's backfill runs")
+        if name == "stop":
+            p.add_argument("--reason", required=True, help="why: shown to everyone the switch stops")
+        p.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="history connection (default %(default)s)")
+        p.set_defaults(handler=cmd_stop if name == "stop" else cmd_resume)
+    p = commands.add_parser("switches", help="list the kill switches that are on")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--conn-id", default=DEFAULT_CONN_ID)
+    p.set_defaults(handler=cmd_switches)
+
+
+def _scope(args: argparse.Namespace) -> tuple[Any, str | None]:
+    if args.all:
+        if args.backfill:
+            raise CliError("--backfill goes with --dag, not --all", code=2)
+        return "global", None
+    return ("backfill" if args.backfill else "dag"), args.dag
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from airflow_idempotent import killswitch
+
+    scope, key = _scope(args)
+    if not args.reason.strip():
+        raise CliError("--reason must say why, e.g. --reason 'breach on 2026-08-19, investigating'", code=2)
+    with logs_to_stderr():
+        switch = killswitch.set_switch(open_store(args.conn_id), scope, key, args.reason.strip())
+    print(f"ON: {switch.describe()}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from airflow_idempotent import killswitch
+
+    scope, key = _scope(args)
+    with logs_to_stderr():
+        was_on = killswitch.clear_switch(open_store(args.conn_id), scope, key)
+    where = "all DAGs" if scope == "global" else f"{scope} {key}"
+    print(f"OFF: kill switch on {where}" if was_on else f"kill switch on {where} was not on: nothing to do")
+    return 0
+
+
+def cmd_switches(args: argparse.Namespace) -> int:
+    from airflow_idempotent import killswitch
+
+    with logs_to_stderr():
+        switches = killswitch.active_switches(open_store(args.conn_id), None, backfill=True)
+        switches += [s for s in _all_dag_switches(args.conn_id) if s not in switches]
+    if args.json:
+        print(json.dumps([jsonable(s.__dict__) for s in switches], indent=2))
+    elif not switches:
+        print("no kill switch is on")
+    else:
+        for s in switches:
+            print(f"ON: {s.describe()}")
+    return 0
+
+
+def _all_dag_switches(conn_id: str) -> list[Any]:
+    import sqlalchemy as sa
+
+    from airflow_idempotent import killswitch
+
+    store = open_store(conn_id)
+    table = killswitch.KillSwitch.__table__
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(table).where(table.c.active.is_(True), table.c.scope == "dag")).all()
+    return [killswitch.Switch(r.scope, r.scope_key, r.reason, r.set_by, r.set_at) for r in rows]
 
 
 # ------------------------------------------------------------------------------- the store

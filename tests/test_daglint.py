@@ -1,0 +1,427 @@
+"""The DAG linter: every corpus file's findings as its header states them, the CLI, the three answers.
+
+Each file of tests/lint_corpus/ starts with
+
+    # Lint corpus: <what it is>
+    # expect: IDEM002@22 IDEM001@sql/c18_daily_margin.sql:6     (or: none)
+    # expect-ack: IDEM002@22                                      (or: none)
+
+and the linter must report exactly those unacknowledged and acknowledged findings (rule and line).
+The files in tests/lint_corpus/shared_target/ only hold their expectations when linted together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent.daglint import RULES, LintReport, lint_paths, main, register, sql_writes
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "lint_corpus"
+TOP_LEVEL = sorted(CORPUS.glob("*.py"))
+SHARED = CORPUS / "shared_target"
+
+Expected = set[tuple[str, Path, int]]
+
+
+def expectations(path: Path) -> tuple[Expected, Expected]:
+    """(unacknowledged, acknowledged) findings stated in a corpus file's header."""
+    header = path.read_text().splitlines()[:4]
+    out: dict[str, Expected] = {}
+    for key in ("expect", "expect-ack"):
+        line = next(h for h in header if h.startswith(f"# {key}:"))
+        found: Expected = set()
+        for item in line.split(":", 1)[1].split():
+            if item == "none":
+                continue
+            rule, where = item.split("@")
+            file, _, number = where.rpartition(":")
+            found.add((rule, (path.parent / file).resolve() if file else path.resolve(), int(number)))
+        out[key] = found
+    return out["expect"], out["expect-ack"]
+
+
+def got(report: LintReport) -> tuple[Expected, Expected]:
+    def places(findings: list) -> Expected:
+        return {(f.rule, Path(f.file).resolve(), f.line) for f in findings}
+
+    return places(report.failing), places(report.acknowledged)
+
+
+def test_corpus_is_large_and_covers_every_rule() -> None:
+    every = [*TOP_LEVEL, *SHARED.glob("*.py")]
+    assert len(every) >= 25
+    rules = {rule for path in every for part in expectations(path) for rule, _, _ in part}
+    assert rules >= set(RULES) - {"IDEM000"}  # IDEM000 (a syntax error) is tested with a temporary file
+    clean = [p for p in every if expectations(p) == (set(), set())]
+    assert len(clean) >= 8, "the corpus needs idempotent DAGs too, to show the linter stays quiet"
+
+
+@pytest.mark.parametrize("path", TOP_LEVEL, ids=[p.stem for p in TOP_LEVEL])
+def test_corpus_file_findings_match_its_header(path: Path) -> None:
+    report = lint_paths([path])
+    assert got(report) == expectations(path), report.to_text()
+
+
+def test_shared_target_is_found_across_files() -> None:
+    report = lint_paths([SHARED])
+    want: tuple[Expected, Expected] = (set(), set())
+    for path in sorted(SHARED.glob("*.py")):
+        failing, acked = expectations(path)
+        want[0].update(failing)
+        want[1].update(acked)
+    assert got(report) == want, report.to_text()
+    for path in SHARED.glob("*.py"):  # alone, each writer is fine
+        assert lint_paths([path]).findings == []
+
+
+def test_whole_corpus_at_once_is_the_union_of_its_files() -> None:
+    report = lint_paths([CORPUS])
+    want: tuple[Expected, Expected] = (set(), set())
+    for path in [*TOP_LEVEL, *SHARED.glob("*.py")]:
+        failing, acked = expectations(path)
+        want[0].update(failing)
+        want[1].update(acked)
+    assert got(report) == want
+    assert len(report.files) == len(TOP_LEVEL) + len(list(SHARED.glob("*.py")))
+
+
+# --- the three review questions --------------------------------------------------------------------
+
+
+def task(report: LintReport, task_id: str):  # type: ignore[no-untyped-def]
+    (found,) = [t for t in report.tasks if t.task_id == task_id]
+    return found
+
+
+@pytest.mark.parametrize(
+    "name, task_id, runs_twice, window, backfill",
+    [
+        (
+            "c02_merge_operator",
+            "merge_payouts",
+            "Nothing: it merges on (sale_id) into c02_payouts",
+            "The run's logical date plus granularity=day (MergeOperator).",
+            "`airflow backfill create --dag-id c02_payouts_merge --from-date <90 days ago> --to-date "
+            "<yesterday> --reprocess-behavior completed`: each window rewrites only itself.",
+        ),
+        (
+            "c01_overwrite_operator",
+            "write_revenue",
+            "Nothing: it deletes and rewrites its window of c01_daily_revenue",
+            "The run's logical date plus granularity=day (PartitionOverwriteOperator).",
+            "`airflow backfill create --dag-id c01_revenue_overwrite",
+        ),
+        (
+            "c03_naive_append",
+            "append_payouts",
+            "Appends again: INSERT INTO c03_payouts_naive with no window delete or key.",
+            "The run's logical date: {{ ds }} in its SQL.",
+            "Not safely: every window that already ran is appended again",
+        ),
+        (
+            "c04_delete_then_insert",
+            "rewrite_day",
+            "Nothing: it deletes its window of c04_orders_daily, then inserts it, in one task.",
+            "The run's logical date: {{ ds }} in its SQL.",
+            "`airflow backfill create --dag-id c04_orders_daily",
+        ),
+        (
+            "c05_upsert_on_conflict",
+            "upsert_customers",
+            "Nothing: it upserts into c05_customers on its key (INSERT INTO c05_customers .. ON CONFLICT "
+            "(customer_id))",
+            "The run's data interval: {{ data_interval_start }} in its SQL.",
+            "`airflow backfill create",
+        ),
+        (
+            "c06_clock_sql",
+            "snapshot_stock",
+            "Nothing: it deletes its window of c06_stock_snapshot, then inserts it, in one task. But what "
+            "it reads depends on when it runs",
+            "The clock: CURRENT_DATE in its SQL.",
+            "Not at all: its window comes from the clock",
+        ),
+        (
+            "c07_relative_window_sql",
+            "count_events",
+            "Nothing: it upserts",
+            'The clock: "the last N" before now() in its SQL.',
+            "Not at all",
+        ),
+        (
+            "c08_python_now",
+            "load_day",
+            "Nothing: it deletes its window of c08_visits",
+            "The clock: datetime.now() in its code (line 17).",
+            "Not at all",
+        ),
+        (
+            "c13_retried_email",
+            "mail_report",
+            "Sends again: an email (EmailOperator) with no idempotency key.",
+            "The run's logical date: {{ ds }} in its subject.",
+            "Not safely: each of the 90 runs sends an email (EmailOperator) again; key it first.",
+        ),
+        (
+            "c14_keyed_http",
+            "post_settlement",
+            "Nothing: an HTTP request (HttpOperator) carries an idempotency key",
+            "The run's logical date: {{ ds }} in its headers.",
+            "`airflow backfill create --dag-id c14_settlement",
+        ),
+        (
+            "c20_running_total",
+            "add_points",
+            "Adds again: UPDATE c20_loyalty_accounts SET points = points + ... is a running total.",
+            "The run's logical date",
+            "Not safely: every window that already ran is added again",
+        ),
+        (
+            "c21_high_water_mark",
+            "load_new_events",
+            "Loads nothing new",
+            "The target's current contents: MAX(ts) FROM c21_events (a high-water mark).",
+            "Not at all: its window comes from the target's high-water mark",
+        ),
+        (
+            "c25_bash_date",
+            "export_run_day",
+            "Unknown: the linter cannot see what its bash command writes",
+            "The run's logical date: {{ ds }} in its bash command.",
+            "Unknown",
+        ),
+        (
+            "c26_allow_functions",
+            "write_orders",
+            "Nothing: it deletes and rewrites its window of c26_orders (partition_column=order_date) in one "
+            "transaction. And the rows it writes differ on every run: now() (the clock).",
+            "The run's logical date plus granularity=day (PartitionOverwriteOperator).",
+            "`airflow backfill create --dag-id c26_loaded_at",
+        ),
+        (
+            "c34_catchup_no_schedule",
+            "write_day",
+            "Nothing",
+            "The run's logical date plus granularity=day",
+            "One window at a time: the DAG has no time schedule, so trigger each window with `airflow dags "
+            "trigger c34_manual --logical-date YYYY-MM-DD`",
+        ),
+    ],
+)
+def test_each_task_answers_the_three_review_questions(
+    name: str, task_id: str, runs_twice: str, window: str, backfill: str
+) -> None:
+    report = lint_paths([CORPUS / f"{name}.py"])
+    found = task(report, task_id)
+    assert found.runs_twice.startswith(runs_twice), found.runs_twice
+    assert found.window.startswith(window), found.window
+    assert found.backfill.startswith(backfill), found.backfill
+
+
+def test_the_repository_dags() -> None:
+    """dags/payouts.py: the naive DAG's append is found; the merge DAG answers as the README says."""
+    report = lint_paths([REPO / "dags" / "payouts.py"])
+    appends = [f for f in report.failing if f.rule == "IDEM002"]
+    assert [(f.dag_id, f.task_id) for f in appends] == [("payouts_append_naive", "append_payouts")]
+    assert "INSERT INTO payouts_naive" in appends[0].message
+    merge = task(report, "merge_payouts")
+    assert merge.runs_twice.startswith("Nothing: it merges on (sale_id) into payouts")
+    assert merge.window == "The run's logical date plus granularity=day (MergeOperator)."
+    assert merge.backfill.startswith("`airflow backfill create --dag-id payouts_merge ")
+    # Two DAGs writing `payouts` is a real hazard if both are enabled: the linter says so.
+    assert {(f.dag_id, f.task_id) for f in report.failing if f.rule == "IDEM007"} == {
+        ("payouts_overwrite", "write_payouts"),
+        ("payouts_merge", "merge_payouts"),
+    }
+
+
+# --- static only, acknowledgements, errors ----------------------------------------------------------
+
+
+DAG_TEMPLATE = """\
+import pendulum
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from airflow.sdk import DAG
+
+{prelude}
+with DAG(dag_id="tmp_dag", schedule="@daily", start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    SQLExecuteQueryOperator(
+        task_id="load",
+        conn_id="warehouse",
+        {comment}
+        sql="INSERT INTO tmp_target SELECT * FROM tmp_source WHERE day = '{{{{ ds }}}}'",
+    )
+"""
+
+
+def write_dag(tmp_path: Path, prelude: str = "", comment: str = "") -> Path:
+    path = tmp_path / "tmp_dag.py"
+    path.write_text(DAG_TEMPLATE.format(prelude=prelude, comment=comment))
+    return path
+
+
+def test_dag_files_are_read_never_imported(tmp_path: Path) -> None:
+    path = write_dag(tmp_path, prelude='raise SystemExit("the linter imported the DAG file")')
+    report = lint_paths([path])
+    assert [f.rule for f in report.failing] == ["IDEM002"]
+
+
+@pytest.mark.parametrize(
+    "comment, reason",
+    [
+        ("# idempotent: ack IDEM002 an audit trail by design", "an audit trail by design"),
+        ("# idempotent: ack append-insert rule names work too", "rule names work too"),
+        ("# idempotent: ack IDEM006, IDEM002", ""),
+    ],
+)
+def test_inline_acknowledgement(tmp_path: Path, comment: str, reason: str) -> None:
+    report = lint_paths([write_dag(tmp_path, comment=comment)])
+    assert report.failing == []
+    assert [(f.rule, f.reason) for f in report.acknowledged] == [("IDEM002", reason)]
+    assert report.exit_code == 0
+    assert "acknowledged: " + (reason or "(no reason given)") in report.to_text()
+
+
+def test_an_acknowledgement_of_another_rule_does_not_hide_the_finding(tmp_path: Path) -> None:
+    report = lint_paths([write_dag(tmp_path, comment="# idempotent: ack IDEM001 not this one")])
+    assert [f.rule for f in report.failing] == ["IDEM002"]
+
+
+def test_a_file_that_is_not_python_is_a_finding(tmp_path: Path) -> None:
+    path = tmp_path / "broken_dag.py"
+    path.write_text("from airflow.sdk import DAG\nwith DAG(dag_id='x'\n")
+    report = lint_paths([path])
+    assert [(f.rule, f.line) for f in report.failing] == [("IDEM000", 2)]
+
+
+def test_folders_are_searched_for_dag_files_only(tmp_path: Path) -> None:
+    write_dag(tmp_path)
+    (tmp_path / "helpers.py").write_text("def helper():\n    return 'INSERT INTO x VALUES (1)'\n")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "old_dag.py").write_text((tmp_path / "tmp_dag.py").read_text())
+    report = lint_paths([tmp_path])
+    assert [Path(f).name for f in report.files] == ["tmp_dag.py"]
+
+
+@pytest.mark.parametrize(
+    "sql, writes",
+    [
+        ("INSERT INTO a SELECT * FROM b", [("a", "append")]),
+        ("DELETE FROM a WHERE d = '{{ ds }}'; INSERT INTO a SELECT 1", [("a", "delete"), ("a", "append")]),
+        ("INSERT INTO s.a (x) VALUES (1) ON CONFLICT (x) DO NOTHING", [("s.a", "upsert")]),
+        ("INSERT INTO a (x) VALUES (1) ON DUPLICATE KEY UPDATE x = VALUES(x)", [("a", "upsert")]),
+        ("INSERT OR REPLACE INTO a VALUES (1)", [("a", "replace")]),
+        ("REPLACE INTO a (x) VALUES (1)", [("a", "replace")]),
+        ("MERGE INTO a USING b ON a.id = b.id WHEN MATCHED THEN UPDATE SET v = b.v", [("a", "merge")]),
+        ("UPDATE a SET total = total + 1", [("a", "accumulate")]),
+        ("UPDATE a SET total = 1", [("a", "update")]),
+        ("TRUNCATE TABLE a", [("a", "truncate")]),
+        ("CREATE TABLE IF NOT EXISTS a (x INT)", []),
+        ("SELECT * FROM a", []),
+    ],
+)
+def test_sql_writes(sql: str, writes: list[tuple[str, str]]) -> None:
+    assert [(w.table, w.how) for w in sql_writes(sql)] == writes
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+def test_cli_exit_status_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(CORPUS / "c01_overwrite_operator.py")]) == 0
+    out = capsys.readouterr().out
+    assert "If this runs twice?" in out and "0 finding(s)" in out
+    assert main([str(CORPUS / "c03_naive_append.py")]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"c03_naive_append\.py:22: IDEM002 append-insert", out)
+    assert "fix: write with PartitionOverwriteOperator" in out
+    assert main([str(CORPUS / "c03_naive_append.py"), "--ignore", "IDEM002"]) == 0
+    assert main([str(CORPUS / "c17_acknowledged_append.py")]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["/nonexistent/dags"],
+        [str(CORPUS / "c01_overwrite_operator.py"), "--ignore", "IDEM999"],
+        [str(CORPUS / "c01_overwrite_operator.py"), "--json", "--format", "text"],
+        [str(CORPUS / "c01_overwrite_operator.py"), "--format", "yaml"],
+        [],
+    ],
+    ids=["missing-path", "unknown-rule", "contradiction", "bad-format", "no-path"],
+)
+def test_cli_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().err
+
+
+def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(CORPUS / "c03_naive_append.py"), str(CORPUS / "c17_acknowledged_append.py")]
+    assert main([*paths, "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {
+        "files": 2,
+        "tasks": 2,
+        "findings": 1,
+        "acknowledged": 1,
+        "by_rule": {"IDEM002": 1},
+        "ignored_rules": [],
+    }
+    (finding,) = doc["findings"]
+    assert finding["rule"] == "IDEM002" and finding["name"] == "append-insert"
+    assert finding["line"] == 22 and finding["task_id"] == "append_payouts"
+    assert finding["file"].endswith("c03_naive_append.py") and finding["fix"]
+    (acked,) = doc["acknowledged"]
+    assert acked["reason"] == "audit log: one row per attempt is the point"
+    answers = {t["task_id"]: t["answers"] for t in doc["tasks"]}
+    assert answers["append_payouts"]["if_this_runs_twice"].startswith("Appends again")
+    assert set(answers["log_attempt"]) == {
+        "if_this_runs_twice",
+        "what_decides_its_window",
+        "how_to_backfill_90_days",
+    }
+    assert main([*paths, "--json", "--ignore", "append-insert"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["ignored_rules"] == ["IDEM002"]
+
+
+def test_register_adds_the_lint_subcommand() -> None:
+    parser = argparse.ArgumentParser(prog="airflow-idempotent")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["lint", "dags", "--json", "--ignore", "IDEM007,IDEM005"])
+    assert args.command == "lint" and args.paths == ["dags"] and args.json
+    assert args.handler.__name__ == "run"
+    help_text = parser._subparsers._group_actions[0].choices["lint"].format_help()  # type: ignore[union-attr]
+    for rule in RULES.values():
+        assert rule.id in help_text and rule.name in help_text
+
+
+def test_rule_ids_are_stable() -> None:
+    assert {rid: rule.name for rid, rule in RULES.items()} == {
+        "IDEM000": "unreadable-dag",
+        "IDEM001": "clock-sql",
+        "IDEM002": "append-insert",
+        "IDEM003": "clock-in-task-code",
+        "IDEM004": "relative-window",
+        "IDEM005": "unbounded-catchup",
+        "IDEM006": "retried-unkeyed-side-effect",
+        "IDEM007": "target-written-twice",
+        "IDEM008": "accumulating-update",
+    }
+
+
+def test_text_report_lists_every_task_with_answers() -> None:
+    text = lint_paths([CORPUS / "c16_target_twice.py"]).to_text()
+    assert re.search(
+        r"\n  c16_split_write\.load_day  \(\S*c16_target_twice\.py:23, SQLExecuteQueryOperator\)\n", text
+    )
+    assert (
+        "    If this runs twice?                      Appends again: INSERT INTO c16_sessions with no window "
+        "delete or key. And c16_sessions is also written by c16_split_write.clear_day.\n"
+    ) in text
+    assert text.endswith("3 finding(s) (IDEM002 x1, IDEM007 x2), 0 acknowledged; 2 task(s) in 1 file(s).\n")
