@@ -13,7 +13,7 @@ param is a JSON-schema `const`, so a conf cannot loosen it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -168,8 +168,14 @@ class BackfillIntent:
     resend_effects: bool = False
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any] | None) -> BackfillIntent:
-        """Parse a backfill's conf, or refuse it saying exactly what to add."""
+    def from_conf(
+        cls, conf: Mapping[str, Any] | None, declared_params: Collection[str] = ()
+    ) -> BackfillIntent:
+        """Parse a backfill's conf, or refuse it saying exactly what to add.
+
+        `declared_params` are the DAG's own params: the UI's Backfill dialog pre-fills the conf
+        with them, so they are not "unknown keys".
+        """
         example = '{"semantics": "corrective", "reason": "contract fix: v2 rates", "policy_version": "v2"}'
         if not isinstance(conf, Mapping) or "semantics" not in conf:
             raise GuardRefusal(
@@ -206,7 +212,7 @@ class BackfillIntent:
         resend = conf.get("resend_effects", False)
         if not isinstance(resend, bool):
             raise GuardRefusal("conf resend_effects must be true or false (default false: never re-send).")
-        unknown = sorted(set(conf) - set(CONF_KEYS))
+        unknown = sorted(set(conf) - set(CONF_KEYS) - set(declared_params))
         if unknown:
             raise GuardRefusal(
                 f"unknown conf key(s) {unknown} for a guarded backfill; known are {list(CONF_KEYS)}."

@@ -8,7 +8,7 @@ before commit, so a refusal leaves the table exactly as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ class WriteSpec:
     lock_timeout: float = 60.0
     #: compute the window's result checksum before commit (recorded in history)
     checksum: bool = True
+    #: called last inside the transaction (e.g. the kill switch check); raising rolls back
+    before_commit: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if self.partition_column is not None:
@@ -129,19 +131,18 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         inserted = _rowcount(
             adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params)
         )
-        in_window = int(
-            adapter.execute(
-                conn, adapter.count_window(spec.table, spec.partition_column), window_only
-            ).scalar_one()
-        )
+        # The checksum query counts the window too: one scan gives both.
+        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+        in_window = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
         if inserted < 0:
             inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
         if in_window != inserted:
             _raise_outside(adapter, conn, spec, params, inserted - in_window)
-        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
         result = WriteResult(
             "overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted, row_count, checksum
         )
+        if spec.before_commit is not None:
+            spec.before_commit()
     log.info(
         "overwrote %s for window %s: %d rows deleted, %d inserted (one transaction)",
         spec.table,
@@ -202,9 +203,9 @@ def merge(
             deleted = _rowcount(adapter.execute(conn, stmt, params))
         before = _window_count(adapter, conn, spec, window_only)
         adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
-        after = _window_count(adapter, conn, spec, window_only)
-        inserted = after - before if before >= 0 else source_rows
         row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+        after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
+        inserted = after - before if before >= 0 else source_rows
         result = WriteResult(
             "merge",
             spec.table,
@@ -216,6 +217,8 @@ def merge(
             row_count,
             checksum,
         )
+        if spec.before_commit is not None:
+            spec.before_commit()
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
         spec.table,

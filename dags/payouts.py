@@ -19,6 +19,7 @@ from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG, Param, task
 
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts
+from airflow_idempotent.guard import GuardConfig, Thresholds
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 
@@ -33,6 +34,9 @@ PARAMS = {
     )
 }
 POLICY = {"policy_version": "{{ params.policy_version }}"}
+#: Backfills of the guarded DAGs: at most 31 days, declared semantics, stop on a shrinking result.
+GUARD = GuardConfig(cap=31, measures=["amount_eur"], thresholds=Thresholds(max_shrink=0.10))
+GUARDED_PARAMS = {**PARAMS, **GUARD.param()}
 
 
 @task
@@ -46,16 +50,18 @@ with DAG(
     schedule="@daily",
     start_date=START,
     catchup=False,
-    params=PARAMS,
+    params=GUARDED_PARAMS,
     default_args={"retries": 2},
     tags=["idempotent", "payouts"],
     doc_md="Payouts by partition overwrite: a rerun of any day leaves 2,000 rows, whatever a crash left.",
 ):
+    # idempotent: ack IDEM007 overwrite and merge are two alternatives for one table, shown side by side
     ensure_table() >> PartitionOverwriteOperator(
         task_id="write_payouts",
         conn_id=CONN_ID,
         table="payouts",
         partition_column="sale_date",
+        key_columns=["sale_id"],
         sql=PAYOUT_SQL,
         parameters=POLICY,
         granularity="day",
@@ -66,11 +72,12 @@ with DAG(
     schedule="@daily",
     start_date=START,
     catchup=False,
-    params=PARAMS,
+    params=GUARDED_PARAMS,
     default_args={"retries": 2},
     tags=["idempotent", "payouts"],
     doc_md="Payouts by merge on sale_id: a rerun updates the same keys and inserts none twice.",
 ):
+    # idempotent: ack IDEM007 overwrite and merge are two alternatives for one table, shown side by side
     ensure_table() >> MergeOperator(
         task_id="merge_payouts",
         conn_id=CONN_ID,
@@ -91,6 +98,7 @@ with DAG(
     tags=["payouts", "anti-pattern"],
     doc_md="The anti-pattern: INSERT .. SELECT for the day, no delete, no key. Every rerun appends.",
 ):
+    # idempotent: ack IDEM002 the anti-pattern on purpose: the demo's contrast
     ensure_table(table="payouts_naive", keyed=False) >> SQLExecuteQueryOperator(
         task_id="append_payouts",
         conn_id=CONN_ID,

@@ -18,6 +18,8 @@ class MySQLAdapter(EngineAdapter):
     upsert_style = "on_duplicate_key"
     lock_style = "get_lock"
     transactional_ddl = False
+    drop_temporary_keyword = True
+    update_join_style = "join"
 
     def on_conflict(self, keys: Sequence[str], updates: Sequence[str]) -> exp.OnConflict:
         """ON DUPLICATE KEY UPDATE c = VALUES(c): MariaDB's native upsert."""
@@ -31,6 +33,10 @@ class MySQLAdapter(EngineAdapter):
                 for c in updates
             ],
         )
+
+    def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
+        """`NOT (a <=> b)`: MariaDB's NULL-safe equality, negated (it has no IS DISTINCT FROM)."""
+        return exp.not_(exp.paren(exp.NullSafeEQ(this=left, expression=right)))
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         """The first 60 bits of MD5 as an unsigned integer (MariaDB has no 64-bit text hash)."""

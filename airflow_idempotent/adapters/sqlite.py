@@ -3,21 +3,43 @@
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlglot import exp
 
 from airflow_idempotent.adapters.embedded import EmbeddedAdapter
 
 BUSY_TIMEOUT_MS = 60_000
 HASH_FUNCTION = "idem_hash"
+DECIMAL_SUM = "idem_decimal_sum"
 
 
 def _hash31(text: str | None) -> int:
     """31 bits of SHA-256, so a SUM over millions of rows stays inside SQLite's 64-bit integers."""
     return int.from_bytes(hashlib.sha256((text or "").encode()).digest()[:4], "big") >> 1
+
+
+class _DecimalSum:
+    """SUM in decimal arithmetic: SQLite stores DECIMAL columns as REAL, whose float sum drifts.
+
+    Each REAL is read as its shortest round-trip text (0.6 -> "0.6"), the value it was written
+    from, and added exactly; the result is text, so no float ever holds the total.
+    """
+
+    def __init__(self) -> None:
+        self.total: Decimal | None = None
+
+    def step(self, value: Any) -> None:
+        if value is None:
+            return
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(str(value))
+        self.total = number if self.total is None else self.total + number
+
+    def finalize(self) -> str | None:
+        return None if self.total is None else str(self.total)
 
 
 class SQLiteAdapter(EmbeddedAdapter):
@@ -32,6 +54,18 @@ class SQLiteAdapter(EmbeddedAdapter):
             event.listen(engine, "connect", self._on_connect)
             event.listen(engine, "begin", self._on_begin)
             engine._idem_sqlite_configured = True  # type: ignore[attr-defined]
+
+    def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
+        """`NOT (a IS b)`, i.e. `a IS NOT b`: SQLite's IS compares NULL as a value (every version)."""
+        return exp.not_(exp.paren(exp.Is(this=left, expression=right)))
+
+    def prepare_connection(self, conn: Connection) -> None:
+        """Register the exact decimal SUM on this connection (used by `sum_measure`)."""
+        conn.connection.driver_connection.create_aggregate(DECIMAL_SUM, 1, _DecimalSum)  # type: ignore[union-attr]
+
+    def sum_measure(self, value: exp.Expr) -> exp.Expr:
+        """An exact decimal sum (text), not SQLite's float SUM over REAL values."""
+        return exp.Anonymous(this=DECIMAL_SUM, expressions=[value])
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         """SQLite has no hash function: a 31-bit one is registered on every connection."""

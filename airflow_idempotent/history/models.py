@@ -135,3 +135,24 @@ class WindowWrite(Base):
     message: Mapped[str | None] = mapped_column(sa.Text)
     written_at: Mapped[datetime] = mapped_column(UTCDateTime())
     package_version: Mapped[str] = mapped_column(sa.String(32))
+
+
+class KillSwitch(Base):
+    """A stop that every guarded write checks before it writes and again before it commits.
+
+    scope: "global" (key "*"), "dag" (key dag_id), or "backfill" (key dag_id: the one backfill
+    a DAG may run at a time). Set by `airflow-idempotent stop`, a guard breach, or the UI.
+    """
+
+    __tablename__ = "idem_kill_switch"
+    __table_args__ = (sa.UniqueConstraint("scope", "scope_key"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(sa.String(16))
+    scope_key: Mapped[str] = mapped_column(sa.String(250))
+    active: Mapped[bool] = mapped_column(sa.Boolean)
+    reason: Mapped[str | None] = mapped_column(sa.Text)
+    set_by: Mapped[str | None] = mapped_column(sa.String(250))
+    set_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    cleared_by: Mapped[str | None] = mapped_column(sa.String(250))
+    cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -312,6 +312,18 @@ class HistoryStore:
             ).all()
         return [dict(r._mapping) for r in rows]
 
+    def writes_since(self, dag_id: str, run_type: str, since: datetime) -> list[datetime]:
+        """When each write of `dag_id` in runs of `run_type` happened since `since` (for throttling)."""
+        self.migrate()
+        table = WindowWrite.__table__
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(table.c.written_at)
+                .where(table.c.dag_id == dag_id, table.c.run_type == run_type, table.c.written_at >= since)
+                .order_by(table.c.written_at)
+            ).all()
+        return [r[0] for r in rows]
+
     def attempts(self, **filters: Any) -> list[dict[str, Any]]:
         self.migrate()
         table = TaskAttempt.__table__

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.sdk import Asset, BaseOperator
+from airflow.sdk.exceptions import AirflowRescheduleException
 
-from airflow_idempotent import __version__
+from airflow_idempotent import __version__, killswitch
 from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, split_table_name, validate_identifier
 from airflow_idempotent.fingerprint import fingerprint
+from airflow_idempotent.guard import BackfillIntent, GuardConfig, GuardRefusal
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID, WriteRecord, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
@@ -28,6 +32,23 @@ if TYPE_CHECKING:
 def target_asset(conn_id: str, table: str) -> Asset:
     """The asset a target table is known by: one per (connection, table)."""
     return Asset(name=f"{conn_id}.{table}", uri=f"idempotent://{conn_id}/{table}")
+
+
+def _conf(context: Context | Mapping[str, Any]) -> Mapping[str, Any] | None:
+    conf = getattr(context.get("dag_run"), "conf", None)
+    return conf if isinstance(conf, Mapping) else None
+
+
+def check_window_closed(window: Window) -> None:
+    """A backfill never rewrites a window that has not ended yet (its source is still arriving).
+
+    The wall clock decides only this: whether the window is over, never which window is written.
+    """
+    if window.end > utcnow():
+        raise GuardRefusal(
+            f"window {window.label()} has not closed yet (it ends {window.end.isoformat()}): a backfill "
+            "rewrites only complete windows; end the backfill's range earlier."
+        )
 
 
 def _conf_value(context: Context | Mapping[str, Any], key: str) -> str | None:
@@ -139,6 +160,8 @@ class WindowWriteOperator(BaseOperator):
     :param checksum: compute the window's result checksum before commit (needed for history flags).
     :param emit_asset: declare the target table as an outlet asset and put the window, ordinal
         and dataset version in its event's extra.
+    :param key_columns: the columns identifying a row: the merge key, and what a guarded backfill
+        diffs by (rows added, removed, changed). Required in a guarded DAG.
     """
 
     template_fields: Sequence[str] = ("sql", "parameters", "policy_version", "source_snapshot_sql")
@@ -167,6 +190,7 @@ class WindowWriteOperator(BaseOperator):
         history_conn_id: str = DEFAULT_CONN_ID,
         checksum: bool = True,
         emit_asset: bool = True,
+        key_columns: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         if emit_asset:
@@ -193,6 +217,9 @@ class WindowWriteOperator(BaseOperator):
         self.history_conn_id = history_conn_id
         self.checksum = checksum
         self.emit_asset = emit_asset
+        if isinstance(key_columns, str):
+            key_columns = [key_columns]
+        self.key_columns: list[str] = [validate_identifier(k, "key column") for k in key_columns or ()]
         if skip_if_unchanged and not (record_history and checksum):
             raise ValueError(
                 "skip_if_unchanged needs record_history=True and checksum=True: it compares with history."
@@ -226,6 +253,26 @@ class WindowWriteOperator(BaseOperator):
         history = SafeHistory(self.history_conn_id) if self.record_history else None
         target = f"{self.conn_id}:{self.table}"
         semantics = _conf_value(context, "semantics")
+        guard = self.guard_config()
+        intent: BackfillIntent | None = None
+        backfill = identity.run_type == "backfill"
+        if guard is not None and backfill:
+            # defence in depth: the API server's middleware checked the same conf
+            intent = BackfillIntent.from_conf(_conf(context), declared_params=set(self.dag.params))
+            check_window_closed(window)
+        self.check_kill_switch(
+            history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
+        )
+        spec = dataclasses.replace(
+            spec,
+            before_commit=lambda: self.check_kill_switch(
+                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before commit"
+            ),
+        )
+        if guard is not None and (intent is not None or guard.always_stage):
+            return self.guarded_execute(
+                context, adapter, spec, guard, intent, identity, history, target, policy
+            )
 
         if self.skip_if_unchanged and history is not None:
             skipped = self.try_skip(adapter, spec, history, target, digest)
@@ -309,6 +356,197 @@ class WindowWriteOperator(BaseOperator):
                     )
         self.emit_asset_event(context, window, out)
         return out
+
+    def guard_config(self) -> GuardConfig | None:
+        """The guard the DAG declares (its declared param default, never a run's conf), or None."""
+        if not self.has_dag():
+            return None
+        return GuardConfig.of_params(getattr(self.dag, "params", None))
+
+    def check_kill_switch(
+        self, history: SafeHistory | None, dag_id: str, backfill: bool, fail_closed: bool, when: str
+    ) -> None:
+        """Refuse if a kill switch covers this write. A store that cannot answer stops a guarded
+        backfill (fail closed) but not a scheduled run (the history store must never block it)."""
+        if history is None:
+            return
+        try:
+            killswitch.check(history.store, dag_id, backfill, when)
+        except killswitch.KillSwitchTripped:
+            raise
+        except Exception as err:
+            if fail_closed:
+                raise GuardRefusal(
+                    f"{when}: the kill switch cannot be checked (history store {self.history_conn_id!r}: "
+                    f"{type(err).__name__}): a guarded backfill does not write blind. Bring the store back "
+                    "and clear the task to retry."
+                ) from err
+            self.log.warning("kill switch not checked %s (history store unavailable: %s)", when, err)
+
+    def guarded_execute(
+        self,
+        context: Context,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        guard: GuardConfig,
+        intent: BackfillIntent | None,
+        identity: AttemptIdentity,
+        history: SafeHistory | None,
+        target: str,
+        policy: str | None,
+    ) -> dict[str, Any]:
+        """Stage, diff, check the stop conditions, then swap, reconcile, or (replay) only compare."""
+        from airflow_idempotent.staging import GuardBreach, guarded_write
+
+        if not self.key_columns:
+            raise GuardRefusal(
+                f"{self.task_id} writes a guarded DAG's table, which is diffed by key: give the operator "
+                "key_columns=[...] (e.g. ['sale_id'])."
+            )
+        if history is None:
+            raise GuardRefusal(
+                "a guarded write records its diff: record_history must stay on in a guarded DAG."
+            )
+        if intent is not None and guard.throttle_per_hour:
+            self.throttle(history, identity.dag_id, guard.throttle_per_hour)
+        semantics = intent.semantics if intent is not None else "corrective"
+        modes: dict[str, Literal["swap", "reconcile", "replay"]] = {
+            "corrective": "swap",
+            "reconcile": "reconcile",
+            "replay": "replay",
+        }
+        mode = modes[semantics]
+        expected: str | None = None
+        if semantics == "replay":
+            original = self.original_write(history, target, spec.window)
+            policy = original.get("policy_version") or policy
+            expected = original.get("checksum")
+            if policy is not None and "policy_version" in spec.params:
+                spec = dataclasses.replace(spec, params={**spec.params, "policy_version": policy})
+        elif intent is not None and intent.policy_version is not None:
+            policy = intent.policy_version
+        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
+        thresholds = guard.thresholds.merged(intent.thresholds if intent is not None else None)
+        completeness = (
+            check_deterministic(guard.completeness_sql, adapter.dialect, self.allow_functions)
+            if guard.completeness_sql
+            else None
+        )
+
+        def record(status: str, result: Any, message: str | None = None) -> Any:
+            return history.record(
+                identity.write_record(
+                    target,
+                    spec.window,
+                    self.strategy,
+                    status,
+                    digest,
+                    parts,
+                    policy,
+                    semantics,
+                    rows_deleted=result.rows_deleted,
+                    rows_inserted=result.rows_inserted,
+                    rows_updated=result.rows_updated,
+                    row_count=result.row_count,
+                    checksum=result.checksum,
+                    diff=json.dumps(result.diff.to_json(), default=str),
+                    message=message,
+                )
+            )
+
+        try:
+            result = guarded_write(
+                adapter,
+                spec,
+                self.key_columns,
+                list(guard.measures),
+                thresholds,
+                mode,
+                expected_checksum=expected,
+                completeness_sql=completeness,
+                before_commit=spec.before_commit,
+            )
+        except GuardBreach as breach:
+            reason = f"{spec.window.label()}: {'; '.join(breach.result.breaches)}"
+            record("refused", breach.result, f"stop condition: {reason}")
+            if intent is not None:
+                killswitch.set_switch(history.store, "backfill", identity.dag_id, f"guard breach on {reason}")
+            raise
+        if mode == "replay":
+            status = "replayed" if result.replay_matches else "diverged"
+            message = (
+                f"replay reproduced the recorded checksum {expected}"
+                if result.replay_matches
+                else f"replay DIVERGES: recorded {expected}, recomputed {result.checksum}"
+            )
+            record(status, result, message)
+            (self.log.info if result.replay_matches else self.log.warning)(
+                "%s (production unchanged)", message
+            )
+            return {
+                "strategy": self.strategy,
+                "window": spec.window.label(),
+                "semantics": semantics,
+                "replay_matches": result.replay_matches,
+                "checksum": result.checksum,
+                "expected_checksum": expected,
+                "diff": result.diff.to_json(),
+            }
+        stored = record("written", result)
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "table": self.table,
+            "window": spec.window.label(),
+            "semantics": semantics,
+            "policy_version": policy,
+            "fingerprint": digest,
+            "rows_deleted": result.rows_deleted,
+            "rows_inserted": result.rows_inserted,
+            "rows_updated": result.rows_updated,
+            "row_count": result.row_count,
+            "checksum": result.checksum,
+            "diff": result.diff.to_json(),
+        }
+        if stored is not None:
+            out |= {
+                "ordinal": stored.ordinal,
+                "dataset_version": stored.dataset_version,
+                "nondeterministic": stored.nondeterministic,
+            }
+        self.log.info(
+            "guarded %s of %s for window %s: diff %s", semantics, self.table, spec.window.label(), out["diff"]
+        )
+        self.emit_asset_event(context, spec.window, out)
+        return out
+
+    def throttle(self, history: SafeHistory, dag_id: str, per_hour: int) -> None:
+        """At most `per_hour` windows of a backfill per hour, so it cannot starve the nightly run."""
+        now = utcnow()
+        recent = history.store.writes_since(dag_id, "backfill", now - datetime.timedelta(hours=1))
+        if len(recent) >= per_hour:
+            resume_at = recent[-per_hour] + datetime.timedelta(hours=1)
+            self.log.info(
+                "throttled: %d backfill windows of %s written in the last hour (limit %d); rescheduled to %s",
+                len(recent),
+                dag_id,
+                per_hour,
+                resume_at.isoformat(),
+            )
+            raise AirflowRescheduleException(resume_at)
+
+    def original_write(self, history: SafeHistory, target: str, window: Window) -> dict[str, Any]:
+        """The first write recorded for the window: what a replay must reproduce."""
+        writes = [
+            w
+            for w in history.store.writes(target=target, window_start=window.start, window_end=window.end)
+            if w["status"] == "written"
+        ]
+        if not writes:
+            raise GuardRefusal(
+                f"nothing is recorded for {target} window {window.label()}: a replay reproduces a recorded "
+                "write. Use semantics corrective to compute it for the first time."
+            )
+        return min(writes, key=lambda w: w["ordinal"])
 
     def effective_policy_version(self) -> str | None:
         policy = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_idempotent.adapters.base import EngineAdapter, validate_identifier
+from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.strategies import WriteResult, WriteSpec, merge
 
@@ -23,10 +23,9 @@ class MergeOperator(WindowWriteOperator):
     strategy = "merge"
 
     def __init__(self, *, key_columns: Sequence[str], delete_missing: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if isinstance(key_columns, str):
-            key_columns = [key_columns]
-        self.key_columns = [validate_identifier(k, "key column") for k in key_columns]
+        super().__init__(key_columns=key_columns, **kwargs)
+        if not self.key_columns:
+            raise ValueError("MergeOperator needs key_columns, e.g. key_columns=['sale_id'].")
         self.delete_missing = delete_missing
 
     def strategy_parts(self) -> dict[str, Any]:

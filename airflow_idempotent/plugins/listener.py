@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from airflow.sdk.plugins_manager import AirflowPlugin
 
+from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
+
 if TYPE_CHECKING:
     from airflow_idempotent.history.spool import SafeHistory
     from airflow_idempotent.history.store import AttemptRecord, DagRunRecord, Record
@@ -418,7 +420,11 @@ history_listener = HistoryListener()
 
 
 class IdempotentPlugin(AirflowPlugin):
-    """Registers the run-history listener (entry point `airflow.plugins`: idempotent)."""
+    """Registers the run-history listener and, in the API server, the backfill guard middleware
+    (entry point `airflow.plugins`: idempotent)."""
 
     name = "idempotent"
     listeners = [history_listener]  # noqa: RUF012 - AirflowPlugin's own attribute
+    fastapi_root_middlewares = [  # noqa: RUF012 - AirflowPlugin's own attribute
+        {"name": "idempotent_backfill_guard", "middleware": BackfillGuardMiddleware, "args": [], "kwargs": {}}
+    ]

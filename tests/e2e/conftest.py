@@ -114,6 +114,14 @@ class AirflowCluster:
         return self._token
 
     def request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        """The JSON answer of a request that must succeed (an HTTP error fails the test)."""
+        status, answer = self.call(method, path, body, auth)
+        if status >= 400:
+            raise AssertionError(f"{method} {path} -> {status}: {json.dumps(answer)[:2000]}")
+        return answer
+
+    def call(self, method: str, path: str, body: Any = None, auth: bool = True) -> tuple[int, Any]:
+        """The status and the answer (JSON, else text, else None) of a request, whatever the status."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if auth:
@@ -121,10 +129,13 @@ class AirflowCluster:
         req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
-                text = resp.read().decode()
+                status, text = resp.status, resp.read().decode()
         except urllib.error.HTTPError as err:
-            raise AssertionError(f"{method} {path} -> {err.code}: {err.read().decode()[:2000]}") from None
-        return json.loads(text) if text else None
+            status, text = err.code, err.read().decode()
+        try:
+            return status, json.loads(text) if text else None
+        except ValueError:
+            return status, text
 
     def wait_for(self, what: str, check: Any, timeout: float, every: float = 2.0) -> Any:
         """Poll `check()` until it returns something truthy; fail with the services' logs."""

@@ -1,0 +1,134 @@
+"""The kill switch: one flag that stops every remaining guarded write at once.
+
+Stored in the history store (table idem_kill_switch) so every worker, the scheduler and the UI
+see the same switch. Scopes: global, a DAG, or a DAG's backfill (a DAG runs one backfill at a
+time). Guarded writes check it before writing and again just before commit.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from airflow_idempotent.errors import IdempotentError
+from airflow_idempotent.history.models import KillSwitch
+from airflow_idempotent.history.store import HistoryStore, utcnow
+
+Scope = Literal["global", "dag", "backfill"]
+SCOPES: tuple[Scope, ...] = ("global", "dag", "backfill")
+GLOBAL_KEY = "*"
+
+
+class KillSwitchTripped(IdempotentError):
+    """A kill switch covering this write is on: nothing is written."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    scope: str
+    scope_key: str
+    reason: str | None
+    set_by: str | None
+    set_at: Any
+
+    def describe(self) -> str:
+        where = "all DAGs" if self.scope == "global" else f"{self.scope} {self.scope_key}"
+        reason = self.reason or "no reason given"
+        return f"kill switch on {where} (set by {self.set_by} at {self.set_at}: {reason})"
+
+
+def _table() -> sa.Table:
+    return KillSwitch.__table__  # type: ignore[return-value]
+
+
+def set_switch(
+    store: HistoryStore, scope: Scope, key: str | None, reason: str, by: str | None = None
+) -> Switch:
+    """Turn a switch on (idempotent: setting it twice keeps one row, with the latest reason)."""
+    scope_key = _key(scope, key)
+    store.migrate()
+    table = _table()
+    values = {
+        "active": True,
+        "reason": reason,
+        "set_by": by or _who(),
+        "set_at": utcnow(),
+        "cleared_by": None,
+        "cleared_at": None,
+    }
+    with store.engine.begin() as conn:
+        updated = conn.execute(
+            table.update().where(table.c.scope == scope, table.c.scope_key == scope_key).values(**values)
+        ).rowcount
+        if not updated:
+            conn.execute(table.insert().values(scope=scope, scope_key=scope_key, **values))
+    return Switch(scope, scope_key, reason, str(values["set_by"]), values["set_at"])
+
+
+def clear_switch(store: HistoryStore, scope: Scope, key: str | None, by: str | None = None) -> bool:
+    """Turn a switch off; True if it was on."""
+    scope_key = _key(scope, key)
+    store.migrate()
+    table = _table()
+    with store.engine.begin() as conn:
+        return bool(
+            conn.execute(
+                table.update()
+                .where(table.c.scope == scope, table.c.scope_key == scope_key, table.c.active.is_(True))
+                .values(active=False, cleared_by=by or _who(), cleared_at=utcnow())
+            ).rowcount
+        )
+
+
+def active_switches(store: HistoryStore, dag_id: str | None = None, backfill: bool = False) -> list[Switch]:
+    """The switches that cover a write of `dag_id` (in a backfill run if `backfill`)."""
+    store.migrate()
+    table = _table()
+    covers = [sa.and_(table.c.scope == "global", table.c.scope_key == GLOBAL_KEY)]
+    if dag_id is not None:
+        covers.append(sa.and_(table.c.scope == "dag", table.c.scope_key == dag_id))
+        if backfill:
+            covers.append(sa.and_(table.c.scope == "backfill", table.c.scope_key == dag_id))
+    elif backfill:
+        covers.append(table.c.scope == "backfill")
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(table).where(table.c.active.is_(True), sa.or_(*covers)).order_by(table.c.set_at)
+        ).all()
+    return [Switch(r.scope, r.scope_key, r.reason, r.set_by, r.set_at) for r in rows]
+
+
+def check(store: HistoryStore, dag_id: str | None, backfill: bool, when: str) -> None:
+    """Raise KillSwitchTripped if any switch covers this write; `when` says which check it is."""
+    switches = active_switches(store, dag_id, backfill)
+    if switches:
+        raise KillSwitchTripped(
+            f"{when}: {'; '.join(s.describe() for s in switches)}. Nothing was written. Clear it with "
+            f"`airflow-idempotent resume {_resume_args(switches[0])}` once the cause is fixed."
+        )
+
+
+def _resume_args(switch: Switch) -> str:
+    if switch.scope == "global":
+        return "--all"
+    return f"--dag {switch.scope_key}" + (" --backfill" if switch.scope == "backfill" else "")
+
+
+def _key(scope: Scope, key: str | None) -> str:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    if scope == "global":
+        return GLOBAL_KEY
+    if not key:
+        raise ValueError(f"a {scope} kill switch needs a DAG id")
+    return key
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"

@@ -1,0 +1,538 @@
+"""Stage, diff, swap: a guarded write of one window, with stop conditions checked before commit.
+
+A backfill is a release with a blast radius. `guarded_write` writes the window's rows to a
+TEMPORARY staging table inside one transaction under the (table, window) lock, compares it with
+production by key (rows added, removed, changed; each measure's sum before and after), and only
+if the diff is within the thresholds changes production:
+
+- ``swap`` (corrective): delete the window, insert it from staging;
+- ``reconcile``: delete the removed keys, update the changed ones, insert the added ones, and
+  touch no row that is already right;
+- ``replay``: checksum the staged result with the same expression the writes record, compare
+  it with the checksum recorded for the window, and never change production.
+
+Everything runs inside the database (CREATE TEMPORARY TABLE .. AS SELECT, INSERT .. SELECT, one
+join for the diff): no row passes through Python. Any refusal rolls the transaction back, so
+production is exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy.engine import Connection
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
+from airflow_idempotent.errors import IdempotentError, SchemaError, SqlParseError
+from airflow_idempotent.guard import GuardRefusal, Thresholds
+from airflow_idempotent.strategies import (
+    RESERVED_PARAMS,
+    SAMPLE_SIZE,
+    WriteSpec,
+    _check_keys,
+    _checksum,
+    _prepare,
+    _rowcount,
+)
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["swap", "reconcile", "replay"]
+MODES: tuple[str, ...] = ("swap", "reconcile", "replay")
+Number = Decimal | float
+
+
+def staging_name() -> str:
+    """A fresh name for a staging table; unique, so concurrent sessions never share one."""
+    return f"_idem_stg_{secrets.token_hex(6)}"
+
+
+# --------------------------------------------------------------------------------------------
+# The diff and the result
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Number | int) -> str:
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def _json_number(value: Number) -> str | float:
+    """Decimals as exact strings (money), floats as they are."""
+    return str(value) if isinstance(value, Decimal) else value
+
+
+@dataclass(frozen=True)
+class WindowDiff:
+    """Production's window compared with the staged result, by key."""
+
+    rows_before: int
+    rows_after: int
+    added: int
+    removed: int
+    changed: int
+    unchanged: int
+    #: per measure column: (sum before, sum after)
+    measures: dict[str, tuple[Number, Number]] = field(default_factory=dict)
+
+    @property
+    def row_delta(self) -> int:
+        return self.rows_after - self.rows_before
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows_before": self.rows_before,
+            "rows_after": self.rows_after,
+            "row_delta": self.row_delta,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "measures": {
+                name: {
+                    "before": _json_number(before),
+                    "after": _json_number(after),
+                    "delta": _json_number(after - before),  # type: ignore[operator]
+                }
+                for name, (before, after) in self.measures.items()
+            },
+        }
+
+    def breaches(self, t: Thresholds) -> list[str]:
+        """Every limit of `t` this diff exceeds, each as a sentence naming the limit and the figure."""
+        out: list[str] = []
+        for what, figure, cap in (
+            ("changed", self.changed, t.max_changed_rows),
+            ("removed", self.removed, t.max_removed_rows),
+            ("added", self.added, t.max_added_rows),
+        ):
+            if cap is not None and figure > cap:
+                out.append(f"{what} {figure} rows > max_{what}_rows {cap}")
+        for name, limit in t.max_measure_abs_change.items():
+            if name not in self.measures:
+                out.append(f"max_measure_abs_change names {name!r}, whose sum the diff did not compute")
+                continue
+            before, after = self.measures[name]
+            delta = abs(after - before)  # type: ignore[operator]
+            if delta > limit:
+                out.append(
+                    f"{name} sum changed by {_fmt(delta)} ({_fmt(before)} -> {_fmt(after)}) "
+                    f"> max_measure_abs_change {limit:g}"
+                )
+        for name, limit in t.max_measure_rel_change.items():
+            if name not in self.measures:
+                out.append(f"max_measure_rel_change names {name!r}, whose sum the diff did not compute")
+                continue
+            before, after = self.measures[name]
+            if before == 0:
+                if after != 0:
+                    out.append(
+                        f"{name} sum changed from 0 to {_fmt(after)} (relative change unbounded) "
+                        f"> max_measure_rel_change {limit:g}"
+                    )
+                continue
+            rel = abs(after - before) / abs(before)  # type: ignore[operator]
+            if rel > limit:
+                out.append(
+                    f"{name} sum changed by {float(rel):.2%} ({_fmt(before)} -> {_fmt(after)}) "
+                    f"> max_measure_rel_change {limit:g}"
+                )
+        if t.max_shrink is not None and self.rows_after < self.rows_before * (1 - t.max_shrink):
+            shrink = 1 - self.rows_after / self.rows_before
+            out.append(
+                f"new result has {self.rows_after} rows, {shrink:.1%} fewer than the existing "
+                f"{self.rows_before} > max_shrink {t.max_shrink:g}"
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class GuardedResult:
+    """What a guarded write found and did. On a breach it is carried by the GuardBreach."""
+
+    mode: str
+    diff: WindowDiff
+    swapped: bool
+    #: the window's checksum as committed (swap, reconcile) or as staged (replay)
+    checksum: str | None
+    row_count: int | None
+    breaches: list[str]
+    #: replay only: did the staged result reproduce the recorded checksum
+    replay_matches: bool | None
+    expected_checksum: str | None
+    rows_deleted: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["diff"] = self.diff.to_json()
+        return data
+
+
+class GuardBreach(GuardRefusal):
+    """A stop condition held: nothing was swapped. `.result` carries the diff, to be recorded."""
+
+    def __init__(self, message: str, result: GuardedResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.result))
+
+
+class _RollBack(Exception):
+    """Internal: leave the transaction by rolling it back, carrying what to return or raise."""
+
+    def __init__(self, result: GuardedResult, breach: GuardBreach | None = None) -> None:
+        super().__init__("roll back")
+        self.result = result
+        self.breach = breach
+
+
+# --------------------------------------------------------------------------------------------
+# The guarded write
+# --------------------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> Number:
+    if value is None:
+        return Decimal(0)
+    if isinstance(value, Decimal | float):
+        return value
+    if isinstance(value, int):
+        return Decimal(value)
+    return Decimal(str(value))
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "f", "false", "n", "no")
+    return bool(value)
+
+
+def _columns_of(info: TableInfo, names: Sequence[str], produced: Sequence[str], role: str) -> list[str]:
+    """Target spellings of `names`, each of which the SELECT must produce."""
+    out = []
+    for name in names:
+        validate_identifier(name, role)
+        column = info.column(name, role).name
+        if column not in produced:
+            raise SchemaError(f"the SELECT does not produce the {role} {column!r}: select it.")
+        out.append(column)
+    return out
+
+
+def _expect(what: str, got: int, expected: int) -> int:
+    """The statement's row count, which must be the checked diff's; else refuse to commit.
+
+    A driver that cannot count (-1) is taken at the diff's word.
+    """
+    if got < 0:
+        return expected
+    if got != expected:
+        raise IdempotentError(
+            f"{what} touched {got} row(s) but the diff that passed the thresholds said {expected}: "
+            "something else changed the window during the write; nothing was committed. Rerun it."
+        )
+    return got
+
+
+def guarded_write(
+    adapter: EngineAdapter,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    thresholds: Thresholds,
+    mode: Mode,
+    expected_checksum: str | None = None,
+    completeness_sql: exp.Expr | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> GuardedResult:
+    """Stage the window, diff it with production by key, and swap, reconcile or replay it.
+
+    One transaction under the (table, window) lock:
+
+    1. `completeness_sql` (a SELECT over the source window, bound like the job's SELECT) must
+       return a true first column, else GuardRefusal and nothing is touched;
+    2. the SELECT's rows go to a TEMPORARY table typed like the target, checked like a merge
+       source (NULL or duplicate keys, rows outside the window);
+    3. the diff by key and the measures' sums, in the database;
+    4. a breach of `thresholds` rolls back and raises GuardBreach (with the diff); replay only
+       reports breaches, as it changes nothing;
+    5. `before_commit()` (the kill switch; raising rolls back; default `spec.before_commit`);
+    6. swap, reconcile, or (replay) checksum the staged rows and roll back;
+    7. the window's row count and checksum after the change, before commit.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if spec.partition_column is None:
+        raise SchemaError("a guarded write needs a partition_column: the column the window selects.")
+    if not keys:
+        raise SchemaError("a guarded write diffs by key: give key columns, e.g. ['sale_id'].")
+    if mode == "replay" and not expected_checksum:
+        raise GuardRefusal(
+            f"a replay of {spec.table} window {spec.window.label()} compares with the checksum recorded "
+            "for the window's original write, and none was given: replay a window written with "
+            "checksum=True, or run a corrective write instead."
+        )
+    if completeness_sql is not None and not isinstance(completeness_sql, exp.Query):
+        raise SqlParseError(
+            "completeness_sql must be a SELECT over the source window whose first column is true when "
+            f"the window is complete, got a {completeness_sql.key.upper()} statement."
+        )
+    if before_commit is None:
+        before_commit = spec.before_commit
+    partition = spec.partition_column
+    stage = staging_name()
+    created = False
+    try:
+        with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+            try:
+                adapter.prepare_connection(conn)
+                info, columns, params = _prepare(adapter, conn, spec)
+                window_only = {k: params[k] for k in RESERVED_PARAMS}
+                key_names = _columns_of(info, keys, columns, "key column")
+                wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
+                measure_names = list(dict.fromkeys(_columns_of(info, wanted, columns, "measure column")))
+                if mode == "replay" and len(columns) != len(info.columns):
+                    lacking = [c.name for c in info.columns.values() if c.name not in columns]
+                    raise SchemaError(
+                        f"a replay compares the whole row's checksum, but the SELECT does not produce "
+                        f"{lacking}: select every column of {info.qualified}."
+                    )
+                # (1) the source window must be complete before anything is staged
+                _check_complete(adapter, conn, spec, completeness_sql, params)
+
+                # (2) stage, typed like the target, and check it like a merge source
+                adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
+                created = True
+                adapter.execute(conn, adapter.insert_select(stage, columns, spec.query), params)
+                staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
+                _check_keys(adapter, conn, staged, key_names, window_only)
+                if frozenset(k.lower() for k in key_names) not in info.unique_keys:
+                    _check_target_keys(adapter, conn, spec, info, key_names, window_only)
+
+                # (3) the diff, set-based
+                diff = _diff(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+                # (4) the stop conditions
+                breaches = diff.breaches(thresholds)
+                if breaches and mode != "replay":
+                    result = GuardedResult(mode, diff, False, None, None, breaches, None, expected_checksum)
+                    raise _RollBack(result, GuardBreach(_breach_message(spec, mode, breaches), result))
+
+                # (5) the caller's last word (the kill switch)
+                if before_commit is not None:
+                    before_commit()
+
+                # (6) replay: the staged result's checksum, then roll back
+                if mode == "replay":
+                    checked = dataclasses.replace(spec, table=stage, checksum=True)
+                    row_count, checksum = _checksum(adapter, conn, checked, info, window_only)
+                    result = GuardedResult(
+                        mode,
+                        diff,
+                        False,
+                        checksum,
+                        row_count,
+                        breaches,
+                        checksum == expected_checksum,
+                        expected_checksum,
+                    )
+                    raise _RollBack(result)
+
+                # (6) swap: the window out, the staged rows in; reconcile: only the difference
+                if mode == "swap":
+                    deleted = _rowcount(
+                        adapter.execute(conn, adapter.delete_window(spec.table, partition), window_only)
+                    )
+                    deleted = _expect("deleting the window", deleted, diff.rows_before)
+                    inserted = _rowcount(
+                        adapter.execute(conn, adapter.insert_from(spec.table, stage, columns), {})
+                    )
+                    inserted = _expect("inserting the staged rows", inserted, diff.rows_after)
+                    updated = 0
+                else:
+                    deleted, updated, inserted = _reconcile(
+                        adapter, conn, spec, stage, columns, key_names, window_only, diff
+                    )
+
+                # (7) what this transaction will commit
+                row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+                adapter.execute(conn, adapter.drop_staging(stage), {})
+                created = False
+                result = GuardedResult(
+                    mode,
+                    diff,
+                    True,
+                    checksum,
+                    row_count,
+                    [],
+                    None,
+                    expected_checksum,
+                    rows_deleted=deleted,
+                    rows_inserted=inserted,
+                    rows_updated=updated,
+                )
+            except BaseException:
+                if created and not adapter.transactional_ddl:
+                    # MariaDB keeps a temporary table past ROLLBACK: drop it (this never commits)
+                    with contextlib.suppress(Exception):
+                        adapter.execute(conn, adapter.drop_staging(stage), {})
+                raise
+    except _RollBack as done:
+        if done.breach is not None:
+            log.warning(
+                "guarded %s of %s for window %s refused, nothing swapped: %s",
+                mode,
+                spec.table,
+                spec.window.label(),
+                "; ".join(done.result.breaches),
+            )
+            raise done.breach from None
+        log.info(
+            "replay of %s for window %s: staged checksum %s, recorded %s (%s); production unchanged",
+            spec.table,
+            spec.window.label(),
+            done.result.checksum,
+            expected_checksum,
+            "matches" if done.result.replay_matches else "DIVERGES",
+        )
+        return done.result
+    log.info(
+        "guarded %s of %s for window %s: %s; %d deleted, %d updated, %d inserted (one transaction)",
+        mode,
+        spec.table,
+        spec.window.label(),
+        result.diff.to_json(),
+        result.rows_deleted,
+        result.rows_updated,
+        result.rows_inserted,
+    )
+    return result
+
+
+def _breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str]) -> str:
+    return (
+        f"stop condition for {spec.table} window {spec.window.label()} ({mode}): {'; '.join(breaches)}. "
+        "Nothing was swapped: production is unchanged. If the change is intended, raise the limit (the "
+        "DAG's idempotent_guard thresholds, or this backfill's conf thresholds) and run it again."
+    )
+
+
+def _check_complete(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    completeness_sql: exp.Expr | None,
+    params: Mapping[str, Any],
+) -> None:
+    """The source window must be complete before a window is rewritten from it."""
+    if completeness_sql is None:
+        return
+    row = adapter.execute(conn, completeness_sql, params).first()
+    value = None if row is None else row[0]
+    if row is None or not _truthy(value):
+        raise GuardRefusal(
+            f"source window incomplete: the completeness check for window {spec.window.label()} returned "
+            f"{'no row' if row is None else repr(value)} ({adapter.render(completeness_sql)}). Nothing was "
+            f"written to {spec.table}. Wait for the source to finish loading, then rerun this window."
+        )
+
+
+def _check_target_keys(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+) -> None:
+    """Without a unique index on the keys, production's window itself must be unique on them."""
+    assert spec.partition_column is not None
+    window_rows = adapter.select_columns(spec.table, [c.name for c in info.columns.values()]).where(
+        adapter.in_window(spec.partition_column)
+    )
+    rows = adapter.execute(conn, adapter.key_problems(window_rows, keys, None, SAMPLE_SIZE), params).all()
+    if rows:
+        shown = ", ".join(str(tuple(r[: len(keys)])) for r in rows)
+        raise SchemaError(
+            f"{info.qualified} holds several rows per key ({', '.join(keys)}) in window "
+            f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window "
+            "(or add a unique index on the key columns)."
+        )
+
+
+def _diff(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    measures: Sequence[str],
+    params: Mapping[str, Any],
+) -> WindowDiff:
+    """Three set-based queries: production's window, the staged rows, and the keys in both."""
+    assert spec.partition_column is not None
+    before = adapter.execute(
+        conn, adapter.window_sums(spec.table, spec.partition_column, measures), params
+    ).one()
+    after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
+    compare = [c for c in columns if c not in keys]
+    matched, changed = adapter.execute(
+        conn, adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare), params
+    ).one()
+    rows_before, rows_after, matched, changed = int(before[0]), int(after[0]), int(matched), int(changed)
+    return WindowDiff(
+        rows_before=rows_before,
+        rows_after=rows_after,
+        added=rows_after - matched,
+        removed=rows_before - matched,
+        changed=changed,
+        unchanged=matched - changed,
+        measures={m: (_number(before[i + 1]), _number(after[i + 1])) for i, m in enumerate(measures)},
+    )
+
+
+def _reconcile(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+    diff: WindowDiff,
+) -> tuple[int, int, int]:
+    """Delete the removed keys, update the changed rows, insert the added keys; nothing else."""
+    assert spec.partition_column is not None
+    staged = adapter.select_columns(stage, columns)
+    deleted = _rowcount(
+        adapter.execute(conn, adapter.delete_missing(spec.table, spec.partition_column, keys, staged), params)
+    )
+    deleted = _expect("deleting the removed keys", deleted, diff.removed)
+    updated = 0
+    if any(c not in keys for c in columns):
+        updated = _rowcount(
+            adapter.execute(
+                conn, adapter.update_changed(spec.table, stage, spec.partition_column, keys, columns), params
+            )
+        )
+        updated = _expect("updating the changed rows", updated, diff.changed)
+    inserted = _rowcount(
+        adapter.execute(
+            conn, adapter.insert_added(spec.table, stage, spec.partition_column, keys, columns), params
+        )
+    )
+    inserted = _expect("inserting the added keys", inserted, diff.added)
+    return deleted, updated, inserted
