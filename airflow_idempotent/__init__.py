@@ -27,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_idempotent.operators.overwrite",
                     "airflow_idempotent.operators.merge",
+                    "airflow_idempotent.effects.builtin",
                 ],
             }
         ],

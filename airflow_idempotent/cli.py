@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     from airflow_idempotent import daglint
 
     daglint.register(commands)
+    from airflow_idempotent.effects import cli as effects_cli
+
+    effects_cli.register(commands)
     return parser
 
 
@@ -616,6 +619,10 @@ def _render_windows(console: Any, windows: list[dict[str, Any]]) -> None:
             console.print(_attempts_table(console, window["attempts"]))
         else:
             console.print("  task attempts: none recorded", style="dim")
+        if window.get("effects"):
+            from airflow_idempotent.effects.cli import print_effects
+
+            print_effects(console, window["effects"], "  effects")
         console.print()
 
 

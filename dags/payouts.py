@@ -14,14 +14,25 @@ granularity="day".
 
 from __future__ import annotations
 
+import html
+
 import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param, Variable, task
 
+from airflow_idempotent import effects
+from airflow_idempotent.examples.bank_file import (
+    bank_file_name,
+    check_complete,
+    parse_header,
+    render_bank_file,
+)
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts
 from airflow_idempotent.guard import GuardConfig, Thresholds
+from airflow_idempotent.history.store import airflow_home
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
+from airflow_idempotent.window import window_from_context
 
 CONN_ID = "warehouse"
 START = pendulum.datetime(2026, 8, 1, tz="UTC")
@@ -108,3 +119,71 @@ with DAG(
             "WHERE sale_date = '{{ ds }}'"
         ),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The 09:00 bank file and its notification: external effects, each at most once per window.
+# --------------------------------------------------------------------------------------------
+
+
+def _yesterday(context: dict) -> tuple:
+    """The run at 09:00 on day D delivers day D-1: the day ending at the run's logical date."""
+    window = window_from_context(context, "day", anchor="end")
+    return window.start_date(), window.end_date()
+
+
+@task(retries=3)
+def deliver_bank_file(**context) -> dict:
+    """Yesterday's payouts as a bank file in the outbox: written to a temporary name, renamed
+    atomically, byte-identical on rerun, delivered once per window (a rerun is skipped)."""
+    start, end = _yesterday(context)
+    engine = WarehouseHook(conn_id=CONN_ID).engine
+    outbox = Variable.get("payouts_bank_outbox", default=str(airflow_home() / "outbox" / "bank"))
+
+    def content() -> bytes:  # only when the file is to be delivered; any error here sends nothing
+        check_complete(engine, start, end)  # a half-written window is never paid out
+        return render_bank_file(engine, start, end)
+
+    effect = effects.FileDeliveryEffect(
+        name="bank-file", directory=outbox, filename=bank_file_name(start, end), content=content
+    )
+    return effects.perform(effect, context=context, granularity="day", anchor="end").as_dict()
+
+
+@task(retries=3)
+def notify_payouts_team(bank_file: dict, **context) -> dict:
+    """One email per window and recipient list (the business key), with a stable Message-ID."""
+    start, _ = _yesterday(context)
+    path = bank_file["details"]["path"]
+    with open(path, "rb") as f:
+        header = parse_header(f.readline())
+    to = Variable.get("payouts_notify_to", default="payouts-ops@example.com")
+    effect = effects.EmailEffect(
+        name="bank-file-notification",
+        to=to,
+        subject=f"Payouts {start}: bank file delivered ({header['rows']} rows, {header['total_eur']} EUR)",
+        html_content=(
+            f"<p>The payouts bank file for {start} was delivered: <code>{html.escape(path)}</code>, "
+            f"{html.escape(str(header['rows']))} payouts, {html.escape(str(header['total_eur']))} EUR, "
+            f"sha256 <code>{html.escape(str(bank_file['details']['sha256']))}</code>.</p>"
+        ),
+        smtp_conn_id="smtp_default",
+    )
+    return effects.perform(effect, key=to, context=context, granularity="day", anchor="end").as_dict()
+
+
+with DAG(
+    dag_id="payouts_bank_file",
+    schedule="0 9 * * *",  # 09:00 UTC: yesterday's payouts go to the bank
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3},
+    tags=["idempotent", "payouts", "effects"],
+    doc_md=(
+        "The 09:00 bank file of yesterday's payouts and a notification, each at most once per window: "
+        "a retry or rerun is skipped (logged with the original result); a crash between the call and "
+        "its record is reconciled, or waits for `airflow-idempotent effects resolve`. A corrective "
+        'backfill re-sends nothing unless its conf says {"semantics": "corrective", "resend_effects": true}.'
+    ),
+):
+    notify_payouts_team(deliver_bank_file())

@@ -354,7 +354,17 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
         if not writes:
             return []
         attempts = [dict(r._mapping) for r in conn.execute(attempts_query(flt))]
-    return shape(writes, attempts)
+    windows = shape(writes, attempts)
+    from airflow_idempotent.effects.ledger import effects_for_windows
+
+    by_window = effects_for_windows(
+        store.engine,
+        [(w["window"]["start"], w["window"]["end"]) for w in windows],
+        dag_ids=[flt.dag_id] if flt.dag_id else None,
+    )
+    for w in windows:
+        w["effects"] = by_window.get((w["window"]["start"], w["window"]["end"]), [])
+    return windows
 
 
 def jsonable(value: Any) -> Any:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.policies import hookimpl
 
-from airflow_idempotent.guard import DEFAULT_CAP, GUARD_PARAM, GuardConfig
+# Nothing of this package is imported at module level: Airflow loads this policy module while
+# `import airflow` is still initialising, and our modules import airflow themselves.
 
 if TYPE_CHECKING:
     from airflow.timetables.base import DagRunInfo
@@ -75,6 +76,8 @@ def flag_unbounded_catchup(dag: Any, now: datetime | None = None) -> str | None:
             return None
         infos.append(info)
     first_at = infos[0].logical_date or infos[0].partition_date or infos[0].run_after
+    from airflow_idempotent.guard import GUARD_PARAM
+
     guard = "the backfill guard's cap" if GUARD_PARAM in (dag.params or {}) else "the default guard cap"
     return (
         f"DAG {dag.dag_id!r} has catchup=True and would schedule more than {cap} windows from its "
@@ -85,6 +88,8 @@ def flag_unbounded_catchup(dag: Any, now: datetime | None = None) -> str | None:
 
 
 def _cap(dag: Any) -> int:
+    from airflow_idempotent.guard import DEFAULT_CAP, GuardConfig
+
     try:
         config = GuardConfig.of_params(getattr(dag, "params", None))
     except Exception:  # an invalid guard declaration is reported where it is used
