@@ -225,9 +225,11 @@ def test_each_task_answers_the_three_review_questions(
 
 
 def test_the_repository_dags() -> None:
-    """dags/payouts.py: the naive DAG's append is found; the merge DAG answers as the README says."""
+    """dags/payouts.py: the naive DAG's append is found (acknowledged: it is the demo's contrast);
+    the merge DAG answers as the README says; the file is clean for CI."""
     report = lint_paths([REPO / "dags" / "payouts.py"])
-    appends = [f for f in report.failing if f.rule == "IDEM002"]
+    assert report.failing == []
+    appends = [f for f in report.acknowledged if f.rule == "IDEM002"]
     assert [(f.dag_id, f.task_id) for f in appends] == [("payouts_append_naive", "append_payouts")]
     assert "INSERT INTO payouts_naive" in appends[0].message
     merge = task(report, "merge_payouts")
@@ -235,7 +237,7 @@ def test_the_repository_dags() -> None:
     assert merge.window == "The run's logical date plus granularity=day (MergeOperator)."
     assert merge.backfill.startswith("`airflow backfill create --dag-id payouts_merge ")
     # Two DAGs writing `payouts` is a real hazard if both are enabled: the linter says so.
-    assert {(f.dag_id, f.task_id) for f in report.failing if f.rule == "IDEM007"} == {
+    assert {(f.dag_id, f.task_id) for f in report.acknowledged if f.rule == "IDEM007"} == {
         ("payouts_overwrite", "write_payouts"),
         ("payouts_merge", "merge_payouts"),
     }
