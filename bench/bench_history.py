@@ -214,7 +214,8 @@ def main() -> int:
         "## History query for one DAG's windows",
         "",
         f"`window_history(store, HistoryFilter(dag_id='dag_0042', limit=50))` over {args.rows:,} "
-        f"attempt rows and {args.rows // 2:,} window writes (1,000 DAGs) in PostgreSQL; {found} windows returned; "
+        f"attempt rows and {args.rows // 2:,} window writes (1,000 DAGs) in PostgreSQL; "
+        f"{found} windows returned; "
         f"median of {len(qtimes)}.",
         "",
         "| attempt rows | median (ms) | min (ms) | max (ms) | goal <= 50 ms |",
