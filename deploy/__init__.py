@@ -1,0 +1,1 @@
+"""Deployment files: the cluster settings (cluster.env) and their reader (settings.py)."""
