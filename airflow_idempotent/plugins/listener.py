@@ -22,10 +22,19 @@ Rules every hook follows:
   the spool.
 * It never touches Airflow's ORM session: only attributes already loaded on an ORM object are
   read (through the instance's state dict), so nothing is lazily loaded, flushed or committed.
+
+One hook does more than record: when a backfill's DAG run ends (failed or success) while a kill
+switch covers that DAG's backfill (a guard breach trips one, `airflow-idempotent stop` sets one),
+the backfill is paused through Airflow, so the scheduler starts none of its queued runs (each of
+which would refuse to write anyway). It does what Airflow's own pause route does (`is_paused`
+set on a backfill that has not completed) in a short session of its own, never the caller's, on
+the helper thread with the same bounded wait, and records `backfill_paused` with the switch's
+reason in the run history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -41,6 +50,7 @@ import pluggy
 from airflow.sdk.plugins_manager import AirflowPlugin
 
 from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
+from airflow_idempotent.plugins.ui import EXTERNAL_VIEWS, FASTAPI_APPS
 
 if TYPE_CHECKING:
     from airflow_idempotent.history.spool import SafeHistory
@@ -58,6 +68,10 @@ RETRY_AFTER = 30.0
 ERROR_CHARS = 2000
 #: Prefix of the `msg` Airflow's API server passes when a user sets a DAG run's state.
 MANUAL_DAG_RUN_MSG = "Dag Run's state was manually set"
+#: Seconds pausing a backfill may wait for its row lock in Airflow's database.
+PAUSE_LOCK_TIMEOUT = 2.0
+#: The history event recording that the listener paused a backfill.
+BACKFILL_PAUSED = "backfill_paused"
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,19 +123,12 @@ def submit(record: Record, limit: float = HARD_LIMIT) -> bool:
     if time.monotonic() < state.store_down_until:
         safe.spool.append(record)
         return False
-    done = threading.Event()
 
     def deliver() -> None:
-        try:
-            with state.store_lock:
-                safe.record(record)  # delivers the spool first; spools on failure; never raises
-        except Exception as err:  # pragma: no cover - SafeHistory already catches everything
-            log.warning("run history: recording %s failed: %s", record.kind, err)
-        finally:
-            done.set()
+        with state.store_lock:
+            safe.record(record)  # delivers the spool first; spools on failure; never raises
 
-    threading.Thread(target=deliver, name="idempotent-history", daemon=True).start()
-    if done.wait(limit):
+    if _in_helper_thread(deliver, limit, f"recording {record.kind}"):
         # A successful write delivers the whole spool first: anything left in it means it failed.
         if safe.spool.pending():
             _store_down(state, "failed")
@@ -131,6 +138,23 @@ def submit(record: Record, limit: float = HARD_LIMIT) -> bool:
     _store_down(state, f"did not answer within {limit:.1f} s")
     safe.spool.append(record)
     return False
+
+
+def _in_helper_thread(work: Callable[[], None], limit: float, what: str) -> bool:
+    """Run `work` on a daemon thread and wait for it at most `limit` seconds: True if it ended
+    in time. Whatever it raises is logged there, never raised here."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+        except Exception as err:
+            log.warning("run history: %s failed: %s", what, err)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="idempotent-history", daemon=True).start()
+    return done.wait(limit)
 
 
 def _store_down(state: _ProcessState, why: str) -> None:
@@ -373,6 +397,126 @@ def attempt_record(task_instance: Any, event: str, previous_state: Any, error: A
 
 
 # --------------------------------------------------------------------------------------------
+# Pausing a backfill whose kill switch is on.
+# --------------------------------------------------------------------------------------------
+
+
+def backfill_of(dag_run: Any) -> int | None:
+    """The id of the backfill a DAG run belongs to (loaded attributes only), or None."""
+    if _text(_loaded(dag_run, "run_type")) != "backfill":
+        return None
+    backfill_id = _loaded(dag_run, "backfill_id")
+    if isinstance(backfill_id, bool) or not isinstance(backfill_id, int):
+        return None
+    return backfill_id
+
+
+def pause_backfill(backfill_id: int) -> bool:
+    """Pause backfill `backfill_id` as Airflow's pause route does; True if this call paused it.
+
+    A short session of its own (never the caller's, which is the scheduler's or a request's): one
+    UPDATE of the backfill row, committed at once, waiting at most PAUSE_LOCK_TIMEOUT seconds for
+    the row's lock. A completed backfill is left alone (the route answers 409 for it), and one
+    already paused is not touched again.
+    """
+    import sqlalchemy as sa
+    from airflow.models.backfill import Backfill
+    from airflow.utils.session import create_session
+
+    with create_session(scoped=False) as session:
+        dialect = session.get_bind().dialect.name
+        millis = int(PAUSE_LOCK_TIMEOUT * 1000)
+        if dialect == "postgresql":  # SET LOCAL: this transaction only, then the pool's default
+            session.execute(sa.text(f"SET LOCAL lock_timeout = {millis}"))
+            session.execute(sa.text(f"SET LOCAL statement_timeout = {millis}"))
+        elif dialect == "mysql":
+            session.execute(sa.text(f"SET SESSION innodb_lock_wait_timeout = {max(1, millis // 1000)}"))
+        try:
+            result = session.execute(
+                sa.update(Backfill)
+                .where(
+                    Backfill.id == backfill_id,
+                    Backfill.completed_at.is_(None),
+                    sa.func.coalesce(Backfill.is_paused, sa.false()) == sa.false(),
+                )
+                .values(is_paused=True)
+                .execution_options(synchronize_session=False)
+            )
+        finally:
+            if dialect == "mysql":
+                session.execute(sa.text("SET SESSION innodb_lock_wait_timeout = DEFAULT"))
+    return bool(getattr(result, "rowcount", 0))
+
+
+def pause_if_switched(dag_run: Any, event: str, msg: str | None) -> None:
+    """Pause the backfill of a DAG run that ended while a kill switch covers the DAG's backfill.
+
+    Read in the hook (loaded attributes only); the store and Airflow's database are used on the
+    helper thread, waited for at most HARD_LIMIT seconds. A store known to be down is not asked:
+    the switches cannot be read, and the guarded tasks themselves refuse to write (fail closed).
+    """
+    backfill_id = backfill_of(dag_run)
+    if backfill_id is None:
+        return
+    record = dag_run_record(dag_run, event, msg)
+    state = _state
+    if time.monotonic() < state.store_down_until:
+        log.warning(
+            "backfill guard: kill switches of %s not checked (history store down): backfill %s not "
+            "paused; its guarded windows refuse to write while the store cannot be read",
+            record.dag_id,
+            backfill_id,
+        )
+        return
+    safe = history()
+
+    def work() -> None:
+        from airflow_idempotent import killswitch
+        from airflow_idempotent.history.store import utcnow
+
+        try:
+            with state.store_lock:
+                switches = killswitch.active_switches(safe.store, record.dag_id, backfill=True)
+        except Exception as err:
+            _store_down(state, f"failed ({type(err).__name__})")
+            log.warning("backfill guard: kill switches of %s not readable: %s", record.dag_id, err)
+            return
+        if not switches:
+            return
+        reason = "; ".join(s.describe() for s in switches)
+        if not pause_backfill(backfill_id):
+            log.info("backfill guard: backfill %s already paused or completed (%s)", backfill_id, reason)
+            return
+        message = (
+            f"backfill {backfill_id} of {record.dag_id} paused after {record.run_id} ended {event}: "
+            f"{reason}. Once the cause is fixed: `airflow-idempotent resume --dag {record.dag_id} "
+            f"--backfill`, then unpause the backfill (PUT /api/v2/backfills/{backfill_id}/unpause)."
+        )
+        log.warning("backfill guard: %s", message)
+        paused = dataclasses.replace(record, event=BACKFILL_PAUSED, at=utcnow(), message=message)
+        with state.store_lock:
+            safe.record(paused)  # spooled if the store fails now; never raises
+
+    if not _in_helper_thread(work, HARD_LIMIT, f"pausing backfill {backfill_id}"):
+        log.warning(
+            "backfill guard: pausing backfill %s of %s did not finish within %.1f s; it goes on in the "
+            "background (the guarded windows refuse to write by themselves)",
+            backfill_id,
+            record.dag_id,
+            HARD_LIMIT,
+        )
+
+
+def _pause_guard(hook: str, dag_run: Any, event: str, msg: str | None) -> None:
+    try:
+        pause_if_switched(dag_run, event, msg)
+    except Exception as err:
+        log.warning(
+            "backfill guard: %s could not check the kill switch (%s: %s)", hook, type(err).__name__, err
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # The hooks.
 # --------------------------------------------------------------------------------------------
 
@@ -385,13 +529,16 @@ class HistoryListener:
     def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
         _guard("on_dag_run_running", lambda: dag_run_record(dag_run, "running", msg))
 
+    # A backfill run ending while a kill switch covers the DAG's backfill pauses that backfill.
     @hookimpl
     def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
         _guard("on_dag_run_success", lambda: dag_run_record(dag_run, "success", msg))
+        _pause_guard("on_dag_run_success", dag_run, "success", msg)
 
     @hookimpl
     def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
         _guard("on_dag_run_failed", lambda: dag_run_record(dag_run, "failed", msg))
+        _pause_guard("on_dag_run_failed", dag_run, "failed", msg)
 
     # Task attempts: worker (RuntimeTaskInstance), API server / scheduler (ORM TaskInstance).
     @hookimpl
@@ -428,3 +575,6 @@ class IdempotentPlugin(AirflowPlugin):
     fastapi_root_middlewares = [  # noqa: RUF012 - AirflowPlugin's own attribute
         {"name": "idempotent_backfill_guard", "middleware": BackfillGuardMiddleware, "args": [], "kwargs": {}}
     ]
+    # The UI pages and their JSON API (plugins/ui.py): mounted at /idempotent, shown in Airflow's UI.
+    fastapi_apps = FASTAPI_APPS
+    external_views = EXTERNAL_VIEWS
