@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import NullPool
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import adapter_for
@@ -368,7 +367,12 @@ def history_engine(conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIME
         connect_args = {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
     elif url.get_backend_name() == "sqlite":
         connect_args = {"timeout": timeout}
-    return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    # A small pool: a listener records several events per attempt from one long-lived process
+    # (scheduler, worker), and a fresh connection per record cost more than the record itself.
+    # pre_ping replaces a connection the server dropped; recycle bounds how long one lives.
+    return sa.create_engine(
+        url, pool_size=2, max_overflow=2, pool_pre_ping=True, pool_recycle=1800, connect_args=connect_args
+    )
 
 
 def connection_defined(conn_id: str) -> bool:
