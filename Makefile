@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/pytest -q --timeout=900
 
-.PHONY: venv test lint demo clean
+.PHONY: venv test lint demo clean reliability
 
 venv: $(VENV)/.installed
 
@@ -51,6 +51,11 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/airflow-idempotent lint dags
+
+# The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
+reliability: venv
+	rc=0; IDEM_RELIABILITY=1 $(PYTEST) tests/reliability || rc=$$?; \
+	$(BIN)/python tools/reliability_report.py; exit $$rc
 
 demo: venv
 	$(BIN)/python -m airflow_idempotent.demo
