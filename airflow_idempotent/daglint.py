@@ -1559,7 +1559,7 @@ class _Linter:
         out: list[Located] = []
         for located in found:
             stripped = located.text.strip()
-            if _SQL_FILE.match(stripped):
+            if _SQL_FILE.fullmatch(stripped):
                 sql_file = self._find_sql_file(task, stripped)
                 if sql_file is None:
                     self._note(

@@ -30,7 +30,7 @@ ColumnKind = Literal["date", "timestamp", "timestamptz", "other"]
 
 def validate_identifier(name: str, what: str = "identifier") -> str:
     """Return `name` if it is a plain identifier, else refuse it: it might carry SQL."""
-    if not isinstance(name, str) or not IDENTIFIER_RE.match(name):
+    if not isinstance(name, str) or not IDENTIFIER_RE.fullmatch(name):
         raise InvalidIdentifierError(
             f"{what} {name!r} is not a plain identifier: use letters, digits and underscores, "
             "starting with a letter or underscore, at most 63 characters (e.g. 'payouts'). "

@@ -337,7 +337,7 @@ def body_doc(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def check_dag_id(dag_id: str) -> str:
-    if not DAG_ID_RE.match(dag_id):
+    if not DAG_ID_RE.fullmatch(dag_id):
         raise InputError([("path", "dag_id", "not a DAG id (letters, digits, _ . - ; at most 250)")])
     return dag_id
 
@@ -388,7 +388,7 @@ class HistoryQuery:
             ("table", TABLE_RE, "a table, schema.table or conn_id:table"),
         ):
             value = _blank(raw.get(name))
-            if value is not None and not pattern.match(value):
+            if value is not None and not pattern.fullmatch(value):
                 problems.append(("query", name, f"not {what} (letters, digits, _ . - :)"))
             values[name] = value
         if dag_id is not None:
@@ -404,7 +404,7 @@ class HistoryQuery:
         limit = _blank(raw.get("limit"))
         values["limit"] = DEFAULT_LIMIT
         if limit is not None:
-            if not DIGITS_RE.match(limit) or not 1 <= int(limit) <= MAX_LIMIT:
+            if not DIGITS_RE.fullmatch(limit) or not 1 <= int(limit) <= MAX_LIMIT:
                 problems.append(("query", "limit", f"expected a whole number from 1 to {MAX_LIMIT}"))
             else:
                 values["limit"] = int(limit)
@@ -497,7 +497,7 @@ def dag_access(method: str, entity: str) -> Callable[..., Any]:
         # Not a DAG id at all (e.g. a NUL byte the database would choke on): 422 before asking.
         where = "path" if "dag_id" in request.path_params else "query"
         dag_id = request.path_params.get("dag_id") or request.query_params.get("dag_id")
-        if dag_id is not None and not DAG_ID_RE.match(dag_id):
+        if dag_id is not None and not DAG_ID_RE.fullmatch(dag_id):
             raise InputError([(where, "dag_id", "not a DAG id (letters, digits, _ . - ; at most 250)")])
         requires_access_dag(method, DagAccessEntity[entity])(request, user)  # type: ignore[arg-type]
         return user
@@ -682,7 +682,7 @@ def window_series(window: Mapping[str, Any]) -> dict[str, dict[int, Decimal]]:
         if diff:
             measures = diff.get("measures")
             for name, sums in measures.items() if isinstance(measures, dict) else []:
-                if not isinstance(sums, dict) or not re.match(MEASURE_RE, str(name)):
+                if not isinstance(sums, dict) or not re.fullmatch(MEASURE_RE, str(name)):
                     continue
                 points = out.setdefault(str(name), {})
                 before, after = _decimal(sums.get("before")), _decimal(sums.get("after"))
@@ -1365,9 +1365,9 @@ def parse_attempt_query(raw: Mapping[str, str | None]) -> tuple[str, str, int]:
     problems: list[tuple[str, str, str]] = []
     run_id = _blank(raw.get("run_id")) or ""
     task_id = _blank(raw.get("task_id")) or ""
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.fullmatch(run_id):
         problems.append(("query", "run_id", "not a run id (letters, digits, _ . ~ : + @ -)"))
-    if not TASK_ID_RE.match(task_id):
+    if not TASK_ID_RE.fullmatch(task_id):
         problems.append(("query", "task_id", "not a task id (letters, digits, _ . -)"))
     raw_index = _blank(raw.get("map_index"))
     map_index = -1

@@ -555,7 +555,7 @@ def _key_columns(
             if index.get("unique") and index.get("column_names"):
                 return tuple(c for c in index["column_names"] if c)
     for i, column in enumerate(columns):
-        if _KEY_COLUMN.match(column):
+        if _KEY_COLUMN.fullmatch(column):
             values = [row[i] for row in clean.rows.elements()]
             if None not in values and len(set(values)) == len(values) and values:
                 return (column,)
