@@ -320,7 +320,10 @@ def _parse_partition_key(key: object, timezone: str) -> DateTime:
 
 def _parse_iso(text: str, tz: str) -> DateTime | None:
     """Parse a date or datetime; None otherwise. exact=True so a bare time ('10:00') is rejected rather
-    than silently completed with today's date, which would make the window depend on the clock."""
+    than silently completed with today's date, and 'now' is refused: either would make the window
+    depend on the clock."""
+    if text.strip().lower() == "now":  # pendulum.parse reads it as the wall clock
+        return None
     try:
         parsed = pendulum.parse(text.strip(), tz=tz, exact=True)
     except (ValueError, TypeError):
@@ -339,6 +342,21 @@ def _period(
     anchor: Anchor,
 ) -> tuple[DateTime, DateTime]:
     """The period containing `instant` (anchor start) or the one ending at its floor (anchor end)."""
+    try:
+        return _period_unchecked(instant, unit, zone, anchor)
+    except (OverflowError, ValueError) as exc:  # datetime's calendar ends at years 1 and 9999
+        raise WindowError(
+            f"the {unit} window around {instant.isoformat()} ({zone.name}) lies outside the calendar "
+            f"Python can represent (years 1 to 9999): {exc}; pass a logical date or partition inside it"
+        ) from exc
+
+
+def _period_unchecked(
+    instant: DateTime,
+    unit: ParsedGranularity,
+    zone: pendulum.Timezone | pendulum.FixedTimezone,
+    anchor: Anchor,
+) -> tuple[DateTime, DateTime]:
     if isinstance(unit, datetime.timedelta):
         if anchor == "start":
             return instant, _shift(instant, unit)
