@@ -171,3 +171,47 @@ def test_history_down_never_blocks_and_loses_nothing(
     assert sorted(w["ordinal"] for w in writes) == [1, 2, 3, 4]
     assert Spool().count() == 0
     store.engine.dispose()
+
+
+@pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
+def test_a_refused_record_is_parked_and_never_blocks_the_rest(
+    loaded: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spooled while the store is down: a plain run, a conf semantics longer than its column (32) and
+    one with a NUL byte (PostgreSQL refuses it). Failed deliveries keep the spool's names the same
+    length; once the store is up, the NUL record is parked in rejected/ and the others are stored."""
+    down = {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": _free_port(),
+        "login": PG_USER,
+        "schema": pg_history,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
+    confs: list[dict[str, Any]] = [{}, {"semantics": "corrective " + "x" * 60}, {"semantics": "bad\x00"}]
+    for i, conf in enumerate(confs):
+        make("overwrite").execute(run_ctx(i, **conf))
+    spool = Spool()
+    assert spool.count() == 3
+    lengths: set[tuple[int, ...]] = set()
+    for _ in range(4):  # each failed delivery puts the records back under a fresh name
+        with pytest.raises(sa.exc.OperationalError):
+            spool.deliver(HistoryStore.from_airflow(timeout=1))
+        lengths.add(tuple(sorted(len(p.name) for p in spool.pending())))
+        assert spool.count() == 3
+    assert len(lengths) == 1, lengths
+
+    monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps({**down, "port": PG_PORT}))
+    out = make("overwrite").execute(run_ctx(3))
+    assert out["ordinal"] == 3  # run_0, run_1 and this one; run_2 was refused
+    assert spool.count() == 0
+    assert spool.rejected() == 1
+    parked = [json.loads(line) for p in (spool.directory / "rejected").glob("*.jsonl") for line in p.open()]
+    assert "NUL" in parked[0]["rejected"] and json.loads(parked[0]["record"])["run_id"] == "run_2"
+    store = HistoryStore(
+        sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{pg_history}")
+    )
+    writes = {w["run_id"]: w for w in store.writes(target="warehouse:payouts")}
+    assert sorted(writes) == ["run_0", "run_1", "run_3"]
+    assert writes["run_1"]["semantics"] == ("corrective " + "x" * 60)[:32]
+    store.engine.dispose()

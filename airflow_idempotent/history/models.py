@@ -26,6 +26,12 @@ class Base(DeclarativeBase):
     )
 
 
+def column_length(model: type[Base], column: str) -> int | None:
+    """The declared length of a string column (None for other types and unknown columns)."""
+    columns = model.__table__.c
+    return getattr(columns[column].type, "length", None) if column in columns else None
+
+
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
     """Timestamps stored and read as UTC everywhere, SQLite included (it keeps no offset)."""
 

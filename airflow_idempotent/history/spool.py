@@ -4,15 +4,20 @@ A task must succeed even when the history store is down or slow. Each record the
 accept within its bounded wait is appended (fsync'd) as one JSON line to a spool file under
 AIRFLOW_HOME; the next successful write delivers every spooled record. Records carry natural
 keys and the store inserts them only if absent, so a record delivered twice is stored once.
+A record the store answers and refuses (a value it cannot hold) would be refused forever, so it is
+parked in `rejected/` with the reason instead of blocking the records behind it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import uuid
 from pathlib import Path
+
+from sqlalchemy.exc import DataError, IntegrityError
 
 from airflow_idempotent.history.store import (
     DEFAULT_CONN_ID,
@@ -26,6 +31,7 @@ from airflow_idempotent.history.store import (
 log = logging.getLogger(__name__)
 
 SPOOL_DIR = "idempotent_spool"
+REJECTED_DIR = "rejected"
 
 
 class Spool:
@@ -52,7 +58,9 @@ class Spool:
         return sum(1 for path in self.pending() for line in path.read_text().splitlines() if line.strip())
 
     def deliver(self, store: HistoryStore) -> int:
-        """Hand every spooled record to the store; a file is removed only once all of it is stored."""
+        """Hand every spooled record to the store. A record the store refuses (see `refused`) goes
+        to the rejected folder and delivery goes on; if the store is unavailable, the records not yet
+        stored go back to the spool under a fresh name and the error is raised."""
         delivered = 0
         for path in self.pending():
             claimed = path.with_name(f"{path.stem}.{uuid.uuid4().hex}.delivering")
@@ -60,19 +68,65 @@ class Spool:
                 path.rename(claimed)  # atomic: two deliverers never take the same file
             except FileNotFoundError:
                 continue
-            try:
-                for line in claimed.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        store.record(Record.from_json(line))
-                        delivered += 1
-            except Exception:
-                # Put it back for the next delivery; records already stored are skipped then.
-                claimed.rename(path.with_name(f"{path.stem}-{uuid.uuid4().hex[:8]}.jsonl"))
-                raise
+            lines = [line for line in claimed.read_text(encoding="utf-8").splitlines() if line.strip()]
+            for index, line in enumerate(lines):
+                try:
+                    store.record(Record.from_json(line))
+                except Exception as err:
+                    if not refused(err):
+                        self._put_back(lines[index:])
+                        claimed.unlink()
+                        raise
+                    self.reject(line, err)
+                    continue
+                delivered += 1
             claimed.unlink()
         if delivered:
             log.info("delivered %d spooled history record(s) from %s", delivered, self.directory)
         return delivered
+
+    def reject(self, line: str, err: BaseException) -> Path:
+        """Park a record the store will never take, with the reason, so it stops no other record."""
+        folder = self.directory / REJECTED_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{socket.gethostname()}-{os.getpid()}.jsonl"
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:500] if str(err) else ''}"
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"rejected": reason, "record": line}) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        log.error(
+            "history store refused a spooled record (%s); it is kept in %s, and the records after it are "
+            "delivered. Fix the cause, then move the line's record back into %s to deliver it again.",
+            reason,
+            path,
+            self.directory,
+        )
+        return path
+
+    def rejected(self) -> int:
+        """How many records wait in the rejected folder."""
+        folder = self.directory / REJECTED_DIR
+        if not folder.exists():
+            return 0
+        return sum(1 for p in folder.glob("*.jsonl") for line in p.read_text().splitlines() if line.strip())
+
+    def _put_back(self, lines: list[str]) -> None:
+        """Write undelivered lines to a new spool file (temp then rename: whole or absent). The name
+        is made afresh, never derived from the old one, so it does not grow with each failure."""
+        name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        temp = self.directory / f"{name}.tmp"
+        with temp.open("w", encoding="utf-8") as out:
+            out.write("".join(line + "\n" for line in lines))
+            out.flush()
+            os.fsync(out.fileno())
+        temp.rename(self.directory / f"{name}.jsonl")
+
+
+def refused(err: BaseException) -> bool:
+    """True when the store answered and refused this record (a value it cannot hold, a broken spool
+    line), as opposed to being unreachable or slow: a refused record would be refused again."""
+    return isinstance(err, DataError | IntegrityError | ValueError | TypeError | KeyError)
 
 
 class SafeHistory:
@@ -98,6 +152,9 @@ class SafeHistory:
             self.spool.deliver(self.store)
             return self.store.record(record)
         except Exception as err:
+            if refused(err):  # spooling it would only block the records after it
+                self.spool.reject(record.to_json(), err)
+                return None
             path = self.spool.append(record)
             log.warning(
                 "history store %r unavailable (%s: %s): %s record spooled to %s, delivered on the next "

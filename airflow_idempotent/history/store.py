@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import adapter_for
-from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite
+from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite, column_length
 from airflow_idempotent.window import Window
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,14 @@ class Record:
         )
 
     def values(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Field values, each string cut to its column's length: a long conf value (e.g. a
+        'semantics' of 10,000 characters) must cost a few characters, never the record."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            length = column_length(self.model, f.name)
+            out[f.name] = value[:length] if isinstance(value, str) and length else value
+        return out
 
     @staticmethod
     def from_json(line: str) -> Record:

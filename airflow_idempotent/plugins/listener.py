@@ -231,16 +231,14 @@ def _identity(obj: Any, *names: str) -> list[str]:
     return values
 
 
-def _column_length(model: Any, column: str) -> int | None:
-    return getattr(model.__table__.c[column].type, "length", None)
-
-
 def _conf_text(conf: Any, key: str, model: Any) -> str | None:
     """conf[key] when conf is a mapping and the value a string, cut to the column's size."""
     if not isinstance(conf, Mapping):
         return None
     value = conf.get(key)
-    return value[: _column_length(model, key)] if isinstance(value, str) else None
+    from airflow_idempotent.history.models import column_length
+
+    return value[: column_length(model, key)] if isinstance(value, str) else None
 
 
 def _error_text(error: Any) -> str | None:
@@ -271,7 +269,7 @@ def is_orm_task_instance(task_instance: Any) -> bool:
 
 def dag_run_record(dag_run: Any, event: str, msg: str | None) -> DagRunRecord:
     """A DagRunRecord from the ORM DagRun, reading only loaded attributes."""
-    from airflow_idempotent.history.models import DagRunEvent
+    from airflow_idempotent.history.models import DagRunEvent, column_length
     from airflow_idempotent.history.store import DagRunRecord, utcnow
 
     when = _loaded(dag_run, "start_date") if event == "running" else _loaded(dag_run, "end_date")
@@ -283,8 +281,8 @@ def dag_run_record(dag_run: Any, event: str, msg: str | None) -> DagRunRecord:
         run_id=run_id,
         event=event,
         at=_utc(when) or utcnow(),
-        state=_text(_loaded(dag_run, "_state", "state"), _column_length(DagRunEvent, "state")) or event,
-        run_type=_text(_loaded(dag_run, "run_type"), _column_length(DagRunEvent, "run_type")),
+        state=_text(_loaded(dag_run, "_state", "state"), column_length(DagRunEvent, "state")) or event,
+        run_type=_text(_loaded(dag_run, "run_type"), column_length(DagRunEvent, "run_type")),
         logical_date=_utc(_loaded(dag_run, "logical_date")),
         data_interval_start=_utc(_loaded(dag_run, "data_interval_start")),
         data_interval_end=_utc(_loaded(dag_run, "data_interval_end")),
@@ -327,7 +325,7 @@ def runtime_attempt_record(
     task_instance: Any, event: str, previous_state: Any, error: Any = None
 ) -> AttemptRecord:
     """An AttemptRecord from the task SDK's RuntimeTaskInstance (a worker, or `dags test`)."""
-    from airflow_idempotent.history.models import TaskAttempt
+    from airflow_idempotent.history.models import TaskAttempt, column_length
     from airflow_idempotent.history.store import AttemptRecord, utcnow
 
     run_type = logical_date = None
@@ -348,11 +346,11 @@ def runtime_attempt_record(
         try_number=_try_number(getattr(task_instance, "try_number", None)),
         event=event,
         at=utcnow(),
-        state=_text(getattr(task_instance, "state", None), _column_length(TaskAttempt, "state")) or event,
-        previous_state=_text(previous_state, _column_length(TaskAttempt, "previous_state")),
-        run_type=_text(run_type, _column_length(TaskAttempt, "run_type")),
+        state=_text(getattr(task_instance, "state", None), column_length(TaskAttempt, "state")) or event,
+        previous_state=_text(previous_state, column_length(TaskAttempt, "previous_state")),
+        run_type=_text(run_type, column_length(TaskAttempt, "run_type")),
         logical_date=_utc(logical_date),
-        hostname=_text(hostname, _column_length(TaskAttempt, "hostname")),
+        hostname=_text(hostname, column_length(TaskAttempt, "hostname")),
         source="worker",
         error=_error_text(error),
     )
@@ -366,7 +364,7 @@ def orm_attempt_record(
     previous_state None: a user set the state through the API server ("marked_<state>").
     Otherwise the scheduler failed a task the executor reported dead ("failed"/"up_for_retry").
     """
-    from airflow_idempotent.history.models import TaskAttempt
+    from airflow_idempotent.history.models import TaskAttempt, column_length
     from airflow_idempotent.history.store import AttemptRecord, utcnow
 
     marked = previous_state is None
@@ -380,11 +378,11 @@ def orm_attempt_record(
         try_number=_try_number(_loaded(task_instance, "try_number")),
         event=f"marked_{event}" if marked else event,
         at=utcnow(),
-        state=_text(_loaded(task_instance, "state"), _column_length(TaskAttempt, "state")),
-        previous_state=_text(previous_state, _column_length(TaskAttempt, "previous_state")),
-        run_type=_text(_loaded(dag_run, "run_type"), _column_length(TaskAttempt, "run_type")),
+        state=_text(_loaded(task_instance, "state"), column_length(TaskAttempt, "state")),
+        previous_state=_text(previous_state, column_length(TaskAttempt, "previous_state")),
+        run_type=_text(_loaded(dag_run, "run_type"), column_length(TaskAttempt, "run_type")),
         logical_date=_utc(_loaded(dag_run, "logical_date")),
-        hostname=_text(_loaded(task_instance, "hostname"), _column_length(TaskAttempt, "hostname")),
+        hostname=_text(_loaded(task_instance, "hostname"), column_length(TaskAttempt, "hostname")),
         source="api_server" if marked else "scheduler",
         error=_error_text(error),
     )
