@@ -18,10 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# Fast tests first, then the ones that run real DAGs, then end-to-end.
+# Fast tests first (the reliability suite's crash matrix, faults and hostile input included),
+# then the ones that run real DAGs, then end-to-end, then the reliability suite's end-to-end cases
+# on a cluster of their own (alone, so the load figures are not shared with the e2e cluster).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
-# The last line adds up the three groups (from their JUnit XML), so the log ends on the real count.
+# The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
+# the committed one). The last line adds up the groups (from their JUnit XML).
 RESULTS := .pytest_cache/results
+RELIABILITY_RESULTS := .pytest_cache/reliability/results.jsonl
 
 define SUMMARY
 import sys, xml.etree.ElementTree as ET
@@ -36,14 +40,16 @@ endef
 export SUMMARY
 
 test: venv
-	@rm -rf $(RESULTS)
+	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
 	$(PYTEST) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e" tests
-	@for marker in dagrun e2e; do \
-	  echo "$(PYTEST) --junitxml=$(RESULTS)/$$marker.xml -m $$marker tests"; \
-	  rc=0; $(PYTEST) --junitxml=$(RESULTS)/$$marker.xml -m $$marker tests || rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "no $$marker tests collected: fine"; \
+	@for group in "dagrun tests" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
+	  set -- $$group; marker=$$1; shift; name=$$marker-$$(echo "$$@" | tr -c 'a-z' '-'); \
+	  echo "$(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker $$*"; \
+	  rc=0; $(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker "$$@" || rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no $$marker tests collected in $$*: fine"; \
 	  elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
 	done
+	@$(BIN)/python tools/reliability_report.py --out $(RESULTS)/RELIABILITY.md
 	@$(BIN)/python -c "$$SUMMARY" $(RESULTS)/*.xml
 
 lint: venv
@@ -54,7 +60,9 @@ lint: venv
 
 # The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
 reliability: venv
-	rc=0; IDEM_RELIABILITY=1 $(PYTEST) tests/reliability || rc=$$?; \
+	@rm -f $(RELIABILITY_RESULTS)
+	rc=0; $(PYTEST) -m "not e2e" tests/reliability || rc=$$?; \
+	$(PYTEST) -m e2e tests/reliability || rc=$$?; \
 	$(BIN)/python tools/reliability_report.py; exit $$rc
 
 demo: venv

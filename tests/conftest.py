@@ -30,9 +30,6 @@ from sqlalchemy.engine import Engine
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# tests/reliability (crash matrix, faults, hostile input, load) runs through `make reliability`,
-# which regenerates RELIABILITY.md from its results; `make test` leaves it out.
-collect_ignore = [] if os.environ.get("IDEM_RELIABILITY") else ["reliability"]
 DAGS_FOLDER = REPO_ROOT / "dags"
 
 # Import the package from this work tree even when pytest runs from a venv it is not installed in.

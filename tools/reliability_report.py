@@ -340,17 +340,19 @@ def _measured(kind: str, sub: list[dict[str, Any]]) -> str:
         return (
             f"{x.get('windows')} windows, {x.get('windows_done_before_kill')} done and "
             f"{x.get('task_instances_in_flight_at_kill')} in flight at the kill; backfill complete "
-            f"{x.get('seconds_from_kill_to_backfill_complete')} s after it (orphaned_tasks_check_interval "
-            f"{x.get('orphaned_tasks_check_interval_seconds')} s, scheduler_health_check_threshold "
-            f"{x.get('scheduler_health_check_threshold_seconds')} s: Airflow's defaults); try numbers "
+            f"{x.get('seconds_from_kill_to_backfill_complete')} s after it (the restarted scheduler's "
+            f"orphaned_tasks_check_interval {x.get('orphaned_tasks_check_interval_seconds')} s, Airflow's "
+            f"default 300 s; scheduler_health_check_threshold "
+            f"{x.get('scheduler_health_check_threshold_seconds')} s, the default); try numbers "
             f"{x.get('try_numbers')}; history: {x.get('history_windows')} of {x.get('windows')} "
             f"windows recorded, {x.get('history_writes')} write records"
         )
     if kind == "history_record_refused":
         x = d[0]
         return (
-            f"{x.get('records_written')} writes after a record the store refuses: "
-            f"{x.get('records_stored')} records stored, {x.get('records_left_in_spool')} left in the spool; "
+            f"a record whose semantics is longer than its column, then {x.get('reruns')} writes: "
+            f"{x.get('records_stored')} of {x.get('records_written')} records stored, "
+            f"{x.get('records_left_in_spool')} left in the spool; "
             f"longest spool file name {x.get('longest_spool_file_name')} characters"
         )
     return "-"
@@ -365,19 +367,26 @@ def hostile(cases: list[dict[str, Any]]) -> list[str]:
         d = c["details"]
         answers = d.get("answers") or {}
         known = d.get("known_findings") or {}
+        statuses = d.get("statuses") or {}
+        if not answers or set(answers) == {"accepted"}:  # requests: what the servers answered
+            flat: Counter[str] = Counter()
+            for key, value in statuses.items():
+                for status in value.values() if isinstance(value, dict) else [key] * int(value):
+                    flat[f"HTTP {status}"] += 1
+            answers = dict(flat) or answers
         rows.append(
             [
                 c["case"].removeprefix("hostile/"),
                 c["database"],
                 d.get("inputs_tried"),
                 ", ".join(f"{k} {v}" for k, v in sorted(answers.items())) or "-",
-                d.get("crashes", 0) - sum(known.values()) if d.get("crashes") else 0,
+                d.get("unexplained", 0),
                 ", ".join(f"{k} x{v}" for k, v in sorted(known.items())) or "-",
                 c["outcome"],
             ]
         )
     return table(
-        ["target", "database", "inputs tried", "answers", "unexplained crashes", "findings", "outcome"],
+        ["target", "database", "inputs tried", "answers", "unexplained", "findings", "outcome"],
         rows,
         "llrlrll",
     )
@@ -445,13 +454,16 @@ def findings(cases: list[dict[str, Any]]) -> list[str]:
         if c["outcome"] == "ok" or c["suite"] == "control":
             continue
         d = c["details"]
-        samples = (
-            d.get("finding_samples") or d.get("crash_samples") or d.get("failures") or d.get("problems") or []
-        )
+        samples = [
+            *(d.get("crash_samples") or []),
+            *(d.get("finding_samples") or []),
+            *(d.get("failures") or []),
+            *(d.get("problems") or []),
+        ]
         if c["suite"] == "fault":
             samples = [*samples, _measured(d.get("fault") or "", [c])]
         out.append(f"- `{c['case']}` ({c['database'] or 'no database'}): {c['outcome']}")
-        for sample in list(dict.fromkeys(str(x) for x in samples))[:3]:
+        for sample in list(dict.fromkeys(str(x) for x in samples))[:4]:
             out.append(f"  - `{str(sample)[:220]}`")
     return out or ["None: every case's outcome is ok."]
 
@@ -577,7 +589,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.results} holds no case: the suite recorded nothing", file=sys.stderr)
         return 2
     args.out.write_text(render(cases, sessions, ends, str(args.results)), encoding="utf-8")
-    print(f"wrote {args.out}: {len(cases)} cases from {len(sessions)} session(s)")
+    suite = [c for c in cases if c["suite"] != "control"]
+    outcomes = Counter(c["outcome"] for c in suite)
+    lost = sum(int(c.get("rows_lost") or 0) for c in suite)
+    dups = sum(int(c.get("duplicates") or 0) for c in suite)
+    print(
+        f"wrote {args.out}: {len(cases)} cases from {len(sessions)} session(s); outside the control: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(outcomes.items()))}; rows lost {lost}, duplicates {dups}"
+    )
     return 0
 
 

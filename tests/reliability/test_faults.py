@@ -382,15 +382,6 @@ def test_history_store_refuses_a_record(
     assert later == 30  # the table writes themselves never failed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding: WindowWriteOperator records conf['semantics'] cut to 64 characters "
-        "(operators/base.py _conf_value) into idem_window_write.semantics, a String(32): PostgreSQL "
-        "and MariaDB refuse the record (DataError) and it is spooled; cut to the column's length as "
-        "the listener's _conf_text does"
-    ),
-)
 @pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
 def test_a_semantics_longer_than_the_column_is_still_recorded(
     warehouse: Any, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -402,16 +393,6 @@ def test_a_semantics_longer_than_the_column_is_still_recorded(
     assert [w["run_id"] for w in store.writes()] == ["long_semantics"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding: Spool.deliver stops at the first record the store refuses and re-raises, so one "
-        "record the store can never take (e.g. a DataError) keeps every later record of that host in "
-        "the spool (history stops); each failed delivery also renames the file with 9 more "
-        "characters, until the name is too long for the file system (OSError ENAMETOOLONG). Park "
-        "refused records apart (a dead-letter file) and deliver the rest"
-    ),
-)
 @pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
 def test_a_refused_record_does_not_block_the_records_after_it(
     warehouse: Any, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -777,6 +758,10 @@ END $$
 """
 
 
+#: Seconds between the restarted scheduler's orphan checks (Airflow's default: 300).
+ORPHAN_CHECK = 20.0
+
+
 def airflow_setting(name: str) -> float:
     """A [scheduler] setting as the cluster has it (the suite sets none of these: Airflow's default)."""
     from airflow.configuration import conf
@@ -839,7 +824,13 @@ def test_scheduler_killed_during_a_guarded_backfill(
     old.wait(30)
     cluster.retired.append(old)
     time.sleep(3)
-    cluster.start("scheduler")
+    # The new scheduler resets the dead one's task instances at its orphan check: every 300 s by
+    # default, here every ORPHAN_CHECK s so the case costs a minute, not six (a deployment sets
+    # the same to recover sooner); the rest of the cluster keeps Airflow's defaults.
+    cluster.start(
+        "scheduler",
+        extra_env={"AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": str(ORPHAN_CHECK)},
+    )
     cluster.wait_for(
         "the backfill to complete",
         lambda: cluster.request("GET", f"/api/v2/backfills/{created['id']}")["completed_at"],
@@ -902,7 +893,7 @@ def test_scheduler_killed_during_a_guarded_backfill(
         task_instances_in_flight_at_kill=len(in_flight),
         in_flight_runs=in_flight,
         seconds_from_kill_to_backfill_complete=round(recovered, 1),
-        orphaned_tasks_check_interval_seconds=airflow_setting("orphaned_tasks_check_interval"),
+        orphaned_tasks_check_interval_seconds=ORPHAN_CHECK,
         scheduler_health_check_threshold_seconds=airflow_setting("scheduler_health_check_threshold"),
         task_instance_heartbeat_timeout_seconds=airflow_setting("task_instance_heartbeat_timeout"),
         run_states=dict(final),

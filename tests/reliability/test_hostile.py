@@ -78,15 +78,12 @@ def _settings(n: int = MAX_EXAMPLES) -> Any:
     )
 
 
-#: Findings this suite has made and reported (each has a strict-xfail test below that asserts the
-#: fixed behaviour): matched in a crash or finding message, they are recorded as findings with
-#: their name, and do not fail the property test; anything else does.
-KNOWN: dict[str, str] = {
-    r"^OverflowError: date value out of range": "window-calendar-edge",
-    r"^two calls gave": "window-now-reads-the-clock",
-    r"accepted '[A-Za-z_][A-Za-z0-9_]*\\n'": "identifier-trailing-newline",
-    r"^history-record-refused": "history-semantics-longer-than-column",
-}
+#: Findings this suite has made and not yet fixed (pattern -> name; each with a strict-xfail test
+#: asserting the fixed behaviour): matched in a crash or finding message, they are recorded as
+#: findings and do not fail the property test; anything else does. The four found on 2026-11-30
+#: (identifier-trailing-newline, window-now-reads-the-clock, window-calendar-edge,
+#: history-semantics-longer-than-column) are fixed; their tests now assert the behaviour plainly.
+KNOWN: dict[str, str] = {}
 
 
 @dataclass
@@ -235,14 +232,6 @@ def test_hostile_identifiers_are_refused_when_the_dag_is_parsed(
     assert tally.answers["InvalidIdentifierError"] > 0 and tally.answers["accepted"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding: IDENTIFIER_RE in airflow_idempotent/adapters/base.py ends in $, which also matches "
-        "before a trailing newline, so 'payouts\\n' passes validate_identifier; use "
-        "IDENTIFIER_RE.fullmatch(name) (or \\Z). The name is still quoted, so it is no injection."
-    ),
-)
 def test_a_trailing_newline_is_not_a_plain_identifier() -> None:
     with pytest.raises(InvalidIdentifierError):
         validate_identifier("payouts\n")
@@ -496,27 +485,11 @@ def test_hostile_window_values_give_a_window_or_a_window_error(
     assert not tally.unexplained(), tally.unexplained()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding: window._parse_iso passes the text to pendulum.parse, which reads 'now' as the wall "
-        "clock, so a partition_key (or a string logical date / data interval) 'now' gives the window "
-        "containing the current time; refuse 'now' (it is not an ISO 8601 date) in window._parse_iso"
-    ),
-)
 def test_the_string_now_is_not_a_window() -> None:
     with pytest.raises(WindowError):
         window_from_context({"partition_key": "now"}, "day")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding: a logical date in the last day of year 9999 (or the first of year 1 read in a zone "
-        "west of UTC) raises OverflowError from the calendar arithmetic, not WindowError; catch "
-        "OverflowError in window._period and say the window lies outside the supported calendar"
-    ),
-)
 def test_a_window_at_the_edge_of_the_calendar_is_a_window_error() -> None:
     with pytest.raises(WindowError):
         window_from_context({"logical_date": dt.datetime(9999, 12, 31, 12, tzinfo=dt.timezone.utc)}, "day")
@@ -1139,7 +1112,7 @@ def test_hostile_bodies_and_conf_against_the_real_servers(
         cluster.request("PUT", f"/api/v2/backfills/{backfill}/cancel")
     # hostile conf on DAG runs the scheduler picks up (the DAG unpaused), one window each
     cluster.request("PATCH", f"/api/v2/dags/{GUARDED}", {"is_paused": False})
-    confs_sent = [
+    confs_sent: list[dict[str, Any]] = [
         {"semantics": "'; DROP TABLE hostile_payouts; --"},
         {"semantics": "x" * 10_000, "reason": ["nested", {"a": None}]},
         {"policy_version": "v2", "thresholds": {"max_changed_rows": -1}},
@@ -1191,9 +1164,16 @@ def test_hostile_bodies_and_conf_against_the_real_servers(
     succeeded = [run for (run, _), state in zip(runs, states, strict=True) if state == "success"]
     unrecorded = [run for run in succeeded if run not in recorded]
     if unrecorded:
+        long_semantics = sum(
+            1
+            for run, day in runs
+            if run in unrecorded and len(str(confs_sent[day - 10].get("semantics", ""))) > 32
+        )
         tally.findings.append(
             f"history-record-refused: {len(unrecorded)} of {len(succeeded)} successful runs have no write "
-            "record (a conf semantics longer than idem_window_write.semantics, String(32))"
+            f"record ({long_semantics} of them with a conf semantics longer than idem_window_write."
+            "semantics, String(32), which PostgreSQL refuses; the others' records wait in the spool "
+            "behind a refused one)"
         )
     quarantined = quarantine_spool(cluster)
     cluster.check_alive()
