@@ -343,29 +343,20 @@ def _period(
 ) -> tuple[DateTime, DateTime]:
     """The period containing `instant` (anchor start) or the one ending at its floor (anchor end)."""
     try:
-        return _period_unchecked(instant, unit, zone, anchor)
+        if isinstance(unit, datetime.timedelta):
+            if anchor == "start":
+                return instant, _shift(instant, unit)
+            return _shift(instant, -unit), instant
+        start, end = _period_containing(instant, unit, zone)
+        if anchor == "end":
+            # The instant just before the floor lies in the previous period, whatever its length.
+            start, end = _period_containing(_shift(start, -_TICK), unit, zone)
+        return start, end
     except (OverflowError, ValueError) as exc:  # datetime's calendar ends at years 1 and 9999
         raise WindowError(
             f"the {unit} window around {instant.isoformat()} ({zone.name}) lies outside the calendar "
             f"Python can represent (years 1 to 9999): {exc}; pass a logical date or partition inside it"
         ) from exc
-
-
-def _period_unchecked(
-    instant: DateTime,
-    unit: ParsedGranularity,
-    zone: pendulum.Timezone | pendulum.FixedTimezone,
-    anchor: Anchor,
-) -> tuple[DateTime, DateTime]:
-    if isinstance(unit, datetime.timedelta):
-        if anchor == "start":
-            return instant, _shift(instant, unit)
-        return _shift(instant, -unit), instant
-    start, end = _period_containing(instant, unit, zone)
-    if anchor == "end":
-        # The instant just before the floor lies in the previous period, whatever its length.
-        start, end = _period_containing(_shift(start, -_TICK), unit, zone)
-    return start, end
 
 
 def _period_containing(

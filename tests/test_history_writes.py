@@ -121,6 +121,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def store_conn(database: str, port: int) -> dict[str, Any]:
+    """An Airflow connection to a history store on PostgreSQL (a free port: a store that is down)."""
+    return {"conn_type": "postgres", "host": "127.0.0.1", "port": port, "login": PG_USER, "schema": database}
+
+
 @pytest.fixture
 def pg_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"idem_hist_{uuid.uuid4().hex[:10]}"
@@ -142,13 +147,7 @@ def pg_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 def test_history_down_never_blocks_and_loses_nothing(
     loaded: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    down = {
-        "conn_type": "postgres",
-        "host": "127.0.0.1",
-        "port": _free_port(),
-        "login": PG_USER,
-        "schema": pg_history,
-    }
+    down = store_conn(pg_history, _free_port())
     monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
     for i in range(3):
         started = time.monotonic()
@@ -180,13 +179,7 @@ def test_a_refused_record_is_parked_and_never_blocks_the_rest(
     """Spooled while the store is down: a plain run, a conf semantics longer than its column (32) and
     one with a NUL byte (PostgreSQL refuses it). Failed deliveries keep the spool's names the same
     length; once the store is up, the NUL record is parked in rejected/ and the others are stored."""
-    down = {
-        "conn_type": "postgres",
-        "host": "127.0.0.1",
-        "port": _free_port(),
-        "login": PG_USER,
-        "schema": pg_history,
-    }
+    down = store_conn(pg_history, _free_port())
     monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
     confs: list[dict[str, Any]] = [{}, {"semantics": "corrective " + "x" * 60}, {"semantics": "bad\x00"}]
     for i, conf in enumerate(confs):
