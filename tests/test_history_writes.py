@@ -208,3 +208,13 @@ def test_a_refused_record_is_parked_and_never_blocks_the_rest(
     assert sorted(writes) == ["run_0", "run_1", "run_3"]
     assert writes["run_1"]["semantics"] == ("corrective " + "x" * 60)[:32]
     store.engine.dispose()
+
+
+def test_a_duckdb_history_store_is_refused_with_the_fix(tmp_path: Path) -> None:
+    from airflow_idempotent.errors import UnsupportedConnectionError
+
+    engine = sa.create_engine(f"duckdb:///{tmp_path / 'history.duckdb'}")
+    with pytest.raises(UnsupportedConnectionError, match="PostgreSQL, MySQL/MariaDB or SQLite"):
+        HistoryStore(engine).migrate()
+    assert sa.inspect(engine).get_table_names() == []  # refused before anything was made
+    engine.dispose()

@@ -22,12 +22,15 @@ from sqlalchemy.engine import Connection, Engine
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.errors import UnsupportedConnectionError
 from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite, column_length
 from airflow_idempotent.window import Window
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONN_ID = "idempotent_history"
+#: Databases the store runs on (its migrations and locks know them).
+STORE_DIALECTS = ("postgresql", "mysql", "mariadb", "sqlite")
 EMBEDDED_FILE = "idempotent_history.db"
 #: How long a task or listener waits for the store before spooling instead.
 DEFAULT_TIMEOUT = 2.0
@@ -187,6 +190,14 @@ class HistoryStore:
         key = self.engine.url.render_as_string(hide_password=True)
         if key in self._MIGRATED_URLS:
             return
+        if self.engine.dialect.name not in STORE_DIALECTS:
+            raise UnsupportedConnectionError(
+                "the history store (and the effect ledger in it) cannot live in "
+                f"{self.engine.dialect.name!r}: it needs row locks and many small transactions. "
+                f"Point the connection {DEFAULT_CONN_ID!r} at PostgreSQL, MySQL/MariaDB or SQLite, "
+                "or leave it undefined for the embedded SQLite file in $AIRFLOW_HOME "
+                "(a DuckDB warehouse works with any of them)"
+            )
         from alembic import command
         from alembic.config import Config
 
