@@ -541,7 +541,10 @@ def render(
         "## Side effects",
         "",
         "A crash before the claim, after the claim, after the call and after the ledger's commit, "
-        "then three reruns, against a loopback payments API (Idempotency-Key) and a file outbox.",
+        "then three reruns, against a loopback payments API (Idempotency-Key) and a file outbox. "
+        "The ledger lives in the history store, which runs on PostgreSQL, MariaDB or SQLite; DuckDB "
+        "is a warehouse only (a DuckDB store is refused, tests/test_history_writes.py), so a DAG "
+        "writing to DuckDB keeps its effects in one of these three.",
         "",
         *effects(cases),
         "",
