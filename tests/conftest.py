@@ -239,7 +239,12 @@ def _conn_json(kind: str, url: str) -> str:
 
 
 def _drop_everything(kind: str, engine: Engine) -> None:
-    """Drop every table, view (and, where they exist, schema and sequence) the test created."""
+    """Drop every table, view (and, where they exist, schema and sequence) the test created.
+
+    A history store a test kept in this database goes too, so the process forgets it migrated it."""
+    from airflow_idempotent.history.store import HistoryStore
+
+    HistoryStore._MIGRATED_URLS.clear()
     with engine.begin() as conn:
         if kind == "postgres":
             conn.execute(sa.text("SET LOCAL lock_timeout = '30s'"))
