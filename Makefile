@@ -26,6 +26,11 @@ $(VENV)/.installed: pyproject.toml
 # the committed one). The last line adds up the groups (from their JUnit XML).
 RESULTS := .pytest_cache/results
 RELIABILITY_RESULTS := .pytest_cache/reliability/results.jsonl
+# One seed for every pytest invocation of a run, so the report names one seed that repeats it all.
+ifndef IDEM_RELIABILITY_SEED
+IDEM_RELIABILITY_SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' \n')
+endif
+export IDEM_RELIABILITY_SEED
 
 define SUMMARY
 import sys, xml.etree.ElementTree as ET
@@ -42,8 +47,8 @@ export SUMMARY
 test: venv
 	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
 	$(PYTEST) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e" tests
-	@for group in "dagrun tests" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
-	  set -- $$group; marker=$$1; shift; name=$$marker-$$(echo "$$@" | tr -c 'a-z' '-'); \
+	@n=0; for group in "dagrun tests" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
+	  set -- $$group; marker=$$1; shift; n=$$((n + 1)); name=$$n-$$marker; \
 	  echo "$(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker $$*"; \
 	  rc=0; $(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker "$$@" || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no $$marker tests collected in $$*: fine"; \
