@@ -170,6 +170,25 @@ def window_from_context(
     timezone: str = "UTC",
     anchor: Anchor = "start",
 ) -> Window:
+    """The run's window (see `_derive_window`); a date beyond the calendar is a WindowError."""
+    try:
+        return _derive_window(context, granularity, timezone, anchor)
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, ValueError) and "out of range" not in str(exc):
+            raise
+        # datetime's calendar ends at years 1 and 9999, in UTC and in the window's zone alike
+        raise WindowError(
+            f"the run's window lies outside the calendar Python can represent (years 1 to 9999, in UTC "
+            f"and in {timezone}): {exc}; pass a logical date, data interval or partition inside it"
+        ) from exc
+
+
+def _derive_window(
+    context: Mapping[str, Any],
+    granularity: str | datetime.timedelta | None,
+    timezone: str,
+    anchor: Anchor,
+) -> Window:
     """Derive the run's window, first match wins:
 
     1. a partitioned run (``partition_key`` / ``partition_date``): the granularity period containing
@@ -342,21 +361,15 @@ def _period(
     anchor: Anchor,
 ) -> tuple[DateTime, DateTime]:
     """The period containing `instant` (anchor start) or the one ending at its floor (anchor end)."""
-    try:
-        if isinstance(unit, datetime.timedelta):
-            if anchor == "start":
-                return instant, _shift(instant, unit)
-            return _shift(instant, -unit), instant
-        start, end = _period_containing(instant, unit, zone)
-        if anchor == "end":
-            # The instant just before the floor lies in the previous period, whatever its length.
-            start, end = _period_containing(_shift(start, -_TICK), unit, zone)
-        return start, end
-    except (OverflowError, ValueError) as exc:  # datetime's calendar ends at years 1 and 9999
-        raise WindowError(
-            f"the {unit} window around {instant.isoformat()} ({zone.name}) lies outside the calendar "
-            f"Python can represent (years 1 to 9999): {exc}; pass a logical date or partition inside it"
-        ) from exc
+    if isinstance(unit, datetime.timedelta):
+        if anchor == "start":
+            return instant, _shift(instant, unit)
+        return _shift(instant, -unit), instant
+    start, end = _period_containing(instant, unit, zone)
+    if anchor == "end":
+        # The instant just before the floor lies in the previous period, whatever its length.
+        start, end = _period_containing(_shift(start, -_TICK), unit, zone)
+    return start, end
 
 
 def _period_containing(

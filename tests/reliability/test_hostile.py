@@ -466,6 +466,12 @@ def test_hostile_window_values_give_a_window_or_a_window_error(
         {"logical_date": dt.datetime(1, 1, 1, 0, 30, tzinfo=dt.timezone.utc)}, "day", "Etc/GMT+12", "end"
     )
     @example({"logical_date": "2026-08-25"}, dt.timedelta(days=10**6), "UTC", "start")
+    @example(  # found with seed 165093541: year 1 at +14:00 is year 0 in UTC
+        {"partition_date": dt.datetime(1, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))},
+        "day",
+        "UTC",
+        "start",
+    )
     @example({"partition_key": "now"}, "day", "UTC", "start")
     def check(context: dict[str, Any], granularity: Any, zone: str, anchor: str) -> None:
         first = tally.run(
