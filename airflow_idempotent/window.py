@@ -183,6 +183,99 @@ def window_from_context(
         ) from exc
 
 
+def run_window(
+    run: Any,
+    granularity: str | datetime.timedelta | None = None,
+    timezone: str = "UTC",
+    anchor: Anchor = "start",
+) -> Window:
+    """The window a run of `run` writes, by exactly the rule the operators apply to a task's context.
+
+    `run` is anything carrying a run's identity: a `DagRunInfo` (what a timetable or a backfill plans),
+    a `DagRun`, or a mapping. The guard, the UI and the harness call this, so "which window does this
+    run write?" has one answer everywhere, whatever the operator's timezone and anchor.
+    """
+    if isinstance(run, Mapping):
+        return window_from_context(run, granularity, timezone, anchor)
+    interval = getattr(run, "data_interval", None)
+    context: dict[str, Any] = {
+        "logical_date": getattr(run, "logical_date", None),
+        "partition_key": getattr(run, "partition_key", None),
+        "partition_date": getattr(run, "partition_date", None),
+        "data_interval_start": getattr(interval, "start", getattr(run, "data_interval_start", None)),
+        "data_interval_end": getattr(interval, "end", getattr(run, "data_interval_end", None)),
+    }
+    return window_from_context(context, granularity, timezone, anchor)
+
+
+def to_utc(value: object, name: str = "instant") -> DateTime:
+    """One instant in UTC from a datetime (naive means UTC, as Airflow stores them) or an ISO string.
+
+    The one UTC normalisation of the package: history records, UI query values and the harness
+    all go through it, so an instant never means two things.
+    """
+    return _coerce_instant(value, name)
+
+
+def to_utc_datetime(value: object, name: str = "instant") -> datetime.datetime:
+    """`to_utc` as a plain stdlib datetime with tzinfo=datetime.timezone.utc (for SQLAlchemy, JSON)."""
+    instant = _coerce_instant(value, name)
+    return datetime.datetime.fromtimestamp(instant.timestamp(), tz=datetime.timezone.utc)
+
+
+def window_of(
+    value: object,
+    width: str | datetime.timedelta | None = None,
+    timezone: str = "UTC",
+    source: str = "given",
+) -> Window:
+    """A window a person names: a day ('2026-08-25', a date), an instant plus `width` (a granularity,
+    default one day), or a (start, end) pair; dates are local midnights in `timezone`.
+
+    For the CLI, the UI's query values and the idempotency harness, which take a window from a person
+    rather than from a run.
+    """
+    if isinstance(value, tuple | list):
+        if len(value) != 2:
+            raise WindowError(f"window {value!r}: give (start, end), e.g. ('2026-08-01', '2026-09-01')")
+        return Window(_named_instant(value[0], timezone), _named_instant(value[1], timezone), source, timezone)
+    start = _named_instant(value, timezone)
+    unit = parse_granularity(width) or "day"
+    if isinstance(unit, datetime.timedelta):
+        end = _shift(start, unit)
+    else:
+        end = _period_containing(start, unit, _zone(timezone))[1]
+    return Window(start, end, source, timezone)
+
+
+def day_range(first: datetime.date, last: datetime.date, timezone: str = "UTC") -> Window:
+    """The window of the whole days from `first` to `last`, both included (the CLI's --from/--to)."""
+    if last < first:
+        raise WindowError(f"--to {last.isoformat()} is before --from {first.isoformat()}: swap them")
+    zone = _zone(timezone)
+    return Window(_midnight(first, zone), _midnight(last + datetime.timedelta(days=1), zone), "range", timezone)
+
+
+def _named_instant(value: object, timezone: str) -> DateTime:
+    """A date is the local midnight of `timezone`; a datetime or ISO string is as `_coerce_instant`."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return _midnight(value, _zone(timezone)).in_timezone("UTC")
+    if isinstance(value, str):
+        parsed = _parse_iso(value, timezone)
+        if parsed is None:
+            raise WindowError(
+                f"window {value!r} is not an ISO 8601 date or datetime: give e.g. '2026-08-25' or "
+                "'2026-08-25T10:00:00+00:00'"
+            )
+        return parsed
+    if isinstance(value, datetime.datetime):
+        return _coerce_instant(value, "window")
+    raise WindowError(
+        f"window {value!r} is a {type(value).__name__}: give a date, a datetime, an ISO string or a "
+        "(start, end) pair"
+    )
+
+
 def _derive_window(
     context: Mapping[str, Any],
     granularity: str | datetime.timedelta | None,
