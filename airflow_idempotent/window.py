@@ -238,7 +238,8 @@ def window_of(
     if isinstance(value, tuple | list):
         if len(value) != 2:
             raise WindowError(f"window {value!r}: give (start, end), e.g. ('2026-08-01', '2026-09-01')")
-        return Window(_named_instant(value[0], timezone), _named_instant(value[1], timezone), source, timezone)
+        first, after = _named_instant(value[0], timezone), _named_instant(value[1], timezone)
+        return Window(first, after, source, timezone)
     start = _named_instant(value, timezone)
     unit = parse_granularity(width) or "day"
     if isinstance(unit, datetime.timedelta):
@@ -253,7 +254,8 @@ def day_range(first: datetime.date, last: datetime.date, timezone: str = "UTC") 
     if last < first:
         raise WindowError(f"--to {last.isoformat()} is before --from {first.isoformat()}: swap them")
     zone = _zone(timezone)
-    return Window(_midnight(first, zone), _midnight(last + datetime.timedelta(days=1), zone), "range", timezone)
+    after = _midnight(last + datetime.timedelta(days=1), zone)
+    return Window(_midnight(first, zone), after, "range", timezone)
 
 
 def _named_instant(value: object, timezone: str) -> DateTime:
