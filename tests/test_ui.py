@@ -1,4 +1,4 @@
-"""The UI pages and JSON API (airflow_idempotent/plugins/ui.py) inside Airflow's real API app.
+"""The UI pages and JSON API (airflow_idempotent/plugins/ui/) inside Airflow's real API app.
 
 Fast: Airflow's own `create_app("core")` (so the plugin is mounted by Airflow's plugin manager,
 behind Airflow's middlewares) on the throw-away metadata database, three DAGs of this file
@@ -19,6 +19,7 @@ import secrets
 import textwrap
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,17 @@ from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleA
 from airflow_idempotent.history.models import KillSwitch, WindowWrite
 from airflow_idempotent.history.store import AttemptRecord, HistoryStore, WriteRecord
 from airflow_idempotent.plugins import ui
+from airflow_idempotent.plugins.ui import security
+from airflow_idempotent.plugins.ui.charts import build_chart, window_series
+from airflow_idempotent.plugins.ui.datamodels import (
+    DAG_ID_RE,
+    RUN_ID_RE,
+    TABLE_RE,
+    TASK_ID_RE,
+    HistoryQuery,
+    InputError,
+)
+from airflow_idempotent.plugins.ui.security import CSRF_MAX_AGE, SECURITY_HEADERS
 
 GUARDED = "ui_guarded"
 OTHER = "ui_other"
@@ -451,7 +463,7 @@ def test_the_csrf_token_expires(env: dict[str, Any], monkeypatch: pytest.MonkeyP
 
     token = page_token(env)
     real = itsdangerous.timed.time.time
-    monkeypatch.setattr(itsdangerous.timed.time, "time", lambda: real() + ui.CSRF_MAX_AGE + 60)
+    monkeypatch.setattr(itsdangerous.timed.time, "time", lambda: real() + CSRF_MAX_AGE + 60)
     answer = call(
         env,
         "POST",
@@ -472,7 +484,7 @@ def test_the_history_page_shows_every_write_attempt_diff_and_the_chart(env: dict
     answer = call(env, "GET", f"/idempotent/dags/{GUARDED}/history", headers=bearer(env))
     assert answer.status_code == 200
     html = answer.text
-    for header, value in ui.SECURITY_HEADERS.items():
+    for header, value in SECURITY_HEADERS.items():
         assert answer.headers[header] == value
     # Every window, every write with ordinal, time, run type, rows, checksum, fingerprint, ...
     for text in ("2026-08-03", "2026-08-04", "2026-08-05", "2026-08-24 01:00:00Z", "backfill", "scheduled"):
@@ -558,7 +570,7 @@ HISTORY_FIELDS = ["dag_id", "task_id", "table", "from", "to", "flag", "limit"]
 def test_hostile_history_query_parameters_are_rejected(env: dict[str, Any], name: str) -> None:
     """Each value is refused (422; an HTML page for the pages), unless it is a well-formed id
     (e.g. "-1" is a valid DAG id): then it simply matches nothing."""
-    pattern = {"dag_id": ui.DAG_ID_RE, "task_id": ui.TASK_ID_RE, "table": ui.TABLE_RE}.get(name)
+    pattern = {"dag_id": DAG_ID_RE, "task_id": TASK_ID_RE, "table": TABLE_RE}.get(name)
     before = counts(env)
     for value in HOSTILE:
         for path in ("/idempotent/history", "/idempotent/api/history", f"/idempotent/dags/{GUARDED}/history"):
@@ -584,7 +596,7 @@ def test_hostile_attempt_and_path_parameters_are_rejected(env: dict[str, Any]) -
         for value in HOSTILE:
             if name == "map_index" and value == "-1":
                 continue
-            pattern = ui.RUN_ID_RE if name == "run_id" else ui.TASK_ID_RE if name == "task_id" else None
+            pattern = RUN_ID_RE if name == "run_id" else TASK_ID_RE if name == "task_id" else None
             for path in (f"/idempotent/dags/{GUARDED}/attempt", f"/idempotent/api/dags/{GUARDED}/attempts"):
                 answer = call(env, "GET", path, params={**good, name: value}, headers=bearer(env))
                 expected = (
@@ -969,7 +981,7 @@ def test_the_json_api_is_documented(env: dict[str, Any]) -> None:
 def test_history_without_any_readable_dag_is_forbidden(
     env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ui, "readable_dag_ids", lambda user: set())
+    monkeypatch.setattr(security, "readable_dag_ids", lambda user: set())
     assert call(env, "GET", "/idempotent/history", headers=bearer(env)).status_code == 403
     assert call(env, "GET", "/idempotent/api/history", headers=bearer(env)).status_code == 403
 
@@ -1002,23 +1014,23 @@ def test_window_series_and_chart_numbers() -> None:
             "diff": json.loads(_diff("100.50", "90.25")),
         },
     ]
-    series = ui.window_series({"writes": writes})
-    assert series == {"amount_eur": {1: ui.Decimal("100.50"), 2: ui.Decimal("90.25")}, "rows": {1: 40, 2: 40}}
+    series = window_series({"writes": writes})
+    assert series == {"amount_eur": {1: Decimal("100.50"), 2: Decimal("90.25")}, "rows": {1: 40, 2: 40}}
     # Data that predates the history is "before history" (version 0).
     first = [
         {"status": "written", "dataset_version": 1, "row_count": 40, "diff": json.loads(_diff("10", "12"))}
     ]
-    assert ui.window_series({"writes": first})["amount_eur"] == {0: ui.Decimal("10"), 1: ui.Decimal("12")}
-    chart = ui.build_chart("amount_eur", [("2026-08-03", series["amount_eur"])])
+    assert window_series({"writes": first})["amount_eur"] == {0: Decimal("10"), 1: Decimal("12")}
+    chart = build_chart("amount_eur", [("2026-08-03", series["amount_eur"])])
     assert chart["legend"] == [{"cls": "v1", "text": "version 1"}, {"cls": "v2", "text": "version 2"}]
     assert chart["rows"] == [{"label": "2026-08-03", "cells": ["100.50", "90.25"], "change": "-10.25"}]
     assert all(b["h"] > 0 for b in chart["bars"])
-    negative = ui.build_chart("m", [("a", {1: ui.Decimal("-5")}), ("b", {1: ui.Decimal("5")})])
+    negative = build_chart("m", [("a", {1: Decimal("-5")}), ("b", {1: Decimal("5")})])
     assert negative["plot"]["zero"] < negative["plot"]["bottom"]
 
 
 def test_history_query_parsing() -> None:
-    q = ui.HistoryQuery.parse(
+    q = HistoryQuery.parse(
         {"dag_id": " a.b-c ", "from": "2026-08-01", "to": "2026-08-02", "flag": "skipped", "limit": "7"}
     )
     assert (q.dag_id, q.first, q.last, q.flag, q.limit) == (
@@ -1030,6 +1042,6 @@ def test_history_query_parsing() -> None:
     )
     flt = q.filter()
     assert flt.start == datetime(2026, 8, 1, tzinfo=UTC) and flt.end == datetime(2026, 8, 3, tzinfo=UTC)
-    with pytest.raises(ui.InputError) as err:
-        ui.HistoryQuery.parse({"from": "2026-08-02", "to": "2026-08-01", "limit": "0", "flag": "x"})
+    with pytest.raises(InputError) as err:
+        HistoryQuery.parse({"from": "2026-08-02", "to": "2026-08-01", "limit": "0", "flag": "x"})
     assert {p[1] for p in err.value.problems} == {"to", "limit", "flag"}

@@ -1,0 +1,71 @@
+"""What the UI's routes accept and answer: pydantic models for query strings, bodies and responses
+(as Airflow's `core_api/datamodels`, one module per resource).
+
+Query strings and bodies are validated by these models only (422 on anything else, nothing is
+done); their refusals are part of the API (tests and the pages show them). Response models
+describe every JSON answer (OpenAPI); records whose shape another module owns (the history
+store's rows, the guard's declaration) pass any further field they carry through. The routes
+answer with `response_model_exclude_unset`, so a key an answer lacks is not added as null.
+"""
+
+from airflow_idempotent.plugins.ui.datamodels.backfills import (
+    BODY_MODELS,
+    BackfillForm,
+    BackfillIdPath,
+    BackfillStatus,
+    ClearedResponse,
+    ClearForm,
+    CreatedResponse,
+    GuardResponse,
+    PreviewResponse,
+    StopForm,
+    ThresholdsForm,
+    airflow_backfill_body,
+    backfill_conf,
+)
+from airflow_idempotent.plugins.ui.datamodels.common import (
+    DAG_ID_RE,
+    MEASURE_RE,
+    NOT_A_DAG_ID,
+    RUN_ID_RE,
+    TABLE_RE,
+    TASK_ID_RE,
+    InputError,
+)
+from airflow_idempotent.plugins.ui.datamodels.history import (
+    HISTORY_PARAMS,
+    MAX_LIMIT,
+    AttemptQuery,
+    AttemptsResponse,
+    HistoryQuery,
+    HistoryResponse,
+)
+
+__all__ = [
+    "BODY_MODELS",
+    "DAG_ID_RE",
+    "HISTORY_PARAMS",
+    "MAX_LIMIT",
+    "MEASURE_RE",
+    "NOT_A_DAG_ID",
+    "RUN_ID_RE",
+    "TABLE_RE",
+    "TASK_ID_RE",
+    "AttemptQuery",
+    "AttemptsResponse",
+    "BackfillForm",
+    "BackfillIdPath",
+    "BackfillStatus",
+    "ClearForm",
+    "ClearedResponse",
+    "CreatedResponse",
+    "GuardResponse",
+    "HistoryQuery",
+    "HistoryResponse",
+    "InputError",
+    "PreviewResponse",
+    "StopForm",
+    "ThresholdsForm",
+    "airflow_backfill_body",
+    "backfill_conf",
+]

@@ -1,0 +1,297 @@
+"""The backfill routes' bodies and answers.
+
+`BackfillForm` / `ThresholdsForm` are the UI's form of a backfill's declaration; `backfill_conf`
+is the one place a form becomes the DAG run conf the guard reads. When the guard's own intent
+model replaces the forms, that function (and `airflow_backfill_body`) is the seam.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+)
+
+from airflow_idempotent.plugins.ui.datamodels.common import MEASURE_RE, Record, refuse
+from airflow_idempotent.window import to_utc_datetime
+
+POLICY_RE = r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$"
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+BACKFILL_ID_RE = re.compile(r"^[0-9]{1,12}$")
+
+
+def _backfill_id(value: object) -> int:
+    if isinstance(value, str) and BACKFILL_ID_RE.fullmatch(value):
+        return int(value)
+    raise refuse("expected a whole number")
+
+
+#: A backfill id in a path: digits only (the DAG it belongs to is checked by the route).
+BackfillIdPath = Annotated[int, BeforeValidator(_backfill_id)]
+
+
+def _text_ok(value: str) -> str:
+    if CONTROL_RE.search(value):
+        raise ValueError("control characters are not allowed")
+    return value
+
+
+#: One line of free text: 1-500 characters, no control characters (shown escaped wherever shown).
+PlainText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), AfterValidator(_text_ok)
+]
+Count = Annotated[int, Field(ge=0, le=10**12, strict=True)]
+Amount = Annotated[float, Field(ge=0, le=1e18, strict=True, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
+Measure = Annotated[str, StringConstraints(pattern=MEASURE_RE)]
+
+
+def _iso_text(value: Any) -> Any:
+    if not isinstance(value, str) or len(value) > 40:
+        raise ValueError("expected a date YYYY-MM-DD or an ISO 8601 instant")
+    return value
+
+
+def _in_utc(value: datetime) -> datetime:
+    if not 1900 <= value.year <= 2999:
+        raise ValueError("expected a date between the years 1900 and 2999")
+    return to_utc_datetime(value, "instant")
+
+
+#: A date or an ISO 8601 instant, given as text (never a number of seconds); naive means UTC.
+Instant = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
+
+
+class ThresholdsForm(BaseModel):
+    """Stop conditions of this backfill, on top of the DAG's own (see the guard)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_changed_rows: Count | None = None
+    max_removed_rows: Count | None = None
+    max_added_rows: Count | None = None
+    max_shrink: Fraction | None = Field(None, description="fraction, e.g. 0.1 refuses a result 10 % smaller")
+    max_measure_abs_change: dict[Measure, Amount] = Field(default_factory=dict, max_length=32)
+    max_measure_rel_change: dict[Measure, Amount] = Field(default_factory=dict, max_length=32)
+
+
+class BackfillForm(BaseModel):
+    """A guarded backfill: Airflow's range and options, and what the backfill declares (its conf)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_date: Instant = Field(description="first logical date (a date or an ISO 8601 instant; naive = UTC)")
+    to_date: Instant = Field(description="last logical date, included")
+    semantics: Literal["replay", "corrective", "reconcile"]
+    reason: PlainText = Field(description="why this backfill runs (recorded in the runs' conf)")
+    policy_version: Annotated[str, StringConstraints(pattern=POLICY_RE)] | None = Field(
+        None, description="the policy the windows are recomputed under; required for corrective"
+    )
+    approve_windows: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = Field(
+        None, description="the exact number of windows approved, needed above the DAG's cap"
+    )
+    thresholds: ThresholdsForm | None = None
+    max_active_runs: Annotated[int, Field(ge=1, le=64, strict=True)] = 10
+    reprocess_behavior: Literal["none", "failed", "completed"] = "none"
+    run_backwards: StrictBool = False
+
+
+def backfill_conf(form: BackfillForm) -> dict[str, Any]:
+    """The DAG run conf the guard reads, with only what the form gave: the one place a form
+    becomes a backfill's declaration (the preview, Airflow's checks and the creation all use it)."""
+    conf: dict[str, Any] = {"semantics": form.semantics, "reason": form.reason}
+    if form.policy_version is not None:
+        conf["policy_version"] = form.policy_version
+    if form.approve_windows is not None:
+        conf["approve_windows"] = form.approve_windows
+    if form.thresholds is not None:
+        thresholds = {k: v for k, v in form.thresholds.model_dump().items() if v not in (None, {})}
+        if thresholds:
+            conf["thresholds"] = thresholds
+    return conf
+
+
+def airflow_backfill_body(form: BackfillForm, dag_id: str) -> dict[str, Any]:
+    """The request body of Airflow's `POST /api/v2/backfills` (BackfillPostBody) for this form."""
+    return {
+        "dag_id": dag_id,
+        "from_date": form.from_date.isoformat(),
+        "to_date": form.to_date.isoformat(),
+        "run_backwards": form.run_backwards,
+        "dag_run_conf": backfill_conf(form),
+        "reprocess_behavior": form.reprocess_behavior,
+        "max_active_runs": form.max_active_runs,
+    }
+
+
+class StopForm(BaseModel):
+    """Stop a running backfill: its DAG's backfill kill switch, then Airflow's pause."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: PlainText = Field(description="why (shown by `airflow-idempotent switches` and the pages)")
+
+
+class ClearForm(BaseModel):
+    """Clear the DAG's backfill kill switch (an empty object)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+#: The bodies the API documents (their schemas are added to the OpenAPI components).
+BODY_MODELS: tuple[type[BaseModel], ...] = (BackfillForm, StopForm, ClearForm)
+
+
+# Answers. Instants are ISO 8601 strings (as `history.report.jsonable` writes them).
+
+
+class GuardDeclaration(Record):
+    """The guard a DAG declares (the guard's `GuardConfig.to_json()`)."""
+
+    cap: int
+    measures: list[str]
+    thresholds: dict[str, Any]
+
+
+class SwitchState(BaseModel):
+    scope: str
+    scope_key: str
+    reason: str | None
+    set_by: str | None
+    set_at: str | None
+    description: str
+
+
+class BackfillSummary(BaseModel):
+    """An Airflow backfill."""
+
+    id: int
+    dag_id: str
+    from_date: str | None
+    to_date: str | None
+    dag_run_conf: dict[str, Any] | None
+    is_paused: bool
+    reprocess_behavior: str | None
+    max_active_runs: int | None
+    created_at: str | None
+    completed_at: str | None
+    triggering_user_name: str | None
+
+
+class GuardResponse(BaseModel):
+    dag_id: str
+    guarded: bool
+    guard: GuardDeclaration | None
+    invalid: str | None
+    latest_backfill: BackfillSummary | None
+    switches: list[SwitchState]
+    history_error: str | None
+
+
+class ExistingWrite(BaseModel):
+    """The latest write of a table for a window: the data a backfill would replace."""
+
+    target: str
+    table: str
+    policy_version: str | None
+    dataset_version: int | None
+    ordinal: int | None
+    row_count: int | None
+    semantics: str | None
+    written_at: str | None
+
+
+class PreviewWindow(BaseModel):
+    logical_date: str | None
+    partition_key: str | None
+    will_run: bool
+    skip_reason: str | None
+    run_state: str | None
+    run_id: str | None
+    existing: list[ExistingWrite]
+    start: str | None = None
+    end: str | None = None
+    label: str | None = None
+
+
+class PreviewResponse(BaseModel):
+    dag_id: str
+    guarded: bool
+    guard: GuardDeclaration | None
+    conf: dict[str, Any]
+    windows: list[PreviewWindow]
+    listed: int
+    total_in_range: int
+    count: int
+    cap: int | None
+    over_cap: bool
+    approval_needed: int | None
+    refusal: str | None
+    airflow_refusal: str | None
+    blocked: list[str]
+    switches: list[SwitchState]
+    history_error: str | None
+    effective_thresholds: dict[str, Any] | None
+    can_submit: bool
+
+
+class CreatedResponse(BaseModel):
+    backfill: dict[str, Any] = Field(description="Airflow's answer (BackfillResponse)")
+
+
+class StatusWrite(BaseModel):
+    target: str
+    table: str
+    window: str
+    task_id: str
+    map_index: int
+    try_number: int
+    status: str
+    ordinal: int | None
+    dataset_version: int | None
+    policy_version: str | None
+    semantics: str | None
+    row_count: int | None
+    checksum: str | None
+    fingerprint: str | None
+    written_at: str | None
+    message: str | None
+    diff: dict[str, Any] | None
+    flags: list[str]
+
+
+class StatusWindow(BaseModel):
+    sort_ordinal: int
+    logical_date: str | None
+    partition_key: str | None
+    exception_reason: str | None
+    run_id: str | None
+    state: str | None
+    start_date: str | None
+    end_date: str | None
+    writes: list[StatusWrite]
+    label: str | None
+
+
+class BackfillStatus(BaseModel):
+    backfill: BackfillSummary
+    phase: str
+    finished: bool
+    states: dict[str, int]
+    windows: list[StatusWindow]
+    measures: list[str]
+    switches: list[SwitchState]
+    history_error: str | None
+
+
+class ClearedResponse(BaseModel):
+    cleared: bool = Field(description="true when the switch was on")

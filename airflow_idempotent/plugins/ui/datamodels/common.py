@@ -1,0 +1,77 @@
+"""What every route's input shares: the identifiers Airflow accepts, refusals in the API's own
+words, and the base of response records other modules shape."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
+
+# What the routes accept. Airflow's own rule for DAG and task ids (KEY_REGEX), at most 250 chars.
+DAG_ID_RE = re.compile(r"^[\w.-]{1,250}$")
+TASK_ID_RE = DAG_ID_RE
+# Run ids: Airflow's default allowed_run_id_pattern and the ids it generates (plus unicode letters).
+RUN_ID_RE = re.compile(r"^[\w.~:+@-]{1,250}$")
+# A history target: table, schema.table or conn_id:table.
+TABLE_RE = re.compile(r"^[\w.:-]{1,500}$")
+#: A measure column (diffs, charts, a backfill's thresholds).
+MEASURE_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+NOT_A_DAG_ID = "not a DAG id (letters, digits, _ . - ; at most 250)"
+
+
+class InputError(RequestValidationError):
+    """Bad input found outside a route's declared parameters: each problem as (where, field,
+    message). Answered 422 exactly like a validation error of a declared parameter."""
+
+    def __init__(self, problems: Sequence[tuple[str, str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            [
+                {"loc": (where, name), "msg": message, "type": "value_error"}
+                for where, name, message in problems
+            ]
+        )
+
+    @classmethod
+    def of(cls, err: ValidationError, where: str) -> InputError:
+        """A model's ValidationError, each problem named by the parameter (its alias)."""
+        return cls(
+            [(where, ".".join(str(p) for p in e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+        )
+
+
+def refuse(message: str) -> PydanticCustomError:
+    """A validation error whose message is exactly `message` (no "Value error, " prefix)."""
+    return PydanticCustomError("value_error", "{message}", {"message": message})
+
+
+def blank(value: object) -> object:
+    """A query value stripped; an empty one is as if it were not given (None)."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
+
+
+def matching(pattern: re.Pattern[str], message: str, required: bool = False) -> Callable[[object], Any]:
+    """A before-validator: the (stripped) value must match `pattern`, else `message`."""
+
+    def check(value: object) -> str | None:
+        value = blank(value)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise refuse(message)
+        return value
+
+    return check
+
+
+class Record(BaseModel):
+    """A row another module shapes (history store, guard, Airflow): its listed fields are
+    documented, any other field it carries is passed through."""
+
+    model_config = ConfigDict(extra="allow")

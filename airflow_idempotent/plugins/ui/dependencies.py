@@ -1,0 +1,98 @@
+"""The FastAPI dependencies the routes share: Airflow's metadata session, the history store, and a
+JSON body parsed only once the caller is authenticated.
+
+Airflow is imported when a route first runs, not when this module is: the plugin that mounts the
+app is also loaded by schedulers and workers, which never serve these routes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session
+from starlette.exceptions import HTTPException
+
+from airflow_idempotent.history.store import HistoryStore
+
+#: Seconds the pages wait for the history store (and for one statement on PostgreSQL).
+STORE_TIMEOUT = 10.0
+#: The largest body a POST may carry.
+MAX_BODY = 64_000
+
+
+def metadata_session() -> Iterator[Session]:
+    """One session of Airflow's metadata database per request, as Airflow's own `SessionDep`:
+    committed when the route returns, rolled back when it raises."""
+    from airflow.utils.session import create_session
+
+    with create_session(scoped=False) as session:
+        yield session
+
+
+#: Airflow's metadata session for this request (shared by the route and its dependencies).
+SessionDep = Annotated[Session, Depends(metadata_session, scope="function")]
+
+_store_lock = threading.Lock()
+_stores: dict[str, HistoryStore] = {}
+
+
+def history_store(request: Request) -> HistoryStore:
+    """The history store (connection `idempotent_history`, as the operators use); a test may set
+    `app.state.history_store`."""
+    override = getattr(request.app.state, "history_store", None)
+    if override is not None:
+        return override  # type: ignore[no-any-return]
+    with _store_lock:
+        store = _stores.get("default")
+        if store is None:
+            store = _stores["default"] = HistoryStore.from_airflow(timeout=STORE_TIMEOUT)
+    return store
+
+
+#: The history store.
+StoreDep = Annotated[HistoryStore, Depends(history_store)]
+
+
+def store_error(err: BaseException) -> str:
+    """What a page or answer says when the history store cannot be read (details in the log)."""
+    return (
+        f"the history store cannot be read ({type(err).__name__}): check the connection "
+        "idempotent_history and the API server's log"
+    )
+
+
+def json_body(model: type[BaseModel]) -> Callable[..., Any]:
+    """A dependency parsing the JSON body into `model` *after* the auth and CSRF dependencies
+    (FastAPI would otherwise parse a declared body before any dependency runs)."""
+
+    async def parse(request: Request) -> Any:
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise HTTPException(413, "request body too large")
+        try:
+            return model.model_validate_json(raw or b"{}")
+        except ValidationError as err:
+            raise RequestValidationError(
+                [
+                    {"loc": ("body", *e["loc"]), "msg": e["msg"], "type": e["type"]}
+                    for e in err.errors(include_input=False, include_url=False)
+                ]
+            ) from None
+
+    parse.__name__ = f"json_body_{model.__name__}"
+    return parse
+
+
+def body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route whose body `json_body(model)` parses."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+        }
+    }

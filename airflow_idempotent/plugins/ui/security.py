@@ -1,0 +1,197 @@
+"""Who may do what: Airflow's own authentication and DAG access, the CSRF token, security headers,
+and Airflow's audit log for state changes.
+
+Airflow's security modules are imported when a route first runs (the plugin is also loaded by
+schedulers and workers, which never serve these routes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, NOT_A_DAG_ID, InputError
+from airflow_idempotent.plugins.ui.dependencies import SessionDep
+
+CSRF_HEADER = "X-Idempotent-CSRF"
+CSRF_SALT = "airflow-idempotent-ui-csrf"
+CSRF_MAX_AGE = 12 * 3600
+
+#: Every answer's headers: scripts and styles from this app only, framing by Airflow's origin.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'self'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "SAMEORIGIN",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+async def current_user(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Any:
+    """The caller, exactly as Airflow's API authenticates it (`security.get_user`)."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return await get_user(request, _oauth_token=None, bearer_credentials=credentials)
+
+
+#: The authenticated caller (401 without credentials, 403 for an invalid token).
+UserDep = Annotated[Any, Depends(current_user)]
+
+
+def dag_access(method: str, entity: str) -> Callable[..., Any]:
+    """Airflow's `requires_access_dag(method, entity)` for the DAG in the path (or ?dag_id=).
+
+    Every DAG route depends on it, so the path's DAG id is validated here, before access is asked.
+    """
+
+    def check(request: Request, user: UserDep) -> Any:
+        from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+        from airflow.api_fastapi.core_api.security import requires_access_dag
+
+        # Not a DAG id at all (e.g. a NUL byte the database would choke on): 422 before asking.
+        where = "path" if "dag_id" in request.path_params else "query"
+        dag_id = request.path_params.get("dag_id") or request.query_params.get("dag_id")
+        if dag_id is not None and not DAG_ID_RE.fullmatch(dag_id):
+            raise InputError([(where, "dag_id", NOT_A_DAG_ID)])
+        requires_access_dag(method, DagAccessEntity[entity])(request, user)  # type: ignore[arg-type]
+        return user
+
+    check.__name__ = f"requires_access_dag_{method.lower()}_{entity.lower()}"
+    return check
+
+
+def history_access(request: Request, user: UserDep) -> Any:
+    """The nav history page: a DAG filter needs access to that DAG; without one, the user sees
+    the DAGs they may read (`history_scope`)."""
+    if request.query_params.get("dag_id"):
+        return dag_access("GET", "RUN")(request, user)
+    return user
+
+
+#: The caller of the nav history (its ?dag_id=, if any, checked like a DAG route's).
+HistoryUserDep = Annotated[Any, Depends(history_access)]
+
+
+def readable_dag_ids(user: Any) -> set[str]:
+    """The DAGs `user` may read (Airflow's auth manager)."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+
+def history_scope(user: Any, dag_id: str | None) -> set[str] | None:
+    """The DAGs a history answer may show: None (any) when it names a DAG, whose access the
+    route's dependency checked; else the DAGs the user may read (403 when there are none)."""
+    if dag_id is not None:
+        return None
+    allowed = readable_dag_ids(user)
+    if not allowed:
+        raise HTTPException(403, "Forbidden")
+    return allowed
+
+
+def user_name(user: Any) -> str:
+    """The caller's name as pages and kill switches show it."""
+    try:
+        return str(user.get_name())
+    except Exception:
+        return "unknown"
+
+
+def _signer() -> Any:
+    from airflow.api_fastapi.auth.tokens import get_signing_key
+    from itsdangerous import URLSafeTimedSerializer
+
+    return URLSafeTimedSerializer(get_signing_key("api", "secret_key"), salt=CSRF_SALT)
+
+
+def csrf_token(user: Any) -> str:
+    """The token a page embeds for its POSTs: signed, bound to the user, valid CSRF_MAX_AGE."""
+    return str(_signer().dumps(str(user.get_id())))
+
+
+def _bearer_authenticated(request: Request) -> bool:
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(credentials.strip())
+
+
+def _same_origin(request: Request, origin: str) -> bool:
+    if origin == "null":
+        return False
+    host = urlparse(origin).netloc.lower()
+    allowed = {request.headers.get("host", "").lower()}
+    from airflow.configuration import conf
+
+    base_url = conf.get("api", "base_url", fallback="") or ""
+    if base_url:
+        allowed.add(urlparse(base_url).netloc.lower())
+    return bool(host) and host in allowed
+
+
+async def csrf_protect(request: Request, user: UserDep) -> None:
+    """Refuse a state-changing request a browser could have been tricked into sending."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise HTTPException(415, "send the body as application/json")
+    if request.headers.get("sec-fetch-site", "same-origin").lower() not in ("same-origin", "none"):
+        raise HTTPException(403, "cross-site request refused")
+    origin = request.headers.get("origin")
+    if origin is not None and not _same_origin(request, origin):
+        raise HTTPException(403, "cross-origin request refused")
+    if _bearer_authenticated(request):
+        return  # a script's explicit credential: no browser sends it on its own
+    token = request.headers.get(CSRF_HEADER)
+    if not token:
+        raise HTTPException(403, f"missing {CSRF_HEADER} header: reload the page and try again")
+    from itsdangerous import BadSignature
+
+    try:
+        subject = _signer().loads(token, max_age=CSRF_MAX_AGE)
+    except BadSignature:
+        raise HTTPException(403, "invalid or expired CSRF token: reload the page and try again") from None
+    if subject != str(user.get_id()):
+        raise HTTPException(403, "the CSRF token belongs to another user: reload the page")
+
+
+def audit(event: str) -> Callable[..., Any]:
+    """Airflow's audit log entry (`action_logging`, the Event Log page) for a state change.
+
+    Committed at once, so the Event Log shows the attempt even when the action is then refused.
+    """
+
+    async def log(request: Request, user: UserDep, session: SessionDep) -> None:
+        from airflow.api_fastapi.logging.decorators import action_logging
+
+        try:  # Airflow's logger parses the body; one that is not JSON is refused (422) right after
+            json.loads(await request.body() or b"{}")
+        except ValueError:
+            return
+        await action_logging(event)(request, session, user)
+        session.commit()
+
+    log.__name__ = f"audit_{event}"
+    return log
+
+
+# What each route needs, as Airflow's own routes for the same action: reading history and
+# backfill status GET on the DAG's runs, an attempt GET on its task instances, preview and
+# create POST on its runs (Airflow's dry run and create), stop and clear PUT (Airflow's pause).
+READ_RUNS = Depends(dag_access("GET", "RUN"))
+CREATE_RUNS = Depends(dag_access("POST", "RUN"))
+EDIT_RUNS = Depends(dag_access("PUT", "RUN"))
+READ_TASK_INSTANCES = Depends(dag_access("GET", "TASK_INSTANCE"))
+#: Every state-changing route: a JSON POST that no other site made the browser send.
+CSRF = Depends(csrf_protect)
