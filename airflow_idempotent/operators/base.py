@@ -159,6 +159,7 @@ class WindowWriteOperator(BaseOperator):
         super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
         window = self.window(context)
         identity = AttemptIdentity.from_context(context, self)
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
@@ -177,7 +178,6 @@ class WindowWriteOperator(BaseOperator):
         history = SafeHistory(self.history_conn_id) if self.record_history else None
         target = f"{self.conn_id}:{self.table}"
         semantics = _conf_value(context, "semantics")
-        guard = self.guard_config()
         intent: BackfillIntent | None = None
         backfill = identity.run_type == "backfill"
         if guard is not None and backfill:
