@@ -189,7 +189,7 @@ def _scope(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from airflow_idempotent import killswitch
+    from airflow_idempotent.guard import killswitch
 
     scope, key = _scope(args)
     if not args.reason.strip():
@@ -201,7 +201,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from airflow_idempotent import killswitch
+    from airflow_idempotent.guard import killswitch
 
     scope, key = _scope(args)
     with logs_to_stderr():
@@ -212,7 +212,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_switches(args: argparse.Namespace) -> int:
-    from airflow_idempotent import killswitch
+    from airflow_idempotent.guard import killswitch
 
     with logs_to_stderr():
         switches = killswitch.active_switches(open_store(args.conn_id), None, backfill=True)
@@ -230,7 +230,7 @@ def cmd_switches(args: argparse.Namespace) -> int:
 def _all_dag_switches(conn_id: str) -> list[Any]:
     import sqlalchemy as sa
 
-    from airflow_idempotent import killswitch
+    from airflow_idempotent.guard import killswitch
 
     store = open_store(conn_id)
     table = killswitch.KillSwitch.__table__

@@ -73,10 +73,15 @@ class WriteResult:
         return asdict(self)
 
 
-def _prepare(
+def prepare(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec
 ) -> tuple[TableInfo, list[str], dict[str, Any]]:
-    """Check the target and the SELECT's columns; return the table, the columns and all bind values."""
+    """Check the target and the SELECT's columns; return the table, the columns and all bind values.
+
+    The first step of every write of a window (overwrite, merge, the guarded write), inside its
+    transaction: the target's spelling of the produced columns, the window bound by the partition
+    column's type, and the user's parameters.
+    """
     info = adapter.describe(conn, spec.table)
     params = dict(spec.params)
     if spec.partition_column is not None:
@@ -113,7 +118,13 @@ def _prepare(
     return info, columns, params
 
 
-def _rowcount(result: Any) -> int:
+def window_binds(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the window's bind values of `params` (for statements over the target's window alone)."""
+    return {k: params[k] for k in RESERVED_PARAMS}
+
+
+def rowcount(result: Any) -> int:
+    """A statement's row count, or -1 where the driver cannot count (callers then count otherwise)."""
     count = result.rowcount
     return int(count) if count is not None and count >= 0 else -1
 
@@ -123,16 +134,16 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
     if spec.partition_column is None:
         raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
     with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
-        info, columns, params = _prepare(adapter, conn, spec)
-        window_only = {k: params[k] for k in RESERVED_PARAMS}
-        deleted = _rowcount(
+        info, columns, params = prepare(adapter, conn, spec)
+        window_only = window_binds(params)
+        deleted = rowcount(
             adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
         )
-        inserted = _rowcount(
+        inserted = rowcount(
             adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params)
         )
         # The checksum query counts the window too: one scan gives both.
-        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+        row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
         in_window = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
         if inserted < 0:
             inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
@@ -182,7 +193,7 @@ def merge(
             "the source is complete for."
         )
     with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
-        info, columns, params = _prepare(adapter, conn, spec)
+        info, columns, params = prepare(adapter, conn, spec)
         key_names = [info.column(k, "key column").name for k in keys]
         missing = [k for k in key_names if k not in columns]
         if missing:
@@ -193,17 +204,17 @@ def merge(
                 f"upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
                 f"{info.qualified} ({', '.join(key_names)})."
             )
-        _check_keys(adapter, conn, spec, key_names, params)
+        check_keys(adapter, conn, spec, key_names, params)
         source_rows = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
-        window_only = {k: params[k] for k in RESERVED_PARAMS}
+        window_only = window_binds(params)
         deleted = 0
         if delete_missing:
             assert spec.partition_column is not None
             stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
-            deleted = _rowcount(adapter.execute(conn, stmt, params))
+            deleted = rowcount(adapter.execute(conn, stmt, params))
         before = _window_count(adapter, conn, spec, window_only)
         adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
-        row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+        row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
         after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
         inserted = after - before if before >= 0 else source_rows
         result = WriteResult(
@@ -232,10 +243,11 @@ def merge(
     return result
 
 
-def _checksum(
+def checksum_window(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo, params: Mapping[str, Any]
 ) -> tuple[int | None, str | None]:
-    """The window's row count and result checksum as this transaction will commit them."""
+    """The window's row count and result checksum as this transaction will commit them
+    (None, None without `spec.checksum` or a partition column): what history records."""
     if not spec.checksum or spec.partition_column is None:
         return None, None
     columns = [c.name for c in info.columns.values()]
@@ -254,10 +266,11 @@ def _window_count(
     )
 
 
-def _check_keys(
+def check_keys(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, keys: Sequence[str], params: Mapping[str, Any]
 ) -> None:
-    """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write."""
+    """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write
+    (a merge's source, a guarded write's staged rows)."""
     rows = adapter.execute(
         conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params
     )

@@ -164,6 +164,22 @@ def parse_granularity(value: str | datetime.timedelta | None) -> ParsedGranulari
     raise WindowError(f"granularity {value!r} is a {type(value).__name__}: use {_ACCEPTED}")
 
 
+def check_timezone(name: str) -> str:
+    """`name` if windows can be read in it (an IANA zone), else the WindowError a window would give:
+    so a declaration (e.g. the guard's) is refused where it is made, by the windows' own rule."""
+    _zone(name)
+    return name
+
+
+def check_anchor(anchor: object) -> Anchor:
+    """`anchor` if it is "start" or "end", else the WindowError a window would give."""
+    if anchor == "start":
+        return "start"
+    if anchor == "end":
+        return "end"
+    raise WindowError(f"anchor={anchor!r} is not valid: use anchor='start' or anchor='end'")
+
+
 def window_from_context(
     context: Mapping[str, Any],
     granularity: str | datetime.timedelta | None = None,
@@ -297,8 +313,7 @@ def _derive_window(
     Calendar periods are computed in `timezone`, so a day there can last 23 or 25 hours.
     """
     zone = _zone(timezone)
-    if anchor not in ("start", "end"):
-        raise WindowError(f"anchor={anchor!r} is not valid: use anchor='start' or anchor='end'")
+    anchor = check_anchor(anchor)
     unit = parse_granularity(granularity)
 
     partition_key = context.get("partition_key")

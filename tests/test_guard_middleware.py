@@ -22,13 +22,10 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_idempotent.errors import WindowError
-from airflow_idempotent.guard import GuardConfig, GuardRefusal
+from airflow_idempotent.guard import GuardConfig, GuardRefusal, backfills
+from airflow_idempotent.guard.backfills import evaluate_backfill_request, serialized_dag
 from airflow_idempotent.plugins import catchup, guard_middleware
-from airflow_idempotent.plugins.guard_middleware import (
-    BackfillGuardMiddleware,
-    evaluate_backfill_request,
-    serialized_dag,
-)
+from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
 
 UTC = dt.timezone.utc
 START = pendulum.datetime(2026, 8, 1, tz="UTC")
@@ -275,7 +272,7 @@ def test_a_dry_run_without_conf_checks_only_the_windows_closing(dag: Any) -> Non
 def test_a_huge_range_is_refused_without_looking_up_each_window(
     dag: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(guard_middleware, "MAX_WINDOWS", 50)
+    monkeypatch.setattr(backfills, "MAX_WINDOWS", 50)
     looked_up: list[Any] = []
 
     def will_run(info: Any, behavior: Any) -> bool:
@@ -724,7 +721,7 @@ def test_a_real_dagbag_parse_runs_the_policy(
 
 
 # --------------------------------------------------------------------------------------------
-# window_end: where a run's window ends, as the operators compute it
+# GuardConfig.window: where a run's window ends, as the operators compute it
 # --------------------------------------------------------------------------------------------
 
 
@@ -733,7 +730,10 @@ def test_window_end_of_each_kind_of_run() -> None:
 
     midnight = pendulum.datetime(2026, 8, 25, tz="UTC")
     six = midnight.add(hours=6)
-    end = guard_middleware.window_end
+
+    def end(info: DagRunInfo, granularity: str | None) -> Any:
+        return GuardConfig(granularity=granularity).window(info).end
+
     assert end(DagRunInfo.interval(midnight, midnight.add(hours=1)), "day") == midnight.add(hours=1)
     assert end(DagRunInfo.exact(midnight), "day") == midnight.add(days=1)
     assert end(DagRunInfo.exact(six), "day") == midnight.add(days=1)  # the day containing it

@@ -18,7 +18,6 @@ import pytest
 import sqlalchemy as sa
 from airflow.sdk import DAG
 
-from airflow_idempotent import killswitch
 from airflow_idempotent.examples.payouts import (
     PAYOUT_SQL,
     create_payouts,
@@ -26,7 +25,7 @@ from airflow_idempotent.examples.payouts import (
     table_checksum,
     window_totals,
 )
-from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds
+from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds, killswitch
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 from airflow_idempotent.operators.base import WindowWriteOperator

@@ -31,8 +31,8 @@ from airflow_idempotent.examples.payouts import (
     window_totals,
 )
 from airflow_idempotent.guard import GuardRefusal, Thresholds
+from airflow_idempotent.guard.write import GuardBreach, GuardedResult, WindowDiff, guarded_write
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.staging import GuardBreach, GuardedResult, WindowDiff, guarded_write
 from airflow_idempotent.strategies import WriteSpec, overwrite
 from airflow_idempotent.window import Window
 from tests.test_operators import DAY, PER_DAY, START, amount, day_truth
@@ -539,7 +539,7 @@ def test_no_staging_table_outlives_its_write(warehouse: Any, monkeypatch: pytest
             used.append(next(names))
             return used[-1]
 
-        monkeypatch.setattr("airflow_idempotent.staging.staging_name", name)
+        monkeypatch.setattr("airflow_idempotent.guard.write.staging_name", name)
 
         def fail() -> None:
             raise RuntimeError("stop")

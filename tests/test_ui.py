@@ -426,7 +426,7 @@ def page_token(env: dict[str, Any], user: str = "admin") -> str:
 
 
 def test_a_browser_session_must_send_the_pages_csrf_token(env: dict[str, Any]) -> None:
-    from airflow_idempotent.killswitch import active_switches, set_switch
+    from airflow_idempotent.guard.killswitch import active_switches, set_switch
 
     store = env["store"]
     clear = f"/idempotent/api/dags/{GUARDED}/killswitch/clear"
@@ -805,7 +805,7 @@ def test_a_guarded_backfill_is_created_watched_and_stopped(env: dict[str, Any]) 
     from airflow.models.backfill import Backfill
     from airflow.utils.session import create_session
 
-    from airflow_idempotent.killswitch import active_switches
+    from airflow_idempotent.guard.killswitch import active_switches
 
     store = env["store"]
     writes, switches, backfills = counts(env)

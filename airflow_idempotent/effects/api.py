@@ -796,7 +796,7 @@ class _Attempt:
 
 def _attempt(context: Mapping[str, Any], task: Any) -> _Attempt:
     """Which attempt is running, from the task instance (or the task, outside Airflow)."""
-    from airflow_idempotent.operators.base import AttemptIdentity
+    from airflow_idempotent.identity import AttemptIdentity
 
     task = task if task is not None else context.get("task")
     if context.get("ti") is None and context.get("task_instance") is None and task is None:

@@ -76,7 +76,7 @@ def flag_unbounded_catchup(dag: Any, now: datetime | None = None) -> str | None:
             return None
         infos.append(info)
     first_at = infos[0].logical_date or infos[0].partition_date or infos[0].run_after
-    from airflow_idempotent.guard import GUARD_PARAM
+    from airflow_idempotent.guard.config import GUARD_PARAM
 
     guard = "the backfill guard's cap" if GUARD_PARAM in (dag.params or {}) else "the default guard cap"
     return (
@@ -88,7 +88,7 @@ def flag_unbounded_catchup(dag: Any, now: datetime | None = None) -> str | None:
 
 
 def _cap(dag: Any) -> int:
-    from airflow_idempotent.guard import DEFAULT_CAP, GuardConfig
+    from airflow_idempotent.guard.config import DEFAULT_CAP, GuardConfig
 
     try:
         config = GuardConfig.of_params(getattr(dag, "params", None))

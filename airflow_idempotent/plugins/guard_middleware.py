@@ -12,11 +12,9 @@ Airflow's UI shows in the dialog), before Airflow creates anything:
 * a guarded request that cannot be evaluated (a body Airflow's model rejects, a window whose
   width is unknown, a DAG whose guard declaration is invalid).
 
-The windows are the ones Airflow will create runs for: Airflow's own backfill info list
-(`_get_info_list`: the DAG's timetable between from_date and to_date, closed data intervals only,
-run_backwards), minus the windows Airflow skips under the request's reprocess_behavior (the same
-query and rule Airflow's dry run uses). So the count in the message is the count the UI's dialog
-shows ("this backfill will trigger N runs"), and `"approve_windows": N` approves exactly it.
+The decision is the guard's (`airflow_idempotent.guard.backfills`): the windows Airflow will
+create runs for, each read as the DAG's tasks read it, so the count in the message is the count
+the UI's dialog shows and `"approve_windows": N` approves exactly it.
 
 Everything else passes through untouched, its body replayed byte for byte: other routes and
 methods, unguarded DAGs, bodies without a string dag_id or that are not JSON (Airflow answers
@@ -39,23 +37,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from airflow_idempotent.errors import WindowError
-from airflow_idempotent.guard import (
-    CONF_KEYS,
-    GUARD_PARAM,
-    BackfillIntent,
-    GuardConfig,
-    GuardRefusal,
-    check_scope,
-)
-
-if TYPE_CHECKING:
-    from airflow.models.backfill import ReprocessBehavior
-    from airflow.timetables.base import DagRunInfo
+from airflow_idempotent.guard.backfills import airflow_decide
+from airflow_idempotent.guard.errors import GuardRefusal
 
 log = logging.getLogger(__name__)
 
@@ -67,209 +54,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: The routes the guard answers, relative to the API's root path: route -> is it a dry run.
 BACKFILL_ROUTES = {"/api/v2/backfills": False, "/api/v2/backfills/dry_run": True}
-#: A guarded backfill over more windows than this is refused without looking up each window's
-#: existing run (one query each, as Airflow does): split it.
-MAX_WINDOWS = 10_000
 #: HTTP status of a refusal: what Airflow itself answers for a backfill request it cannot accept.
 REFUSED = 422
 #: HTTP status when the guard cannot decide (it fails closed).
 UNAVAILABLE = 503
-
-#: `will_run(info, reprocess_behavior)`: False for a window Airflow skips (its run exists).
-WillRun = Callable[["DagRunInfo", "ReprocessBehavior"], bool]
-
-
-# --------------------------------------------------------------------------------------------
-# The decision: a pure function of the request body, the DAG and the clock.
-# --------------------------------------------------------------------------------------------
-
-
-def guard_of(dag: Any) -> GuardConfig | None:
-    """The guard `dag` declares (its declared param default), None if unguarded.
-
-    A DAG that has the param but an invalid value is guarded all the same: its backfills are
-    refused with the reason (GuardRefusal) rather than let through unchecked.
-    """
-    params = getattr(dag, "params", None)
-    if not params or GUARD_PARAM not in params:
-        return None
-    try:
-        config = GuardConfig.of_params(params)
-    except (GuardRefusal, TypeError, ValueError) as err:
-        raise GuardRefusal(
-            f"this DAG's {GUARD_PARAM} param is invalid ({err}): fix the DAG file; until then its "
-            "backfills are refused."
-        ) from None
-    if config is None:
-        raise GuardRefusal(
-            f"this DAG's {GUARD_PARAM} param is not a guard declaration: declare it with "
-            f"params={{**GuardConfig(cap=...).param()}}; until then its backfills are refused."
-        )
-    return config
-
-
-def intent_conf(conf: Mapping[str, Any], declared_params: Collection[str]) -> dict[str, Any]:
-    """The conf without the DAG's own declared params.
-
-    Airflow's backfill dialog pre-fills the conf with every param of the DAG (including the
-    read-only `idempotent_guard`), and Airflow validates those against the DAG itself; they are
-    not part of what the backfill declares.
-    """
-    return {k: v for k, v in conf.items() if k not in declared_params or k in CONF_KEYS}
-
-
-def window_end(info: DagRunInfo, granularity: str | None) -> datetime:
-    """Where the window a run of `info` writes ends, as the operators compute it.
-
-    The data interval's end when it has width; otherwise the end of the `granularity` period
-    starting at (containing) the logical date, or the partition date for a partitioned run.
-    """
-    from airflow_idempotent import window as windows
-
-    interval = info.data_interval
-    if interval is not None and interval.end > interval.start:
-        return windows._coerce_instant(interval.end, "data_interval_end")
-    unit = windows.parse_granularity(granularity)
-    if unit is None:
-        raise WindowError(
-            "a run's data interval has no width and the DAG's guard declares no granularity, so a "
-            "window's end is unknown: declare it, e.g. GuardConfig(granularity='day')"
-        )
-    instant = info.logical_date if info.logical_date is not None else info.partition_date
-    if instant is None:
-        if info.partition_key is None:
-            raise WindowError("a run has neither a logical date nor a partition: it has no window")
-        instant = windows._parse_partition_key(info.partition_key, "UTC")
-    start = windows._coerce_instant(instant, "logical_date")
-    return windows._period(start, unit, windows._zone("UTC"), "start")[1]
-
-
-def serialized_dag(dag: Any) -> Any:
-    """Airflow's scheduler-side DAG (what the API server loads): `dag` itself, or its
-    serialization when it is an authoring (task SDK) DAG, e.g. one built in a test."""
-    if hasattr(dag, "iter_dagrun_infos_between"):
-        return dag
-    from airflow.serialization.serialized_objects import DagSerialization
-
-    return DagSerialization.from_dict(DagSerialization.to_dict(dag))
-
-
-def evaluate_backfill_request(
-    body: Mapping[str, Any],
-    dag: Any,
-    *,
-    now: datetime | None = None,
-    dry_run: bool = False,
-    will_run: WillRun | None = None,
-) -> GuardRefusal | None:
-    """The guard's answer to a backfill request: a refusal saying what to fix, or None to let it through.
-
-    `body` is the request's JSON (Airflow's BackfillPostBody), `dag` the DAG it names (serialized
-    or authoring). `now` is the request's wall clock (default: now). `will_run` tells which of
-    the range's windows Airflow will actually (re)run under the request's reprocess_behavior; by
-    default all of them. None also means "Airflow refuses this request itself": the guard leaves
-    Airflow's own validation and messages alone.
-    """
-    from airflow._shared.timezones import timezone
-    from airflow.api_fastapi.core_api.datamodels.backfills import BackfillPostBody
-    from airflow.exceptions import AirflowException
-    from airflow.models.backfill import ReprocessBehavior, _get_info_list, _validate_backfill_params
-    from airflow.utils.types import DagRunType
-    from pydantic import ValidationError
-
-    try:
-        config = guard_of(dag)
-    except GuardRefusal as refusal:
-        return refusal
-    if config is None:
-        return None
-    try:
-        request = BackfillPostBody.model_validate(dict(body))
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in err.errors()
-        )
-        return _unevaluable(f"the request body is not a valid backfill request ({problems})")
-    dag = serialized_dag(dag)
-    from_date = timezone.coerce_datetime(request.from_date)
-    to_date = timezone.coerce_datetime(request.to_date)
-    behavior = ReprocessBehavior(request.reprocess_behavior)
-
-    # What Airflow refuses on its own, it answers itself (same checks, same order as its route).
-    if not dag.timetable.periodic:
-        return None
-    if dag.allowed_run_types is not None and DagRunType.BACKFILL_JOB not in dag.allowed_run_types:
-        return None
-    try:
-        _validate_backfill_params(
-            dag, request.run_backwards, from_date, to_date, behavior, request.dag_run_conf
-        )
-    except AirflowException:
-        return None
-
-    conf = request.dag_run_conf
-    intent: BackfillIntent | None = None
-    if not (dry_run and conf is None):
-        try:
-            intent = BackfillIntent.from_conf(
-                intent_conf(conf, set(dag.params)) if isinstance(conf, Mapping) else conf
-            )
-        except GuardRefusal as refusal:
-            return refusal
-
-    try:
-        infos = _get_info_list(from_date=from_date, to_date=to_date, reverse=request.run_backwards, dag=dag)
-    except Exception as err:
-        return _unevaluable(f"the DAG's timetable failed ({type(err).__name__}: {err})")
-    if not infos:
-        return None  # Airflow answers "no runs to create" itself
-    if len(infos) > MAX_WINDOWS:
-        return GuardRefusal(
-            f"this backfill covers {len(infos)} windows, more than the guard evaluates in one request "
-            f"({MAX_WINDOWS}) and far over the DAG's cap of {config.cap}: split it into backfills of at "
-            f"most {config.cap} windows."
-        )
-    if will_run is not None:
-        infos = [info for info in infos if will_run(info, behavior)]
-        if not infos:
-            return None  # every window already has its run: Airflow rewrites nothing
-    try:
-        ends = [window_end(info, config.granularity) for info in infos]
-    except WindowError as err:
-        return _unevaluable(str(err))
-    if intent is None:
-        # A dry run without conf: the approval it would need is unknown, so only the windows'
-        # closing is checked (an approval of exactly this count puts the cap aside).
-        intent = BackfillIntent(semantics="replay", reason="dry run", approve_windows=len(ends))
-    try:
-        check_scope(config, intent, ends, now or timezone.utcnow())
-    except GuardRefusal as refusal:
-        return refusal
-    return None
-
-
-def _unevaluable(reason: str) -> GuardRefusal:
-    return GuardRefusal(
-        f"this DAG is guarded by airflow-idempotent and its backfill request could not be checked: "
-        f"{reason}. Nothing was created."
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The same decision inside Airflow's API server: DAG from the metadata DB, caller from its auth.
-# --------------------------------------------------------------------------------------------
-
-
-def airflow_will_run(session: Any, dag_id: str) -> WillRun:
-    """Airflow's own rule for which windows a backfill (re)runs: its latest run for the window, if
-    any, and the reprocess behavior (the query and rule its dry run and create use)."""
-    from airflow.models.backfill import _get_dag_run_no_create_reason, _get_latest_dag_run_row_query
-
-    def will_run(info: DagRunInfo, behavior: ReprocessBehavior) -> bool:
-        run = session.scalar(_get_latest_dag_run_row_query(dag_id=dag_id, info=info))
-        return run is None or _get_dag_run_no_create_reason(run, behavior) is None
-
-    return will_run
 
 
 async def airflow_caller(scope: Scope) -> Any | None:
@@ -291,32 +79,6 @@ async def airflow_caller(scope: Scope) -> Any | None:
         return await resolve_user_from_token(token)
     except HTTPException:
         return None
-
-
-def airflow_decide(
-    dag_id: str, body: Mapping[str, Any], dry_run: bool, now: datetime, scope: Scope, user: Any
-) -> GuardRefusal | None:
-    """Load `dag_id` as Airflow's backfill route does, then decide; runs in a worker thread."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.core_api.security import requires_access_dag
-    from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.utils.session import create_session
-    from fastapi import HTTPException
-    from starlette.requests import Request
-
-    with create_session(scoped=False) as session:
-        serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
-        if serdag is None:
-            return None  # Airflow answers 404
-        dag = serdag.dag
-        if GUARD_PARAM not in (dag.params or {}):
-            return None
-        try:  # the caller may create backfills of this DAG, or Airflow answers 403 itself
-            requires_access_dag("POST", DagAccessEntity.RUN, dag_id)(Request(scope), user)
-        except HTTPException:
-            return None
-        will_run = airflow_will_run(session, dag_id)
-        return evaluate_backfill_request(body, dag, now=now, dry_run=dry_run, will_run=will_run)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,10 +225,4 @@ async def _respond(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
-__all__ = [
-    "BACKFILL_ROUTES",
-    "BackfillGuardMiddleware",
-    "evaluate_backfill_request",
-    "guard_of",
-    "window_end",
-]
+__all__ = ["BACKFILL_ROUTES", "BackfillGuardMiddleware", "airflow_caller"]

@@ -469,7 +469,7 @@ def pause_if_switched(dag_run: Any, event: str, msg: str | None) -> None:
     safe = history()
 
     def work() -> None:
-        from airflow_idempotent import killswitch
+        from airflow_idempotent.guard import killswitch
         from airflow_idempotent.history.store import utcnow
 
         try:

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_idempotent import killswitch
 from airflow_idempotent.examples.payouts import create_payouts, create_sales
+from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.plugins.listener import HARD_LIMIT
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT

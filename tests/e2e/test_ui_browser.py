@@ -43,8 +43,8 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
+from airflow_idempotent.guard.killswitch import active_switches
 from airflow_idempotent.history.store import HistoryStore
-from airflow_idempotent.killswitch import active_switches
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT
 from tests.e2e.conftest import (
     AIRFLOW,

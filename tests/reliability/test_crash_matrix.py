@@ -137,7 +137,7 @@ def _matrix_installer(real: Callable[..., Any]) -> Callable[..., Any]:
             probe.arm_inserts(crash.row, sleep, kill)
             return lambda phase: None
         if isinstance(crash, MatrixCrash):
-            import airflow_idempotent.staging as staging
+            import airflow_idempotent.guard.write as staging
 
             real_write = staging.guarded_write
 

@@ -513,7 +513,7 @@ json_values = st.recursive(
     max_leaves=8,
 )
 threshold_maps = st.dictionaries(
-    st.sampled_from([*Thresholds.__dataclass_fields__, "max_rows", ""]),
+    st.sampled_from([*Thresholds.model_fields, "max_rows", ""]),
     st.one_of(
         json_values,
         st.integers(min_value=-(10**20), max_value=10**20),
@@ -579,7 +579,7 @@ def test_hostile_backfill_conf_gives_an_intent_or_a_guard_refusal(
         if isinstance(conf, dict) and "thresholds" in conf:
             tally.run((GuardRefusal,), lambda: Thresholds.from_mapping(conf["thresholds"], "conf"), conf)
         params = SimpleNamespace(params={GUARD_PARAM: conf})
-        from airflow_idempotent.plugins.guard_middleware import guard_of
+        from airflow_idempotent.guard.backfills import guard_of
 
         tally.run((GuardRefusal,), lambda: guard_of(params), conf)
 
@@ -592,7 +592,7 @@ def test_hostile_backfill_conf_gives_an_intent_or_a_guard_refusal(
 def guarded_dag() -> Any:
     from airflow.sdk import DAG
 
-    from airflow_idempotent.plugins.guard_middleware import serialized_dag
+    from airflow_idempotent.guard.backfills import serialized_dag
 
     params = {**GuardConfig(cap=5).param(), "policy_version": "v1"}
     return serialized_dag(
@@ -632,7 +632,7 @@ def test_hostile_backfill_form_fields_give_none_or_a_guard_refusal(
     guarded_dag: Any, reliability: Recorder, reliability_seed: int
 ) -> None:
     """What the UI's backfill dialog sends (dates, behaviour, max active runs, conf), as the guard sees it."""
-    from airflow_idempotent.plugins.guard_middleware import evaluate_backfill_request
+    from airflow_idempotent.guard.backfills import evaluate_backfill_request
 
     tally = Tally()
 
@@ -676,7 +676,8 @@ def test_hostile_request_bodies_through_the_middleware(
     guarded_dag: Any, reliability: Recorder, reliability_seed: int
 ) -> None:
     """Raw bytes to the ASGI middleware: passed on untouched, or 422/503; it never raises."""
-    from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware, evaluate_backfill_request
+    from airflow_idempotent.guard.backfills import evaluate_backfill_request
+    from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
 
     downstream_calls: list[bytes] = []
 

@@ -23,8 +23,7 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
@@ -32,127 +31,28 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
 from airflow_idempotent.errors import IdempotentError, SchemaError, SqlParseError
-from airflow_idempotent.guard import GuardRefusal, Thresholds
+from airflow_idempotent.guard.config import Thresholds
+from airflow_idempotent.guard.diff import WindowDiff, diff_window
+from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.strategies import (
-    RESERVED_PARAMS,
     SAMPLE_SIZE,
     WriteSpec,
-    _check_keys,
-    _checksum,
-    _prepare,
-    _rowcount,
+    check_keys,
+    checksum_window,
+    prepare,
+    rowcount,
+    window_binds,
 )
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["swap", "reconcile", "replay"]
 MODES: tuple[str, ...] = ("swap", "reconcile", "replay")
-Number = Decimal | float
 
 
 def staging_name() -> str:
     """A fresh name for a staging table; unique, so concurrent sessions never share one."""
     return f"_idem_stg_{secrets.token_hex(6)}"
-
-
-# --------------------------------------------------------------------------------------------
-# The diff and the result
-# --------------------------------------------------------------------------------------------
-
-
-def _fmt(value: Number | int) -> str:
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return str(value)
-
-
-def _json_number(value: Number) -> str | float:
-    """Decimals as exact strings (money), floats as they are."""
-    return str(value) if isinstance(value, Decimal) else value
-
-
-@dataclass(frozen=True)
-class WindowDiff:
-    """Production's window compared with the staged result, by key."""
-
-    rows_before: int
-    rows_after: int
-    added: int
-    removed: int
-    changed: int
-    unchanged: int
-    #: per measure column: (sum before, sum after)
-    measures: dict[str, tuple[Number, Number]] = field(default_factory=dict)
-
-    @property
-    def row_delta(self) -> int:
-        return self.rows_after - self.rows_before
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rows_before": self.rows_before,
-            "rows_after": self.rows_after,
-            "row_delta": self.row_delta,
-            "added": self.added,
-            "removed": self.removed,
-            "changed": self.changed,
-            "unchanged": self.unchanged,
-            "measures": {
-                name: {
-                    "before": _json_number(before),
-                    "after": _json_number(after),
-                    "delta": _json_number(after - before),  # type: ignore[operator]
-                }
-                for name, (before, after) in self.measures.items()
-            },
-        }
-
-    def breaches(self, t: Thresholds) -> list[str]:
-        """Every limit of `t` this diff exceeds, each as a sentence naming the limit and the figure."""
-        out: list[str] = []
-        for what, figure, cap in (
-            ("changed", self.changed, t.max_changed_rows),
-            ("removed", self.removed, t.max_removed_rows),
-            ("added", self.added, t.max_added_rows),
-        ):
-            if cap is not None and figure > cap:
-                out.append(f"{what} {figure} rows > max_{what}_rows {cap}")
-        for name, limit in t.max_measure_abs_change.items():
-            if name not in self.measures:
-                out.append(f"max_measure_abs_change names {name!r}, whose sum the diff did not compute")
-                continue
-            before, after = self.measures[name]
-            delta = abs(after - before)  # type: ignore[operator]
-            if delta > limit:
-                out.append(
-                    f"{name} sum changed by {_fmt(delta)} ({_fmt(before)} -> {_fmt(after)}) "
-                    f"> max_measure_abs_change {limit:g}"
-                )
-        for name, limit in t.max_measure_rel_change.items():
-            if name not in self.measures:
-                out.append(f"max_measure_rel_change names {name!r}, whose sum the diff did not compute")
-                continue
-            before, after = self.measures[name]
-            if before == 0:
-                if after != 0:
-                    out.append(
-                        f"{name} sum changed from 0 to {_fmt(after)} (relative change unbounded) "
-                        f"> max_measure_rel_change {limit:g}"
-                    )
-                continue
-            rel = abs(after - before) / abs(before)  # type: ignore[operator]
-            if rel > limit:
-                out.append(
-                    f"{name} sum changed by {float(rel):.2%} ({_fmt(before)} -> {_fmt(after)}) "
-                    f"> max_measure_rel_change {limit:g}"
-                )
-        if t.max_shrink is not None and self.rows_after < self.rows_before * (1 - t.max_shrink):
-            shrink = 1 - self.rows_after / self.rows_before
-            out.append(
-                f"new result has {self.rows_after} rows, {shrink:.1%} fewer than the existing "
-                f"{self.rows_before} > max_shrink {t.max_shrink:g}"
-            )
-        return out
 
 
 @dataclass(frozen=True)
@@ -202,16 +102,6 @@ class _RollBack(Exception):
 # --------------------------------------------------------------------------------------------
 # The guarded write
 # --------------------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> Number:
-    if value is None:
-        return Decimal(0)
-    if isinstance(value, Decimal | float):
-        return value
-    if isinstance(value, int):
-        return Decimal(value)
-    return Decimal(str(value))
 
 
 def _truthy(value: Any) -> bool:
@@ -299,8 +189,8 @@ def guarded_write(
         with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
             try:
                 adapter.prepare_connection(conn)
-                info, columns, params = _prepare(adapter, conn, spec)
-                window_only = {k: params[k] for k in RESERVED_PARAMS}
+                info, columns, params = prepare(adapter, conn, spec)
+                window_only = window_binds(params)
                 key_names = _columns_of(info, keys, columns, "key column")
                 wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
                 measure_names = list(dict.fromkeys(_columns_of(info, wanted, columns, "measure column")))
@@ -318,12 +208,12 @@ def guarded_write(
                 created = True
                 adapter.execute(conn, adapter.insert_select(stage, columns, spec.query), params)
                 staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
-                _check_keys(adapter, conn, staged, key_names, window_only)
+                check_keys(adapter, conn, staged, key_names, window_only)
                 if frozenset(k.lower() for k in key_names) not in info.unique_keys:
                     _check_target_keys(adapter, conn, spec, info, key_names, window_only)
 
                 # (3) the diff, set-based
-                diff = _diff(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+                diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
                 # (4) the stop conditions
                 breaches = diff.breaches(thresholds)
                 if breaches and mode != "replay":
@@ -337,7 +227,7 @@ def guarded_write(
                 # (6) replay: the staged result's checksum, then roll back
                 if mode == "replay":
                     checked = dataclasses.replace(spec, table=stage, checksum=True)
-                    row_count, checksum = _checksum(adapter, conn, checked, info, window_only)
+                    row_count, checksum = checksum_window(adapter, conn, checked, info, window_only)
                     result = GuardedResult(
                         mode,
                         diff,
@@ -352,11 +242,11 @@ def guarded_write(
 
                 # (6) swap: the window out, the staged rows in; reconcile: only the difference
                 if mode == "swap":
-                    deleted = _rowcount(
+                    deleted = rowcount(
                         adapter.execute(conn, adapter.delete_window(spec.table, partition), window_only)
                     )
                     deleted = _expect("deleting the window", deleted, diff.rows_before)
-                    inserted = _rowcount(
+                    inserted = rowcount(
                         adapter.execute(conn, adapter.insert_from(spec.table, stage, columns), {})
                     )
                     inserted = _expect("inserting the staged rows", inserted, diff.rows_after)
@@ -367,7 +257,7 @@ def guarded_write(
                     )
 
                 # (7) what this transaction will commit
-                row_count, checksum = _checksum(adapter, conn, spec, info, window_only)
+                row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
                 adapter.execute(conn, adapter.drop_staging(stage), {})
                 created = False
                 result = GuardedResult(
@@ -472,38 +362,6 @@ def _check_target_keys(
         )
 
 
-def _diff(
-    adapter: EngineAdapter,
-    conn: Connection,
-    spec: WriteSpec,
-    stage: str,
-    columns: Sequence[str],
-    keys: Sequence[str],
-    measures: Sequence[str],
-    params: Mapping[str, Any],
-) -> WindowDiff:
-    """Three set-based queries: production's window, the staged rows, and the keys in both."""
-    assert spec.partition_column is not None
-    before = adapter.execute(
-        conn, adapter.window_sums(spec.table, spec.partition_column, measures), params
-    ).one()
-    after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
-    compare = [c for c in columns if c not in keys]
-    matched, changed = adapter.execute(
-        conn, adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare), params
-    ).one()
-    rows_before, rows_after, matched, changed = int(before[0]), int(after[0]), int(matched), int(changed)
-    return WindowDiff(
-        rows_before=rows_before,
-        rows_after=rows_after,
-        added=rows_after - matched,
-        removed=rows_before - matched,
-        changed=changed,
-        unchanged=matched - changed,
-        measures={m: (_number(before[i + 1]), _number(after[i + 1])) for i, m in enumerate(measures)},
-    )
-
-
 def _reconcile(
     adapter: EngineAdapter,
     conn: Connection,
@@ -517,19 +375,19 @@ def _reconcile(
     """Delete the removed keys, update the changed rows, insert the added keys; nothing else."""
     assert spec.partition_column is not None
     staged = adapter.select_columns(stage, columns)
-    deleted = _rowcount(
+    deleted = rowcount(
         adapter.execute(conn, adapter.delete_missing(spec.table, spec.partition_column, keys, staged), params)
     )
     deleted = _expect("deleting the removed keys", deleted, diff.removed)
     updated = 0
     if any(c not in keys for c in columns):
-        updated = _rowcount(
+        updated = rowcount(
             adapter.execute(
                 conn, adapter.update_changed(spec.table, stage, spec.partition_column, keys, columns), params
             )
         )
         updated = _expect("updating the changed rows", updated, diff.changed)
-    inserted = _rowcount(
+    inserted = rowcount(
         adapter.execute(
             conn, adapter.insert_added(spec.table, stage, spec.partition_column, keys, columns), params
         )

@@ -1,0 +1,158 @@
+"""A window's diff: production's rows against the staged result, by key, and its stop conditions.
+
+Computed in the database (three set-based queries, no row passes through Python) and judged in
+Python against the thresholds: every limit the diff exceeds is named, with its figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.guard.config import Thresholds
+from airflow_idempotent.strategies import WriteSpec
+
+Number = Decimal | float
+
+
+def _fmt(value: Number | int) -> str:
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def _json_number(value: Number) -> str | float:
+    """Decimals as exact strings (money), floats as they are."""
+    return str(value) if isinstance(value, Decimal) else value
+
+
+@dataclass(frozen=True)
+class WindowDiff:
+    """Production's window compared with the staged result, by key."""
+
+    rows_before: int
+    rows_after: int
+    added: int
+    removed: int
+    changed: int
+    unchanged: int
+    #: per measure column: (sum before, sum after)
+    measures: dict[str, tuple[Number, Number]] = field(default_factory=dict)
+
+    @property
+    def row_delta(self) -> int:
+        return self.rows_after - self.rows_before
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows_before": self.rows_before,
+            "rows_after": self.rows_after,
+            "row_delta": self.row_delta,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "measures": {
+                name: {
+                    "before": _json_number(before),
+                    "after": _json_number(after),
+                    "delta": _json_number(after - before),  # type: ignore[operator]
+                }
+                for name, (before, after) in self.measures.items()
+            },
+        }
+
+    def breaches(self, t: Thresholds) -> list[str]:
+        """Every limit of `t` this diff exceeds, each as a sentence naming the limit and the figure."""
+        out: list[str] = []
+        for what, figure, cap in (
+            ("changed", self.changed, t.max_changed_rows),
+            ("removed", self.removed, t.max_removed_rows),
+            ("added", self.added, t.max_added_rows),
+        ):
+            if cap is not None and figure > cap:
+                out.append(f"{what} {figure} rows > max_{what}_rows {cap}")
+        for name, limit in t.max_measure_abs_change.items():
+            if name not in self.measures:
+                out.append(f"max_measure_abs_change names {name!r}, whose sum the diff did not compute")
+                continue
+            before, after = self.measures[name]
+            delta = abs(after - before)  # type: ignore[operator]
+            if delta > limit:
+                out.append(
+                    f"{name} sum changed by {_fmt(delta)} ({_fmt(before)} -> {_fmt(after)}) "
+                    f"> max_measure_abs_change {limit:g}"
+                )
+        for name, limit in t.max_measure_rel_change.items():
+            if name not in self.measures:
+                out.append(f"max_measure_rel_change names {name!r}, whose sum the diff did not compute")
+                continue
+            before, after = self.measures[name]
+            if before == 0:
+                if after != 0:
+                    out.append(
+                        f"{name} sum changed from 0 to {_fmt(after)} (relative change unbounded) "
+                        f"> max_measure_rel_change {limit:g}"
+                    )
+                continue
+            rel = abs(after - before) / abs(before)  # type: ignore[operator]
+            if rel > limit:
+                out.append(
+                    f"{name} sum changed by {float(rel):.2%} ({_fmt(before)} -> {_fmt(after)}) "
+                    f"> max_measure_rel_change {limit:g}"
+                )
+        if t.max_shrink is not None and self.rows_after < self.rows_before * (1 - t.max_shrink):
+            shrink = 1 - self.rows_after / self.rows_before
+            out.append(
+                f"new result has {self.rows_after} rows, {shrink:.1%} fewer than the existing "
+                f"{self.rows_before} > max_shrink {t.max_shrink:g}"
+            )
+        return out
+
+
+def _number(value: Any) -> Number:
+    if value is None:
+        return Decimal(0)
+    if isinstance(value, Decimal | float):
+        return value
+    if isinstance(value, int):
+        return Decimal(value)
+    return Decimal(str(value))
+
+
+def diff_window(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    measures: Sequence[str],
+    params: Mapping[str, Any],
+) -> WindowDiff:
+    """Production's window against the staged rows in table `stage`: three set-based queries
+    (production's window, the staged rows, and the keys in both), in the write's transaction."""
+    assert spec.partition_column is not None
+    before = adapter.execute(
+        conn, adapter.window_sums(spec.table, spec.partition_column, measures), params
+    ).one()
+    after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
+    compare = [c for c in columns if c not in keys]
+    matched, changed = adapter.execute(
+        conn, adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare), params
+    ).one()
+    rows_before, rows_after, matched, changed = int(before[0]), int(after[0]), int(matched), int(changed)
+    return WindowDiff(
+        rows_before=rows_before,
+        rows_after=rows_after,
+        added=rows_after - matched,
+        removed=rows_before - matched,
+        changed=changed,
+        unchanged=matched - changed,
+        measures={m: (_number(before[i + 1]), _number(after[i + 1])) for i, m in enumerate(measures)},
+    )

@@ -1,0 +1,66 @@
+"""A backfill's scope: its windows, at most `cap` of them unless approved, and only closed ones.
+
+The windows are the ones the DAG's tasks write (`GuardConfig.window`, i.e. `window.run_window`
+with the guard's granularity, timezone and anchor), so the API server's middleware, the UI and
+every task decide "has this window closed?" for the same window, by the same rule: `is_open`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_idempotent.guard.config import GuardConfig
+from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.intent import BackfillIntent
+from airflow_idempotent.window import Window
+
+
+def is_open(window: Window, now: datetime) -> bool:
+    """Whether `window` has not closed at the wall clock `now` (its end is later).
+
+    The one place the guard looks at the clock: deciding whether a window is over, never which
+    window a run writes.
+    """
+    return window.end > now
+
+
+def backfill_windows(config: GuardConfig, runs: Iterable[Any]) -> list[Window]:
+    """The windows the runs of a backfill write (Airflow's DagRunInfo list), as its tasks read them."""
+    return [config.window(run) for run in runs]
+
+
+def check_scope(
+    config: GuardConfig, intent: BackfillIntent | None, windows: Sequence[Window], now: datetime
+) -> None:
+    """Bounded scope: at most `cap` windows unless approved by count, and only closed windows.
+
+    `intent` None (a dry run without a conf, whose approval is unknown) checks only the closing.
+    `now` is the wall clock of the request.
+    """
+    count = len(windows)
+    if count == 0:
+        raise GuardRefusal("the backfill's range holds no window: check from_date and to_date.")
+    if intent is not None and count > config.cap and intent.approve_windows != count:
+        raise GuardRefusal(
+            f"this backfill covers {count} windows, over the DAG's cap of {config.cap}: split it, or approve "
+            f'exactly this count by adding "approve_windows": {count} to the conf.'
+        )
+    open_windows = [window for window in windows if is_open(window, now)]
+    if open_windows:
+        first = min(window.end for window in open_windows)
+        raise GuardRefusal(
+            f"{len(open_windows)} window(s) of this backfill have not closed yet (the first ends "
+            f"{first.isoformat()}): end the range at a window that is complete."
+        )
+
+
+def check_window_closed(window: Window, now: datetime | None = None) -> None:
+    """A backfill never rewrites a window that has not ended yet (its source is still arriving):
+    the check every guarded task runs again before it writes."""
+    if is_open(window, now or datetime.now(timezone.utc)):
+        raise GuardRefusal(
+            f"window {window.label()} has not closed yet (it ends {window.end.isoformat()}): a backfill "
+            "rewrites only complete windows; end the backfill's range earlier."
+        )

@@ -1,0 +1,88 @@
+"""Which attempt of which task of which run is writing: the natural key of its history record.
+
+The operators and the effects both record under it, so a retry, a rerun and a backfill of the
+same window are told apart the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_idempotent.history.store import WriteRecord, utcnow
+from airflow_idempotent.window import Window
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, Context
+
+
+@dataclass(frozen=True)
+class AttemptIdentity:
+    """Which attempt of which task of which run is writing: the natural key of its history record."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    run_type: str | None
+
+    @classmethod
+    def from_context(cls, context: Context | Mapping[str, Any], task: BaseOperator) -> AttemptIdentity:
+        ti = context.get("ti") or context.get("task_instance")
+        dag_run = context.get("dag_run")
+        run_type = getattr(dag_run, "run_type", None)
+        if ti is None:  # called outside Airflow (tests, scripts): every call is its own attempt
+            dag = getattr(task, "dag", None) if task.has_dag() else None
+            return cls(
+                dag_id=getattr(dag, "dag_id", None) or "adhoc",
+                run_id=str(context.get("run_id") or f"adhoc__{uuid.uuid4().hex}"),
+                task_id=task.task_id,
+                map_index=-1,
+                try_number=1,
+                run_type=str(run_type) if run_type else "adhoc",
+            )
+        map_index = getattr(ti, "map_index", -1)
+        return cls(
+            dag_id=ti.dag_id,
+            run_id=ti.run_id,
+            task_id=ti.task_id,
+            map_index=-1 if map_index is None else int(map_index),
+            try_number=int(getattr(ti, "try_number", 1) or 1),
+            run_type=str(getattr(run_type, "value", run_type)) if run_type else None,
+        )
+
+    def write_record(
+        self,
+        target: str,
+        window: Window,
+        strategy: str,
+        status: str,
+        digest: str,
+        parts: str,
+        policy: str | None,
+        semantics: str | None,
+        **counts: Any,
+    ) -> WriteRecord:
+        return WriteRecord(
+            dag_id=self.dag_id,
+            run_id=self.run_id,
+            task_id=self.task_id,
+            map_index=self.map_index,
+            try_number=self.try_number,
+            target=target,
+            window_start=window.start,
+            window_end=window.end,
+            window_label=window.label(),
+            strategy=strategy,
+            status=status,
+            fingerprint=digest,
+            fingerprint_parts=parts,
+            written_at=utcnow(),
+            run_type=self.run_type,
+            semantics=semantics,
+            policy_version=policy,
+            **counts,
+        )
