@@ -4,10 +4,9 @@ route after the guard's own evaluation, per-window status, stop (kill switch, th
 Every rule is the guard's or Airflow's, called here, never re-implemented: the guard's answer is
 `evaluate_backfill_request` / `airflow_decide` (what its middleware answers in front of
 `POST /api/v2/backfills`), the windows are Airflow's `_get_info_list`, a run's window is
-`window.run_window` (the operators' rule).
+`GuardConfig.window` (the operators' rule).
 
-The guard's API (`guard`, `killswitch`, `plugins.guard_middleware`) is imported by this module
-only: when the guard moves into its `guard/` package, these imports are the ones to repoint.
+The guard's API (`airflow_idempotent.guard`) is imported by this module only.
 """
 
 from __future__ import annotations
@@ -23,19 +22,19 @@ from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds
-from airflow_idempotent.history.report import jsonable
-from airflow_idempotent.history.store import HistoryStore
-from airflow_idempotent.killswitch import active_switches, clear_switch, set_switch
-from airflow_idempotent.plugins.guard_middleware import (
+from airflow_idempotent.guard.backfills import (
     MAX_WINDOWS,
     airflow_decide,
     evaluate_backfill_request,
     guard_of,
 )
+from airflow_idempotent.guard.killswitch import active_switches, clear_switch, set_switch
+from airflow_idempotent.history.report import jsonable
+from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.plugins.ui.datamodels import BackfillForm, airflow_backfill_body, backfill_conf
 from airflow_idempotent.plugins.ui.dependencies import store_error
 from airflow_idempotent.plugins.ui.history import existing_writes, writes_by_run
-from airflow_idempotent.window import run_window, to_utc_datetime
+from airflow_idempotent.window import to_utc_datetime
 
 #: Windows a preview lists (a longer range is counted and refused over the cap, not listed).
 PREVIEW_LIST = 400
@@ -66,10 +65,8 @@ def guard_json(config: GuardConfig | None) -> dict[str, Any] | None:
 
 def window_span(run: Any, config: GuardConfig) -> tuple[datetime, datetime, str]:
     """[start, end) (UTC) and label of the window a run writes: the operators' rule, in the zone
-    and anchor the guard declares (GuardConfig's `timezone` / `anchor`, UTC / start without)."""
-    window = run_window(
-        run, config.granularity, getattr(config, "timezone", "UTC"), getattr(config, "anchor", "start")
-    )
+    and anchor the guard declares."""
+    window = config.window(run)
     return to_utc_datetime(window.start), to_utc_datetime(window.end), window.label()
 
 
