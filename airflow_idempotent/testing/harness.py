@@ -44,14 +44,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from airflow_idempotent.testing import scenarios as scenario_plan
-from airflow_idempotent.testing import tables
+import airflow_idempotent.testing.scenarios as scenario_plan  # plan() looked up per check: tests swap it
 from airflow_idempotent.testing.attempt import run_attempt
 from airflow_idempotent.testing.context import run_context
 from airflow_idempotent.testing.dagfile import load_dag
 from airflow_idempotent.testing.errors import HarnessError, NotIdempotentError
 from airflow_idempotent.testing.report import Attempt, HarnessReport, ScenarioResult
 from airflow_idempotent.testing.scenarios import Crash, task_kind
+from airflow_idempotent.testing.tables import compare_tables, key_columns, read_table, snapshot
+from airflow_idempotent.testing.tables import restore as restore_table
 
 if TYPE_CHECKING:
     from airflow_idempotent.window import Window
@@ -231,14 +232,14 @@ def check_idempotent(
     own_engine = _engine(engine, ordered)
     scenarios, skipped, used_seed = scenario_plan.plan(writers, runs, crashes, seed, random_scenarios)
     runner = _Runner(ordered, own_engine, user_engine, span, params or {}, conf or {}, timeout)
-    initial = {tbl: tables.snapshot(own_engine, tbl) for tbl in all_tables}
+    initial = {tbl: snapshot(own_engine, tbl) for tbl in all_tables}
 
     def reset_state() -> None:
         if reset is not None:
             reset()
         else:
             for snap in initial.values():
-                tables.restore(own_engine, snap)
+                restore_table(own_engine, snap)
 
     try:
         reset_state()
@@ -250,9 +251,9 @@ def check_idempotent(
                 f"{failed.detail}\nfix the task (or the test's setup) first: without one clean run there is "
                 "nothing to compare with"
             )
-        clean = {tbl: tables.read_table(own_engine, tbl) for tbl in all_tables}
+        clean = {tbl: read_table(own_engine, tbl) for tbl in all_tables}
         key_of = {
-            tbl: tables.key_columns(
+            tbl: key_columns(
                 own_engine, tbl, (keys or {}).get(tbl) or _declared_key(ordered, tbl), clean[tbl]
             )
             for tbl in all_tables
@@ -266,7 +267,7 @@ def check_idempotent(
                 done.extend(made)
             diffs = []
             for tbl in all_tables:
-                diff = tables.compare_tables(clean[tbl], tables.read_table(own_engine, tbl), key_of[tbl])
+                diff = compare_tables(clean[tbl], read_table(own_engine, tbl), key_of[tbl])
                 diff.writers = table_writers[tbl]
                 diffs.append(diff)
             note = None
@@ -278,7 +279,7 @@ def check_idempotent(
         if restore:
             with contextlib.suppress(Exception):
                 for snap in initial.values():
-                    tables.restore(own_engine, snap)
+                    restore_table(own_engine, snap)
         own_engine.dispose()
     return HarnessReport(
         subject=label,
