@@ -87,9 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_history_parser(commands)
     add_switch_parsers(commands)
-    from airflow_idempotent import daglint
+    from airflow_idempotent.lint import cli as lint_cli
 
-    daglint.register(commands)
+    lint_cli.register(commands)
     from airflow_idempotent.effects import cli as effects_cli
 
     effects_cli.register(commands)

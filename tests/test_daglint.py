@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from airflow_idempotent.daglint import RULES, LintReport, lint_paths, main, register, sql_writes
+from airflow_idempotent.lint import RULES, LintReport, lint_paths, sql_writes
+from airflow_idempotent.lint.cli import main, register
+from airflow_idempotent.lint.schedule import cron_period
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "lint_corpus"
@@ -427,3 +430,64 @@ def test_text_report_lists_every_task_with_answers() -> None:
         "delete or key. And c16_sessions is also written by c16_split_write.clear_day.\n"
     ) in text
     assert text.endswith("3 finding(s) (IDEM002 x1, IDEM007 x2), 0 acknowledged; 2 task(s) in 1 file(s).\n")
+
+
+# --- schedules (croniter) -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "expression, period",
+    [
+        ("15 * * * *", timedelta(hours=1)),
+        ("0 */6 * * *", timedelta(hours=6)),
+        ("0 9 * * *", timedelta(days=1)),
+        ("0 0 * * 0", timedelta(days=7)),
+        ("*/15 * * * *", timedelta(minutes=15)),
+        # What the hand-written parser got wrong or could not read, croniter reads as Airflow does:
+        ("*/7 * * * *", timedelta(seconds=400)),  # :00, :07 ... :56: nine an hour, not one every 7 minutes
+        ("30 */5 * * *", timedelta(hours=4.8)),  # 00:30, 05:30 ... 20:30: five a day, not one every 5 hours
+        ("0 9 * * 1-5", timedelta(days=1.4)),  # weekdays: five a week
+        ("not a cron", None),
+    ],
+)
+def test_cron_period_is_the_average_time_between_fire_times(
+    expression: str, period: timedelta | None
+) -> None:
+    assert cron_period(expression) == period
+
+
+@pytest.mark.parametrize(
+    "expression, days",
+    [("0 0 1 * *", 30.44), ("0 12 1,15 * *", 365.2425 / 24), ("0 0 1 1 *", 365.2425)],
+)
+def test_cron_period_of_calendar_schedules_is_their_average(expression: str, days: float) -> None:
+    found = cron_period(expression)
+    assert found is not None and abs(found - timedelta(days=days)) < timedelta(hours=1)
+
+
+CATCHUP_DAG = """\
+import pendulum
+from datetime import timedelta
+from airflow.sdk import DAG
+from airflow_idempotent.operators import MergeOperator
+
+START = pendulum.datetime(2024, 6, 1, tz="UTC")
+
+with DAG(dag_id="catchup", schedule={schedule}, start_date=START, catchup=True):
+    MergeOperator(task_id="m", table="t", key_columns=["k"], sql="SELECT k FROM s")
+"""
+
+
+@pytest.mark.parametrize(
+    "schedule, counted",
+    [('"0 9 * * 1-5"', True), ('"@quarterly"', True), ("timedelta(hours=3)", True), ("timedelta(1)", False)],
+)
+def test_unbounded_catchup_counts_its_windows_when_it_can(
+    tmp_path: Path, schedule: str, counted: bool
+) -> None:
+    """timedelta(1) (a width the linter cannot read) used to crash the linter with ZeroDivisionError."""
+    path = tmp_path / "catchup_dag.py"
+    path.write_text(CATCHUP_DAG.format(schedule=schedule))
+    (finding,) = lint_paths([path]).failing
+    assert finding.rule == "IDEM005"
+    assert ("so far, growing by one every period" in finding.message) is counted, finding.message

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,8 @@ from airflow_idempotent.testing import (
     assert_idempotent,
     check_idempotent,
     compare_tables,
+    scenarios,
 )
-from airflow_idempotent.testing.harness import _plan
 from tests.test_operators import DAY, day_truth, make
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,7 +130,7 @@ def test_random_crashes_are_seeded_and_reported(loaded: Any) -> None:
 
 def _plan_for_seed(seed: int) -> list[Any]:
     task = make("merge")
-    return _plan([task], [task], 2, "random", seed, 2)[0]
+    return scenarios.plan([task], 2, "random", seed, 2)[0]
 
 
 def test_the_random_plan_depends_only_on_the_seed() -> None:
@@ -216,6 +217,33 @@ def test_a_clean_run_that_fails_is_an_error_not_a_verdict(loaded: Any) -> None:
     task = SQLExecuteQueryOperator(task_id="broken", conn_id="warehouse", sql="INSERT INTO nowhere SELECT 1")
     with pytest.raises(HarnessError, match=r"the clean run of broken for window 2026-08-25 failed in broken"):
         check_idempotent(task, DAY, engine=loaded.engine, crashes="none")
+
+
+@pytest.mark.parametrize("window", ["now", "10:00", ("2026-08-26", "2026-08-25")])
+def test_a_window_read_from_the_clock_or_empty_is_refused(window: Any) -> None:
+    """The window comes from window.window_of: 'now' or a bare time would make the check read the
+    clock (its old copy did: a bare time got today's date), and an empty window holds no data."""
+    task = PythonOperator(task_id="noop", python_callable=lambda: None)
+    with pytest.raises(HarnessError, match=r"is not an ISO 8601 date or datetime|is not after its start"):
+        check_idempotent(task, window, engine="sqlite://", targets=["t"])
+
+
+@pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
+def test_the_report_labels_the_window_as_the_history_does(loaded: Any) -> None:
+    """window.Window.label(), as the history store records it: several days are dates, not instants."""
+    task = PythonOperator(task_id="noop", python_callable=lambda: None)
+    week = check_idempotent(
+        task,
+        "2026-08-24",
+        width=timedelta(days=7),
+        engine=loaded.engine,
+        targets=["t"],
+        crashes="none",
+        runs=1,
+    )
+    assert week.window == "[2026-08-24, 2026-08-31)"
+    day = check_idempotent(task, "2026-08-25", engine=loaded.engine, targets=["t"], crashes="none", runs=1)
+    assert day.window == "2026-08-25"
 
 
 # --- comparison, without a database -------------------------------------------------------------------

@@ -10,12 +10,35 @@ same with the run's options (``--idem-runs``, ``--idem-crashes``, ``--idem-seed`
 
 Importing this package is cheap and reads no Airflow configuration (Airflow is imported when a
 check runs).
+
+Modules: `harness` (the check), `scenarios` (crash points and plans), `attempt` (one forked
+attempt), `context` (the run's context), `tables` (reading and comparing tables), `report` (the
+verdict), `dagfile` (loading a DAG file), `errors`.
 """
 
 from __future__ import annotations
 
-# The harness imports nothing from Airflow at module level, so this stays cheap.
-from airflow_idempotent.testing import harness as _harness
-from airflow_idempotent.testing.harness import *  # noqa: F403
+# Nothing here imports Airflow at module level, so this stays cheap.
+from airflow_idempotent.testing.dagfile import load_dag
+from airflow_idempotent.testing.errors import HarnessError, NotIdempotentError
+from airflow_idempotent.testing.harness import Harness, assert_idempotent, check_idempotent
+from airflow_idempotent.testing.report import Attempt, HarnessReport, ScenarioResult
+from airflow_idempotent.testing.scenarios import CRASH_POINTS, Crash
+from airflow_idempotent.testing.tables import TableDiff, TableState, compare_tables
 
-__all__ = list(_harness.__all__)
+__all__ = [
+    "CRASH_POINTS",
+    "Attempt",
+    "Crash",
+    "Harness",
+    "HarnessError",
+    "HarnessReport",
+    "NotIdempotentError",
+    "ScenarioResult",
+    "TableDiff",
+    "TableState",
+    "assert_idempotent",
+    "check_idempotent",
+    "compare_tables",
+    "load_dag",
+]

@@ -27,8 +27,8 @@ killed from inside SQLite/DuckDB, or, on PostgreSQL/MariaDB, the server sleeps t
 watcher thread of the task process SIGKILLs the process while the server is inside the INSERT.
 
 The harness is used as it is, with two additions injected from here (no change to the product):
-its scenario planner (`_plan`) is replaced by this matrix, and its crash installer
-(`_install_crash`) learns the two points it has no name for (mid-INSERT at a row; after the
+its scenario planner (`scenarios.plan`) is replaced by this matrix, and its crash installer
+(`attempt.install_crash`) learns the two points it has no name for (mid-INSERT at a row; after the
 commit of a guarded write, which does not go through `write()`).
 
 Effects: the payment (HTTP with Idempotency-Key and lookup) and the file delivery, with the
@@ -59,7 +59,9 @@ from airflow_idempotent.guard import GuardConfig, Thresholds
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 from airflow_idempotent.operators.base import WindowWriteOperator
-from airflow_idempotent.testing import Crash, ScenarioResult, check_idempotent, harness
+from airflow_idempotent.testing import Crash, ScenarioResult, attempt, check_idempotent, harness, scenarios
+from airflow_idempotent.testing.scenarios import Scenario
+from airflow_idempotent.window import window_of
 from tests.conftest import (
     MARIADB_HOST,
     MARIADB_PORT,
@@ -125,14 +127,14 @@ def points(strategy: str, rng: random.Random) -> dict[str, Crash]:
 
 
 def _matrix_installer(real: Callable[..., Any]) -> Callable[..., Any]:
-    """harness._install_crash plus MatrixCrash (runs in the forked child)."""
+    """attempt.install_crash plus MatrixCrash (runs in the forked child)."""
 
     def install(task: Any, crash: Crash, channel: int) -> Callable[[str], None]:
         if isinstance(crash, MatrixCrash) and crash.kind == "mid_insert":
             sleep = SERVER_SLEEP
 
             def kill() -> None:
-                harness._die(channel, crash, f"mid-INSERT, the SELECT at sale_id {crash.row}")
+                attempt.die(channel, crash, f"mid-INSERT, the SELECT at sale_id {crash.row}")
 
             probe.arm_inserts(crash.row, sleep, kill)
             return lambda phase: None
@@ -143,7 +145,7 @@ def _matrix_installer(real: Callable[..., Any]) -> Callable[..., Any]:
 
             def guarded_write(*args: Any, **kwargs: Any) -> Any:
                 result = real_write(*args, **kwargs)
-                harness._die(channel, crash, "guarded write committed, before the history record")
+                attempt.die(channel, crash, "guarded write committed, before the history record")
                 return result
 
             staging.guarded_write = guarded_write  # type: ignore[assignment]
@@ -162,8 +164,8 @@ def matrix_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     def planner(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str], int | None]:
         return plan["scenarios"], [], plan["seed"]
 
-    monkeypatch.setattr(harness, "_plan", planner)
-    monkeypatch.setattr(harness, "_install_crash", _matrix_installer(harness._install_crash))
+    monkeypatch.setattr(scenarios, "plan", planner)
+    monkeypatch.setattr(attempt, "install_crash", _matrix_installer(attempt.install_crash))
     yield plan
 
 
@@ -307,11 +309,11 @@ def test_crash_matrix(
     task = make_task(strategy)
     rng = random.Random(f"{reliability_seed}:{warehouse.kind}:{strategy}")
     named = points(strategy, rng)
-    scenarios: list[harness._Scenario] = []
+    planned: list[Scenario] = []
     meta: dict[str, dict[str, Any]] = {}
     for i, (point, crash) in enumerate(named.items(), start=1):
         name = f"f{i} {point}: crash, then run x{RERUNS}"
-        scenarios.append(harness._Scenario(name, ((task.task_id, crash), *([None] * RERUNS)), task.task_id))
+        planned.append(Scenario(name, ((task.task_id, crash), *([None] * RERUNS)), task.task_id))
         meta[name] = {"crash_point": point, "reruns": RERUNS, "row": getattr(crash, "row", None) or None}
     for i in range(1, RANDOM_SCENARIOS + 1):
         choice = random.Random(f"{reliability_seed}:{warehouse.kind}:{strategy}:random{i}")
@@ -329,9 +331,9 @@ def test_crash_matrix(
                 labels.append("completes")
         attempts.append(None)
         name = f"r{i} " + ", ".join(labels) + ", completes"
-        scenarios.append(harness._Scenario(name, tuple(attempts), task.task_id))
+        planned.append(Scenario(name, tuple(attempts), task.task_id))
         meta[name] = {"crash_point": "random: " + ", ".join(labels), "reruns": RERUNS, "row": None}
-    matrix_harness.update(scenarios=scenarios, seed=reliability_seed)
+    matrix_harness.update(scenarios=planned, seed=reliability_seed)
 
     report = check_idempotent(
         task,
@@ -343,11 +345,10 @@ def test_crash_matrix(
         restore=False,
     )
 
-    start = harness._window(DAY, None)[0].isoformat()
     broken: list[str] = []
     for result in report.scenarios:
         info = meta[result.name]
-        run_id = f"idempotency__{harness._slug(result.name)}__{start}"
+        run_id = harness.run_id(result.name, window_of(DAY))
         outcome, measured = judge(result, store, run_id)
         reliability.record(
             suite="crash",

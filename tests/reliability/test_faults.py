@@ -54,7 +54,7 @@ from airflow_idempotent.guard import GuardRefusal
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.history.spool import Spool
 from airflow_idempotent.testing import compare_tables
-from airflow_idempotent.testing.harness import read_table
+from airflow_idempotent.testing.tables import read_table
 from tests.reliability import probe
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_crash_matrix import DAY, FIRST_SALE, LAST_SALE, damaged_start, make_task, reset

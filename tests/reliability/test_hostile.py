@@ -790,7 +790,7 @@ sqls = st.one_of(fuzzed_sql(), st.text(max_size=200), st.sampled_from(CORPUS))
 def test_fuzzed_sql_into_the_lint_raises_only_the_lints_errors(
     reliability: Recorder, reliability_seed: int
 ) -> None:
-    from airflow_idempotent.daglint import sql_writes
+    from airflow_idempotent.lint import sql_writes
 
     tally = Tally()
     writes = Tally()
@@ -814,7 +814,7 @@ def test_fuzzed_sql_in_a_dag_file_never_crashes_the_dag_lint(
     reliability: Recorder, reliability_seed: int, tmp_path: Path
 ) -> None:
     """`airflow-idempotent lint` over a DAG file whose operator's SQL is fuzzed: a report, never a crash."""
-    from airflow_idempotent.daglint import lint_paths
+    from airflow_idempotent.lint import lint_paths
 
     tally = Tally()
     path = tmp_path / "fuzzed_dag.py"

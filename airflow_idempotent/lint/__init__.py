@@ -1,0 +1,35 @@
+"""Lint: the SQL determinism check the operators run, and the DAG linter behind ``airflow-idempotent lint``.
+
+- `check_deterministic` / `find_nondeterminism` (`sql`): refuse SQL that reads the clock,
+  randomness or a sequence before it runs, on sqlglot's syntax tree (`parsing`).
+- `lint_paths` (`linter`): read DAG files (never import them) and report what makes a rerun unsafe
+  (`rules.RULES`), with each task's answers to the three review questions; `sql_writes`
+  (`sqlfacts`): which tables a SQL text writes, and how.
+- The ``lint`` subcommand: `airflow_idempotent.lint.cli` (``register(subparsers)``, ``run(args)``).
+"""
+
+from __future__ import annotations
+
+from airflow_idempotent.lint.linter import lint_paths
+from airflow_idempotent.lint.parsing import DIALECTS, parse_one_statement, parse_statements
+from airflow_idempotent.lint.report import LintReport, RuleFinding, TaskReport
+from airflow_idempotent.lint.rules import RULES, Rule
+from airflow_idempotent.lint.sql import Finding, check_deterministic, find_nondeterminism
+from airflow_idempotent.lint.sqlfacts import SqlWrite, sql_writes
+
+__all__ = [
+    "DIALECTS",
+    "RULES",
+    "Finding",
+    "LintReport",
+    "Rule",
+    "RuleFinding",
+    "SqlWrite",
+    "TaskReport",
+    "check_deterministic",
+    "find_nondeterminism",
+    "lint_paths",
+    "parse_one_statement",
+    "parse_statements",
+    "sql_writes",
+]

@@ -1,0 +1,344 @@
+"""The checks of a DAG and of a task, and the check across tasks (one table, several writers).
+
+A task's check gathers its `TaskFacts` (writes, window references, effects) from its operator,
+SQL (`sqlchecks`), code and bash command (`codechecks`) and templated arguments, then turns them
+into findings (IDEM002, IDEM006, IDEM008). The DAG's check is IDEM005 (unbounded catchup); the
+check across tasks is IDEM007.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
+from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
+from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
+from airflow_idempotent.lint.schedule import dag_schedule, static_date
+from airflow_idempotent.lint.scope import Workspace
+from airflow_idempotent.lint.source import Located
+from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
+
+__all__ = ["check_catchup", "check_shared_targets", "check_task", "task_label"]
+
+#: Operators of this package, by class name.
+_OVERWRITE_OPERATORS = frozenset({"PartitionOverwriteOperator"})
+_MERGE_OPERATORS = frozenset({"MergeOperator"})
+_PROJECT_OPERATORS = _OVERWRITE_OPERATORS | _MERGE_OPERATORS
+#: Operator arguments whose templates are read elsewhere (or are no templates at all).
+_NOT_TEMPLATES = frozenset(
+    {"sql", "query", "source_snapshot_sql", "bash_command", "task_id", "python_callable", "dag", "conn_id"}
+)
+_SQL_FILE = re.compile(r"^[^\s;]+\.sql$", re.IGNORECASE)
+_DIALECT_MARKERS = (
+    ("postgres", "postgres"),
+    ("mysql", "mysql"),
+    ("maria", "mysql"),
+    ("sqlite", "sqlite"),
+    ("duckdb", "duckdb"),
+)
+
+
+def task_label(task: TaskDef) -> str:
+    """``dag_id.task_id`` (or the task id of a task outside any DAG)."""
+    return f"{task.dag_id}.{task.task_id}" if task.dag_id else task.task_id
+
+
+# ---------------------------------------------------------------------------------------------
+# DAG level
+# ---------------------------------------------------------------------------------------------
+
+
+def check_catchup(dag: DagDef, recorder: Recorder) -> None:
+    """IDEM005: catchup=True with no end_date on a time-based schedule."""
+    catchup = dag.scope.literal(dag.kwargs.get("catchup"))
+    if catchup is not True:
+        return
+    end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
+    if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
+        return
+    schedule = dag_schedule(dag)
+    if schedule is None:
+        return  # no time-based schedule: catchup has no windows to create
+    shown = schedule.shown
+    start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
+    start = static_date(dag.scope, start_node)
+    line = dag.kwargs["catchup"].lineno
+    if start is not None:
+        since = f"since {start.isoformat()}"
+        count = ""
+        period = schedule.period
+        if period is not None:
+            today = datetime.now(timezone.utc).date()  # the linter's own clock, for the count only
+            windows = max(0, int((today - start) / period))
+            count = f" ({windows:,} so far, growing by one every period)"
+        what = f"every {shown} window {since}{count}"
+    elif start_node is not None:
+        what = f"every {shown} window since a start_date the linter cannot read ({ast.unparse(start_node)})"
+    else:
+        what = f"every {shown} window since its start_date"
+    recorder.add(
+        "IDEM005",
+        dag.file,
+        line,
+        f"catchup=True and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
+        "queued at once, and the number grows without bound",
+        dag_id=dag.dag_id,
+        anchors=((dag.file, dag.line),),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Task level
+# ---------------------------------------------------------------------------------------------
+
+
+def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect: str | None) -> TaskFacts:
+    """Everything about one task: its facts (for the answers) and its findings (into `recorder`)."""
+    facts = TaskFacts()
+    scope = task.scope
+    retries = task.kwargs.get("retries")
+    if retries is None and task.dag is not None:
+        retries = task.dag.default_args.get("retries")
+    value = scope.literal(retries) if retries is not None else 0
+    facts.retries = value if isinstance(value, int) and not isinstance(value, bool) else None
+    conn_id = scope.literal(task.kwargs.get("conn_id") or task.kwargs.get("postgres_conn_id"))
+    conn = conn_id if isinstance(conn_id, str) else None
+    check = TaskCheck(task, facts, recorder, workspace, dialect or _dialect_hint(task.operator, conn), conn)
+
+    if task.operator in _PROJECT_OPERATORS:
+        _project_operator(check)
+    else:
+        for located in _sql_values(check, _task_sql(task)):
+            check_sql(check, located, project=False)
+        bash = scope.string(task.kwargs.get("bash_command"))
+        if bash is not None:
+            check_bash(check, bash)
+        _operator_effect(check)
+    for name, argument in task.kwargs.items():
+        if name not in _NOT_TEMPLATES:
+            check_templated_args(check, argument, f"its {name}")
+    if (
+        not facts.saw_sql
+        and not task.functions
+        and "bash_command" not in task.kwargs
+        and not facts.effects
+        and not facts.writes
+        and not task.operator.endswith("Sensor")
+        and task.operator not in ("EmptyOperator", "EmptySkipOperator")
+    ):
+        facts.opaque = f"the {task.operator}"
+    check_code(check)
+    check_call_args_clock(check)
+    _task_findings(check)
+    return facts
+
+
+def _dialect_hint(operator: str, conn_id: str | None) -> str | None:
+    """The SQL dialect an operator's or connection's name gives away (PostgresOperator, 'mysql_dwh')."""
+    text = f"{operator} {conn_id or ''}".lower()
+    for marker, dialect in _DIALECT_MARKERS:
+        if marker in text:
+            return dialect
+    return None
+
+
+def _project_operator(check: TaskCheck) -> None:
+    """PartitionOverwriteOperator / MergeOperator: the write and window they declare, and their SQL."""
+    task, facts = check.task, check.facts
+    scope = task.scope
+    file = check.file
+    conn = check.conn or "warehouse"
+    table = scope.literal(task.kwargs.get("table"))
+    shown = table if isinstance(table, str) else "<table>"
+    if task.operator in _MERGE_OPERATORS:
+        keys = scope.literal(task.kwargs.get("key_columns"))
+        keys_text = ", ".join(keys) if isinstance(keys, list) else keys if isinstance(keys, str) else "?"
+        missing = scope.literal(task.kwargs.get("delete_missing")) is True
+        detail = f"merges on ({keys_text}) into {shown}" + (
+            ", deleting the window's vanished keys" if missing else ""
+        )
+        facts.project = "merge"
+        facts.writes.append(Write(shown.lower(), "merge", detail, file, task.line, conn))
+    else:
+        column = scope.literal(task.kwargs.get("partition_column"))
+        detail = f"deletes and rewrites its window of {shown}" + (
+            f" (partition_column={column})" if isinstance(column, str) else ""
+        )
+        facts.project = "overwrite"
+        facts.writes.append(Write(shown.lower(), "overwrite", detail, file, task.line, conn))
+    granularity = task.kwargs.get("granularity")
+    anchor = scope.literal(task.kwargs.get("anchor"))
+    if granularity is not None:
+        literal = scope.literal(granularity)
+        gran = literal if isinstance(literal, str) else ast.unparse(granularity)
+        period = "the period ending at it" if anchor == "end" else f"granularity={gran}"
+        facts.windows.append(WindowRef("run", f"The run's logical date plus {period} ({task.operator})."))
+    else:
+        facts.windows.append(
+            WindowRef(
+                "run",
+                f"The run's data interval ({task.operator}; it declares no granularity, so the "
+                "timetable must give intervals with width).",
+            )
+        )
+    allowed_raw = scope.literal(task.kwargs.get("allow_functions"))
+    allowed = (
+        {a.lower() for a in allowed_raw if isinstance(a, str)} if isinstance(allowed_raw, list) else set()
+    )
+    for name in ("sql", "source_snapshot_sql"):
+        for located in _sql_values(check, task.kwargs.get(name)):
+            check_sql(check, located, project=True, allowed=allowed)
+
+
+def _task_sql(task: TaskDef) -> ast.expr | None:
+    """The task's ``sql=`` (or an operator's ``query=``) argument."""
+    node = task.kwargs.get("sql")
+    if node is None and task.operator.endswith("Operator"):
+        node = task.kwargs.get("query")
+    return node
+
+
+def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
+    """The SQL strings an argument holds, with ``.sql`` file names replaced by the files' text."""
+    if node is None:
+        return []
+    task = check.task
+    found = task.scope.strings(node)
+    if not found:
+        check.note(f"its SQL ({ast.unparse(node)[:60]}) is not a literal the linter can read")
+        return []
+    out: list[Located] = []
+    for located in found:
+        stripped = located.text.strip()
+        if _SQL_FILE.fullmatch(stripped):
+            sql_file = _find_sql_file(task, stripped)
+            if sql_file is None:
+                check.note(f"SQL file {stripped} not found next to the DAG or on its template_searchpath")
+                continue
+            src = check.workspace.source(sql_file)
+            if src is not None:
+                out.append(Located(src.text, [(src, 1, max(1, len(src.lines)))]))
+        else:
+            out.append(located)
+    return out
+
+
+def _find_sql_file(task: TaskDef, name: str) -> Path | None:
+    """A ``.sql`` file next to the DAG file or on the DAG's template_searchpath."""
+    base = task.scope.source.path.parent
+    roots = [base]
+    if task.dag is not None:
+        paths = task.dag.scope.literal(task.dag.kwargs.get("template_searchpath"))
+        for entry in paths if isinstance(paths, list) else [paths] if isinstance(paths, str) else []:
+            if isinstance(entry, str):
+                roots.append(base / entry)
+    for root in roots:
+        candidate = (root / name).resolve()
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _operator_effect(check: TaskCheck) -> None:
+    """An operator that sends something (EmailOperator, HttpOperator other than GET...), keyed or not."""
+    task = check.task
+    for marker, what in SIDE_EFFECT_OPERATORS:
+        if marker.lower() in task.operator.lower():
+            if marker == "Http":
+                method = task.scope.literal(task.kwargs.get("method"))
+                if isinstance(method, str) and method.upper() in ("GET", "HEAD", "OPTIONS"):
+                    return
+            has_key = any(KEY_WORDS.search(name) for name in task.kwargs) or any(
+                keyed(v) for v in task.kwargs.values()
+            )
+            check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, task.line))
+            return
+
+
+def _task_findings(check: TaskCheck) -> None:
+    """IDEM002 (append with no window delete or key), IDEM008 (running total), IDEM006 (retried effect)."""
+    facts = check.facts
+    retries = facts.retries or 0
+    retry_text = f", and retries={retries} repeat it automatically after any failure" if retries else ""
+    cleared = {w.table for w in facts.writes if w.how in ("delete", "truncate", "replace", "drop")}
+    for write in facts.writes:
+        if write.how == "delete" or write.how == "truncate" or write.how == "drop":
+            continue
+        if write.how == "append" and write.table not in cleared:
+            check.add(
+                "IDEM002",
+                write.file,
+                write.line,
+                f"{write.detail} appends: no DELETE of its window and no key (ON CONFLICT / MERGE) in "
+                f"this task, so every rerun adds the window's rows again{retry_text}",
+            )
+        elif write.how == "append" and write.table in cleared:
+            write.how = "overwrite"
+            write.detail = f"deletes its window of {write.table}, then inserts it, in one task"
+        elif write.how == "accumulate":
+            check.add(
+                "IDEM008",
+                write.file,
+                write.line,
+                f"{write.detail} adds to the value already there: every rerun adds again (a running "
+                f"total){retry_text}",
+            )
+    if retries:
+        for effect in facts.effects:
+            if effect.keyed:
+                continue
+            check.add(
+                "IDEM006",
+                effect.file,
+                effect.line,
+                f"the task sends {effect.what} with no idempotency key and has retries={retries}: a "
+                "failure after the send (or a crash before the task is marked done) sends it again",
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Across tasks
+# ---------------------------------------------------------------------------------------------
+
+
+def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: Recorder) -> None:
+    """IDEM007: one table written by more than one task (on the same connection, when both name one)."""
+    writers: dict[str, list[tuple[TaskDef, Write]]] = {}
+    facts_of = {id(task): facts for task, facts in tasks}
+    for task, facts in tasks:
+        seen: set[str] = set()
+        for write in facts.writes:
+            if write.how in ("create", "drop") or write.table in seen or write.table.startswith("<"):
+                continue
+            seen.add(write.table)
+            writers.setdefault(write.table, []).append((task, write))
+    for table, entries in writers.items():
+        for task, write in entries:
+            others = [
+                (t, w)
+                for t, w in entries
+                if t is not task
+                and (w.conn_id is None or write.conn_id is None or w.conn_id == write.conn_id)
+            ]
+            if not others:
+                continue
+            names = ", ".join(f"{task_label(t)} ({t.scope.source.display}:{t.line})" for t, _ in others)
+            facts_of[id(task)].shared.append(
+                f"{table} is also written by {', '.join(task_label(t) for t, _ in others)}"
+            )
+            recorder.add(
+                "IDEM007",
+                task.scope.source.display,
+                task.line,
+                f"{table} is also written by {names}: each task's rerun overwrites, duplicates or "
+                "deletes the other's rows, and no window write is the whole truth of the table",
+                dag_id=task.dag_id,
+                task_id=task.task_id,
+                anchors=((write.file, write.line),),
+            )

@@ -1,0 +1,83 @@
+"""What the checks learn about one task, and what the three review questions are answered from.
+
+The checks (`checks`, `sqlchecks`, `codechecks`) fill a `TaskFacts` per task; `answers` reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RUN_NAMES", "Effect", "TaskFacts", "WindowRef", "Write"]
+
+#: Names of the run's context that carry its window.
+RUN_NAMES = frozenset(
+    {
+        "ds",
+        "ds_nodash",
+        "ts",
+        "ts_nodash",
+        "ts_nodash_with_tz",
+        "logical_date",
+        "execution_date",
+        "data_interval_start",
+        "data_interval_end",
+        "prev_ds",
+        "next_ds",
+        "prev_data_interval_start_success",
+        "window_start",
+        "window_end",
+        "window",
+        "partition_key",
+        "partition_date",
+    }
+)
+
+
+@dataclass
+class Write:
+    """A table the task writes, how, and where (file, line) that write is written."""
+
+    table: str
+    how: str
+    detail: str
+    file: str
+    line: int
+    conn_id: str | None
+
+
+@dataclass
+class WindowRef:
+    """Something that decides the task's window, and the answer's sentence for it."""
+
+    kind: str  # run, param, clock, relative, target
+    text: str
+
+
+@dataclass
+class Effect:
+    """A side effect the task sends (an email, an HTTP POST...), and whether it carries a key."""
+
+    what: str
+    keyed: bool
+    file: str
+    line: int
+
+
+@dataclass
+class TaskFacts:
+    """Everything the checks found about one task."""
+
+    #: reads of the clock or randomness that change the values written (not which rows)
+    unstable: list[str] = field(default_factory=list)
+    #: what the linter cannot see into: "its bash command", "its Python code", "operator X"
+    opaque: str | None = None
+    #: "<table> is also written by <task>" for targets shared with other tasks
+    shared: list[str] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    windows: list[WindowRef] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    saw_sql: bool = False
+    saw_code: bool = False
+    project: str | None = None  # "overwrite" | "merge"
+    retries: int | None = None

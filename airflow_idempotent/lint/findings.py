@@ -1,0 +1,117 @@
+"""Where the checks put what they find: one `Recorder` per lint run, one `TaskCheck` per task.
+
+A finding's fix defaults to its rule's (`rules.RULES`); a task's findings carry its DAG and task id
+and the task's first line as an extra place where an acknowledgement counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.facts import TaskFacts, WindowRef
+from airflow_idempotent.lint.report import RuleFinding
+from airflow_idempotent.lint.rules import RULES
+from airflow_idempotent.lint.scope import Workspace
+
+__all__ = ["Anchors", "Recorder", "TaskCheck"]
+
+Anchors = tuple[tuple[str, int], ...]
+"""Extra (file, line) places where an acknowledgement of a finding counts."""
+
+
+class Recorder:
+    """The findings and per-task notes of one lint run."""
+
+    def __init__(self) -> None:
+        self.findings: list[RuleFinding] = []
+        self.notes: dict[int, list[str]] = {}
+
+    def add(self, rule: str, file: str, line: int, message: str, **kwargs: Any) -> None:
+        """Record a finding of `rule`; `fix` defaults to the rule's fix."""
+        fix = kwargs.pop("fix", None) or RULES[rule].fix
+        self.findings.append(RuleFinding(rule, file, line, message, fix, **kwargs))
+
+    def note(self, task: TaskDef, note: str) -> None:
+        """Something the linter could not read about `task` (listed with its answers, not failed)."""
+        self.notes.setdefault(id(task), []).append(note)
+
+    def clock_read(
+        self,
+        owner: TaskDef | DagDef | None,
+        name: str,
+        place: tuple[str, int],
+        anchors: Anchors,
+        where: str,
+        relative: bool,
+    ) -> WindowRef:
+        """A clock (or randomness) read in Python, a template or a shell: IDEM004 when shifted by a
+        span ("the last N hours"), else IDEM003. Returns what it says about the window."""
+        task = owner if isinstance(owner, TaskDef) else None
+        file, line = place
+        if relative:
+            rule = "IDEM004"
+            message = (
+                f'the window is "the last N" before now: {name} shifted by a fixed span in {where}; a rerun '
+                "a day late reads a different span, and the missed one is never loaded"
+            )
+            ref = WindowRef("relative", f'The clock: "the last N" before {name} in {where}.')
+        else:
+            rule = "IDEM003"
+            randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
+            kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
+            message = (
+                f"{name} in {where} reads {kind}: a rerun of the same run gets a different value than the "
+                "first run did"
+            )
+            ref = WindowRef("clock", f"The clock: {name} in {where} (line {line}).")
+        self.add(
+            rule,
+            file,
+            line,
+            message,
+            dag_id=owner.dag_id if owner is not None else None,
+            task_id=task.task_id if task is not None else None,
+            anchors=anchors,
+        )
+        return ref
+
+
+@dataclass
+class TaskCheck:
+    """One task being checked: the task, what is learnt about it, and where its findings go."""
+
+    task: TaskDef
+    facts: TaskFacts
+    recorder: Recorder
+    workspace: Workspace
+    dialect: str | None
+    conn: str | None
+
+    @property
+    def anchors(self) -> Anchors:
+        """The task's first line: an acknowledgement there (or on the line above) covers its findings."""
+        return ((self.task.scope.source.display, self.task.line),)
+
+    @property
+    def file(self) -> str:
+        """The file the task is written in, as reports show it."""
+        return self.task.scope.source.display
+
+    def add(self, rule: str, file: str, line: int, message: str, **kwargs: Any) -> None:
+        """Record a finding of this task."""
+        kwargs.setdefault("anchors", self.anchors)
+        self.recorder.add(
+            rule, file, line, message, dag_id=self.task.dag_id, task_id=self.task.task_id, **kwargs
+        )
+
+    def note(self, note: str) -> None:
+        """Something the linter could not read about this task."""
+        self.recorder.note(self.task, note)
+
+    def clock_read(self, name: str, place: tuple[str, int], where: str, relative: bool) -> None:
+        """A clock read in the task's code, templates or shell command (see `Recorder.clock_read`)."""
+        self.facts.windows.append(
+            self.recorder.clock_read(self.task, name, place, self.anchors, where, relative)
+        )

@@ -1,0 +1,182 @@
+"""What one lint run found, and its two output formats (text for people, JSON for tools).
+
+A `RuleFinding` is one reason a rerun is unsafe (rule, file:line, message, fix); a `TaskReport` is
+a task as the linter understood it, with its answers to the three review questions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_idempotent.lint.rules import RULES
+
+__all__ = ["LintReport", "RuleFinding", "TaskReport"]
+
+
+@dataclass
+class RuleFinding:
+    """One reason a rerun is unsafe: which rule, where, why, and the fix."""
+
+    rule: str
+    file: str
+    line: int
+    message: str
+    fix: str
+    dag_id: str | None = None
+    task_id: str | None = None
+    acknowledged: bool = False
+    reason: str | None = None
+    #: extra (file, line) places where an acknowledgement counts (the task's first line)
+    anchors: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return RULES[self.rule].name
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "name": self.name,
+            "file": self.file,
+            "line": self.line,
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "message": self.message,
+            "fix": self.fix,
+        }
+        if self.acknowledged:
+            out["reason"] = self.reason or ""
+        return out
+
+
+@dataclass
+class TaskReport:
+    """A task as the linter understood it, and its answers to the three review questions."""
+
+    dag_id: str | None
+    task_id: str
+    file: str
+    line: int
+    operator: str
+    targets: list[str]
+    runs_twice: str
+    window: str
+    backfill: str
+    rules: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.dag_id}.{self.task_id}" if self.dag_id else self.task_id
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "file": self.file,
+            "line": self.line,
+            "operator": self.operator,
+            "targets": self.targets,
+            "rules": self.rules,
+            "answers": {
+                "if_this_runs_twice": self.runs_twice,
+                "what_decides_its_window": self.window,
+                "how_to_backfill_90_days": self.backfill,
+            },
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class LintReport:
+    """Everything one lint run found."""
+
+    files: list[str]
+    findings: list[RuleFinding]
+    tasks: list[TaskReport]
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def failing(self) -> list[RuleFinding]:
+        return [f for f in self.findings if not f.acknowledged]
+
+    @property
+    def acknowledged(self) -> list[RuleFinding]:
+        return [f for f in self.findings if f.acknowledged]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failing else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "summary": {
+                "files": len(self.files),
+                "tasks": len(self.tasks),
+                "findings": len(self.failing),
+                "acknowledged": len(self.acknowledged),
+                "by_rule": _count_by_rule(self.failing),
+                "ignored_rules": list(self.ignored),
+            },
+            "findings": [f.as_dict() for f in self.failing],
+            "acknowledged": [f.as_dict() for f in self.acknowledged],
+            "tasks": [t.as_dict() for t in self.tasks],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+    def to_text(self) -> str:
+        out: list[str] = []
+        for f in self.failing:
+            out.append(f"{f.where()}: {f.rule} {f.name}{_task_suffix(f)}: {f.message}")
+            out.append(f"    fix: {f.fix}")
+        if self.acknowledged:
+            if out:
+                out.append("")
+            out.append("Acknowledged:")
+            for f in self.acknowledged:
+                reason = f.reason or "(no reason given)"
+                out.append(f"  {f.where()}: {f.rule} {f.name}{_task_suffix(f)}: {f.message}")
+                out.append(f"    acknowledged: {reason}")
+        if self.tasks:
+            if out:
+                out.append("")
+            out.append("Tasks:")
+            for t in self.tasks:
+                out.append(f"  {t.label}  ({t.file}:{t.line}, {t.operator})")
+                out.append(f"    If this runs twice?                      {t.runs_twice}")
+                out.append(f"    What decides its window?                 {t.window}")
+                out.append(f"    How would we backfill the last 90 days?  {t.backfill}")
+                out.extend(f"    note: {note}" for note in t.notes)
+        if out:
+            out.append("")
+        failing, acked = len(self.failing), len(self.acknowledged)
+        counts = ", ".join(f"{rule} x{n}" for rule, n in _count_by_rule(self.failing).items())
+        out.append(
+            f"{failing} finding(s){f' ({counts})' if counts else ''}, {acked} acknowledged; "
+            f"{len(self.tasks)} task(s) in {len(self.files)} file(s)."
+        )
+        return "\n".join(out) + "\n"
+
+
+def _task_suffix(f: RuleFinding) -> str:
+    if f.task_id:
+        return f" [{f.dag_id}.{f.task_id}]" if f.dag_id else f" [{f.task_id}]"
+    if f.dag_id:
+        return f" [{f.dag_id}]"
+    return ""
+
+
+def _count_by_rule(findings: Iterable[RuleFinding]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in sorted(findings, key=lambda f: f.rule):
+        counts[f.rule] = counts.get(f.rule, 0) + 1
+    return counts

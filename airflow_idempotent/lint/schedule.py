@@ -1,0 +1,132 @@
+"""A DAG's schedule as the linter reads it: does it create time windows, and how often?
+
+Cron expressions are read by croniter (what Airflow itself uses), so every expression Airflow
+accepts has a period: the average time between its fire times. The period only sizes IDEM005's
+"N windows so far"; whether a schedule creates windows at all never depends on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from croniter import CroniterError, croniter
+
+from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS
+from airflow_idempotent.lint.scope import Scope, dotted, keywords, last_name
+
+__all__ = ["CRON_PRESETS", "Schedule", "cron_period", "dag_schedule", "read_schedule", "static_date"]
+
+CRON_PRESETS: dict[str, str | None] = {
+    "@once": None,
+    "@continuous": None,
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@quarterly": "0 0 1 */3 *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+"""Airflow's schedule presets as cron expressions; None for the presets that create no time windows."""
+
+# The period is measured over this many fire times: 2,520 is a multiple of every count of fires per
+# cycle up to 10 (and of 12, 14, 15, 18, 20, 21, 24...), so most expressions are measured over whole
+# cycles. Naive datetimes: croniter reads them as UTC, with no DST. At most one Gregorian cycle.
+_SAMPLE_FIRES = 2520
+_SAMPLE_FROM = datetime(2001, 1, 1)
+_SAMPLE_UNTIL = datetime(2401, 1, 1)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A time-based schedule: as written (for messages), and its cron expression or fixed width."""
+
+    shown: str
+    cron: str | None = None
+    width: timedelta | None = None
+
+    @property
+    def period(self) -> timedelta | None:
+        """The time between windows; None when the linter cannot tell (a timetable, a cron it cannot
+        read, a width it cannot read: ``timedelta(DAYS)``)."""
+        period = cron_period(self.cron) if self.cron is not None else self.width
+        return period if period is not None and period > timedelta(0) else None
+
+
+def dag_schedule(dag: DagDef) -> Schedule | None:
+    """The DAG's `schedule=` (or Airflow 2's `schedule_interval=`), read as `read_schedule` does."""
+    return read_schedule(dag.scope, dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval")))
+
+
+def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:
+    """The DAG's time-based schedule; None when it creates no time windows (None, @once, assets)."""
+    if node is None:
+        return None
+    value, inner = scope.value(node)
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return None
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        text = value.value.strip()
+        if text in CRON_PRESETS:
+            preset = CRON_PRESETS[text]
+            return Schedule(text, cron=preset) if preset is not None else None
+        return Schedule(text, cron=text)
+    if isinstance(value, ast.Call):
+        name = last_name(dotted(value.func))
+        if name in RELATIVE_CALLS:
+            kwargs = {k: inner.literal(v) for k, v in keywords(value).items()}
+            width = None
+            with contextlib.suppress(TypeError):
+                width = timedelta(**{k: v for k, v in kwargs.items() if isinstance(v, int | float)})
+            return Schedule(ast.unparse(value), width=width)
+        if "Timetable" in name:
+            return Schedule(name)
+    return None  # assets, lists of assets: event-driven, no windows to catch up
+
+
+@functools.lru_cache(maxsize=256)
+def cron_period(expr: str) -> timedelta | None:
+    """The average time between the fire times of a cron expression; None when croniter cannot read
+    it (or it never fires)."""
+    try:
+        if not croniter.is_valid(expr):
+            return None
+        fires = croniter(expr, _SAMPLE_FROM)
+        first = last = fires.get_next(datetime)
+        count = 0
+        while count < _SAMPLE_FIRES:
+            following = fires.get_next(datetime)
+            if following >= _SAMPLE_UNTIL:
+                break
+            last, count = following, count + 1
+    except (CroniterError, ValueError, OverflowError):
+        return None
+    return (last - first) / count if count else None
+
+
+def static_date(scope: Scope, node: ast.expr | None) -> date | None:
+    """A start_date/end_date written as a literal (pendulum.datetime(2026, 1, 1), '2026-01-01'...)."""
+    value, inner = scope.value(node)
+    if isinstance(value, ast.Call):
+        name = dotted(value.func)
+        args = [inner.literal(a) for a in value.args]
+        if (
+            last_name(name) in ("datetime", "DateTime", "date")
+            and len(args) >= 3
+            and all(isinstance(a, int) for a in args[:3])
+        ):
+            with contextlib.suppress(ValueError):
+                return date(args[0], args[1], args[2])
+        if last_name(name) in ("parse", "fromisoformat") and args and isinstance(args[0], str):
+            with contextlib.suppress(ValueError):
+                return date.fromisoformat(args[0][:10])
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        with contextlib.suppress(ValueError):
+            return date.fromisoformat(value.value[:10])
+    return None
