@@ -33,7 +33,7 @@ from typing import Any
 
 #: The linter's public entry point, "module:function". The lead repoints this one line when the
 #: linter moves (e.g. to "airflow_idempotent.lint:lint_paths"); nothing else here names the module.
-LINTER = "airflow_idempotent.daglint:lint_paths"
+LINTER = "airflow_idempotent.lint:lint_paths"
 
 #: How far (in lines) a finding may be from the labelled line and still match it.
 LINE_TOLERANCE = 2
