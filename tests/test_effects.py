@@ -29,6 +29,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
+from airflow_idempotent.cli.effects import register, run
 from airflow_idempotent.effects import (
     Effect,
     EffectError,
@@ -46,8 +47,7 @@ from airflow_idempotent.effects import (
     perform,
 )
 from airflow_idempotent.effects.builtin import HttpOutcomeUnknown
-from airflow_idempotent.effects.cli import register, run
-from airflow_idempotent.effects.ledger import Claimant
+from airflow_idempotent.effects.identity import Claimant
 from airflow_idempotent.errors import WindowError
 from airflow_idempotent.examples.bank_file import (
     bank_file_name,
@@ -76,6 +76,10 @@ DAG_ID = "payouts_bank_file"
 TASK_ID = "deliver"
 SMTP_CONN = "smtp_test"
 KILL_POINTS = ("before_claim", "after_claim", "after_call", "after_commit")
+#: Declared reruns as the backfill guard accepts them (a reason; a policy version when corrective).
+CORRECTIVE = {"semantics": "corrective", "reason": "contract fix: v2 rates", "policy_version": "v2"}
+REPLAY = {"semantics": "replay", "reason": "incident: reproduce what was sent"}
+RECONCILE = {"semantics": "reconcile", "reason": "repair what is missing"}
 
 
 # --------------------------------------------------------------------------------------- fixtures
@@ -478,7 +482,7 @@ def test_a_corrective_backfill_never_resends_by_default_and_records_it(store: St
         effect = http_effect(peer)
         first = perform(effect, "v1", context=ctx(1), granularity="day", ledger=store.ledger)
 
-        corrective = ctx(1, run_id="backfill__v2", conf={"semantics": "corrective", "policy_version": "v2"})
+        corrective = ctx(1, run_id="backfill__v2", conf=CORRECTIVE)
         again = perform(effect, "v1", context=corrective, granularity="day", ledger=store.ledger)
         new_key = perform(effect, "v2", context=corrective, granularity="day", ledger=store.ledger)
         assert (again.status, new_key.status) == ("skipped", "suppressed")
@@ -494,16 +498,14 @@ def test_a_corrective_backfill_never_resends_by_default_and_records_it(store: St
         assert [e["event"] for e in store.ledger.events(first.identity_key)][-1] == "decision"
 
         # a replay never sends either
-        replay = ctx(1, run_id="replay__incident", conf={"semantics": "replay"})
+        replay = ctx(1, run_id="replay__incident", conf=REPLAY)
         assert (
             perform(effect, "v1", context=replay, granularity="day", ledger=store.ledger).status == "skipped"
         )
         assert peer.effects == 1
 
         # declared re-send: a new generation with a new key, once per run, the old reference kept
-        resend = ctx(
-            1, run_id="backfill__v2_resend", conf={"semantics": "corrective", "resend_effects": True}
-        )
+        resend = ctx(1, run_id="backfill__v2_resend", conf={**CORRECTIVE, "resend_effects": True})
         sent = perform(effect, "v1", context=resend, granularity="day", ledger=store.ledger)
         assert (sent.status, sent.generation) == ("performed", 2)
         assert sent.idempotency_key == first.idempotency_key + "-g2"
@@ -520,6 +522,123 @@ def test_a_corrective_backfill_never_resends_by_default_and_records_it(store: St
         with pytest.raises(EffectError, match="only a corrective backfill re-sends"):
             perform(effect, "v1", context=bad, granularity="day", ledger=store.ledger)
         assert peer.effects == 2
+
+
+def test_a_replay_sends_nothing_not_even_what_never_went_out(store: Store) -> None:
+    """replay reproduces what ran and changes nothing outside: no effect is sent, whatever its state."""
+    with HttpPeer() as peer:
+        effect = http_effect(peer)
+        perform(effect, "done", context=ctx(1), granularity="day", ledger=store.ledger)
+        peer.fail_next.append(400)
+        with pytest.raises(EffectNotPerformed):
+            perform(effect, "failed", context=ctx(1), granularity="day", ledger=store.ledger)
+        posts = list(peer.posts)
+        replay = ctx(1, run_id="replay__incident", conf=REPLAY)
+        outs = [
+            perform(effect, k, context=replay, granularity="day", ledger=store.ledger)
+            for k in ("done", "failed", "new")
+        ]
+        assert [o.status for o in outs] == ["skipped", "suppressed", "suppressed"]
+        assert peer.effects == 1 and peer.posts == posts  # not one request went out
+        decisions = [store.ledger.get(o.identity_key).decision for o in outs]  # type: ignore[union-attr]
+        assert all(
+            d and d.startswith("replay run replay__incident (resend_effects=false)") for d in decisions
+        )
+        with pytest.raises(EffectError, match="only a corrective backfill re-sends"):
+            perform(
+                effect,
+                "done",
+                context=ctx(1, conf={**REPLAY, "resend_effects": True}),
+                granularity="day",
+                ledger=store.ledger,
+            )
+        assert peer.effects == 1
+
+
+def test_a_reconcile_sends_only_what_never_took_effect(store: Store) -> None:
+    """reconcile repairs the difference: what never took effect is sent, what went out is not re-sent."""
+    with HttpPeer() as peer:
+        effect = http_effect(peer)
+        done = perform(effect, "done", context=ctx(1), granularity="day", ledger=store.ledger)
+        peer.fail_next.append(400)
+        with pytest.raises(EffectNotPerformed):
+            perform(effect, "failed", context=ctx(1), granularity="day", ledger=store.ledger)
+        peer.lose_next.append(500)  # it went out, the answer was lost: pending
+        with pytest.raises(HttpOutcomeUnknown):
+            perform(effect, "pending", context=ctx(1), granularity="day", ledger=store.ledger)
+        assert peer.effects == 2
+        reconcile = ctx(1, run_id="reconcile__repair", conf=RECONCILE)
+        keys = ("done", "failed", "pending", "new")
+        outs = [perform(effect, k, context=reconcile, granularity="day", ledger=store.ledger) for k in keys]
+        assert [o.status for o in outs] == ["skipped", "performed", "reconciled", "performed"]
+        assert peer.effects == 4  # failed and new sent once each; done and pending not sent again
+        assert peer.posts.count(done.idempotency_key) == 1
+        entry = store.ledger.get(outs[0].identity_key)
+        assert entry is not None and entry.decision == (
+            "reconcile run reconcile__repair (resend_effects=false): done, not re-sent"
+        )
+        new = store.ledger.get(outs[3].identity_key)
+        assert (
+            new is not None
+            and new.decision == "reconcile run reconcile__repair (resend_effects=false): a new effect, sent"
+        )
+        with pytest.raises(EffectError, match="only a corrective backfill re-sends"):
+            perform(
+                effect,
+                "done",
+                context=ctx(1, conf={**RECONCILE, "resend_effects": True}),
+                granularity="day",
+                ledger=store.ledger,
+            )
+        assert peer.effects == 4
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {
+            "semantics": "corrective_backfill",
+            "reason": "x",
+            "policy_version": "v2",
+        },  # effects used to accept it
+        {"semantics": "Corrective", "reason": "x", "policy_version": "v2"},
+        {"semantics": "replay"},  # no reason
+        {"semantics": "corrective", "reason": "x"},  # no policy_version
+        {"semantics": "reconcile", "reason": "x", "resend_effects": "yes"},
+        {"semantics": "replay", "reason": "x", "surprise": 1},
+        CORRECTIVE,
+        REPLAY,
+        RECONCILE,
+        {**CORRECTIVE, "resend_effects": True},
+    ],
+)
+def test_effects_accept_or_refuse_a_declared_rerun_exactly_as_the_guard(conf: dict[str, Any]) -> None:
+    """One rule: the conf the backfill guard refuses is refused for effects, with the guard's message."""
+    from airflow_idempotent.effects import RerunPolicy
+    from airflow_idempotent.guard import BackfillIntent, GuardRefusal
+
+    try:
+        intent = BackfillIntent.from_conf(conf)
+    except GuardRefusal as refusal:
+        with pytest.raises(GuardRefusal) as raised:
+            RerunPolicy.from_context(ctx(conf=conf), "manual__x")
+        assert str(raised.value) == str(refusal)
+        return
+    policy = RerunPolicy.from_context(ctx(conf=conf), "manual__x")
+    assert (policy.semantics, policy.resend) == (intent.semantics, intent.resend_effects)
+    assert policy.suppress == (
+        intent.semantics == "replay" or (not intent.resend_effects and intent.semantics == "corrective")
+    )
+
+
+def test_a_conf_the_guard_refuses_sends_nothing(store: Store) -> None:
+    from airflow_idempotent.guard import GuardRefusal
+
+    with HttpPeer() as peer:
+        bad = ctx(1, run_id="backfill__typo", conf={"semantics": "corrective_backfill", "reason": "x"})
+        with pytest.raises(GuardRefusal, match="is not one of replay, corrective, reconcile"):
+            perform(http_effect(peer), "v1", context=bad, granularity="day", ledger=store.ledger)
+        assert peer.effects == 0 and store.ledger.entries() == []
 
 
 def _run(context: dict[str, Any]) -> dict[str, Any]:
@@ -667,7 +786,7 @@ def test_cli_lists_effects_per_window_and_resolves_pending_ones(
     assert "No effects match" in capsys.readouterr().out
 
     # a live attempt holds it: no decision while it may be sending
-    with store.ledger.owner_lock(pending.identity_key, pending.window(), 5):
+    with store.ledger.owner_lock(pending.identity_key, 5):
         assert cli("effects", "resolve", "--key", pending.idempotency_key, "--as", "resend") == 3
     assert "live attempt" in capsys.readouterr().err
     assert cli("effects", "resolve", "--key", "idem-nope", "--as", "done") == 3
@@ -788,7 +907,7 @@ def test_bank_file_delivered_once_per_window_and_resent_only_when_declared(
     with warehouse.engine.begin() as c:  # the v2 contract fix changes the day's payouts
         c.execute(sa.text("UPDATE payouts SET rate = 0.55, amount_eur = ROUND(amount_eur / 0.60 * 0.55, 2)"))
     assert deliver(ctx(1, run_id="manual__rerun")).status == "skipped"  # a rerun never re-sends
-    corrective = {"semantics": "corrective", "policy_version": "v2"}
+    corrective = CORRECTIVE
     assert deliver(ctx(1, run_id="backfill__v2", conf=corrective)).status == "skipped"
     resend = ctx(1, run_id="backfill__v2_send", conf={**corrective, "resend_effects": True})
     out = deliver(resend)

@@ -20,15 +20,24 @@ ADAPTERS: dict[str, type[EngineAdapter]] = {
 }
 
 
-def adapter_for(engine: Engine) -> EngineAdapter:
-    """The adapter of the engine's database, or a clear error listing the supported ones."""
-    cls = ADAPTERS.get(engine.dialect.name)
+def adapter_class(dialect: str) -> type[EngineAdapter]:
+    """The adapter class of a SQLAlchemy dialect (or backend) name, or a clear error.
+
+    For what needs no engine of ours: connect arguments before an engine exists, and bounded
+    lock waits on someone else's connection (Airflow's metadata database).
+    """
+    cls = ADAPTERS.get(dialect)
     if cls is None:
         raise UnsupportedConnectionError(
-            f"no adapter for the {engine.dialect.name!r} database: supported are PostgreSQL, MariaDB/MySQL, "
+            f"no adapter for the {dialect!r} database: supported are PostgreSQL, MariaDB/MySQL, "
             "SQLite and DuckDB. Point the operator's conn_id at one of those."
         )
-    return cls(engine)
+    return cls
+
+
+def adapter_for(engine: Engine) -> EngineAdapter:
+    """The adapter of the engine's database, or a clear error listing the supported ones."""
+    return adapter_class(engine.dialect.name)(engine)
 
 
 __all__ = [
@@ -38,5 +47,6 @@ __all__ = [
     "MySQLAdapter",
     "PostgresAdapter",
     "SQLiteAdapter",
+    "adapter_class",
     "adapter_for",
 ]

@@ -7,19 +7,30 @@ and the adapter renders it in its own dialect with `:name` bound parameters (SQL
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
 from sqlglot import exp
 
-from airflow_idempotent.errors import InvalidIdentifierError, LockTimeoutError, SchemaError, SqlParseError
+from airflow_idempotent.adapters import locks
+from airflow_idempotent.adapters.locks import LockId, LockStyle
+from airflow_idempotent.adapters.staging import StagingStatements
+from airflow_idempotent.errors import (
+    InvalidIdentifierError,
+    LockTimeoutError,
+    SchemaError,
+    SqlParseError,
+    UnsupportedConnectionError,
+)
 from airflow_idempotent.window import Window
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -87,27 +98,33 @@ class TableInfo:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
 
-class EngineAdapter:
-    """Base adapter. Subclasses set the flags and override what their database does differently."""
+class EngineAdapter(StagingStatements):
+    """Base adapter. Subclasses set the flags and override what their database does differently.
+
+    The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent
+    spellings, `lock_style` the lock implementation (`locks`), `hosts_history_store` whether the
+    history store may live there, the others one statement each.
+    """
 
     #: sqlglot dialect name used to parse user SQL and render ours.
     dialect: ClassVar[str]
-    #: How an upsert is spelled: INSERT .. ON CONFLICT, INSERT .. ON DUPLICATE KEY UPDATE, or MERGE.
-    upsert_style: ClassVar[Literal["on_conflict", "on_duplicate_key", "merge"]] = "on_conflict"
-    #: How concurrent attempts on one (table, window) are kept apart.
-    lock_style: ClassVar[Literal["advisory_xact", "get_lock", "file"]] = "file"
+    #: How an upsert and an insert-if-absent are spelled (read by `on_conflict`, `insert_if_absent`):
+    #: `INSERT .. ON CONFLICT` (PostgreSQL, SQLite, DuckDB) or `INSERT .. ON DUPLICATE KEY UPDATE` /
+    #: `INSERT IGNORE` (MariaDB/MySQL).
+    upsert_style: ClassVar[Literal["on_conflict", "on_duplicate_key"]]
+    #: How concurrent attempts are kept apart (read by `locked_transaction`, `session_lock`):
+    #: advisory locks, named locks (GET_LOCK) or a flock beside the database file (see `locks`).
+    lock_style: ClassVar[LockStyle]
+    #: The database can hold the history store and its effect ledger (many small transactions
+    #: and row locks); read by `HistoryStore.migrate`.
+    hosts_history_store: ClassVar[bool] = True
     #: INSERT .. SELECT .. ON CONFLICT needs a WHERE in the SELECT to parse (SQLite's ambiguity).
     upsert_select_needs_where: ClassVar[bool] = False
     #: Date and timestamp values are bound as ISO text (the database stores them as text).
     binds_temporal_as_text: ClassVar[bool] = False
     #: DDL is transactional, so a failed write can roll back a CREATE too.
     transactional_ddl: ClassVar[bool] = True
-    #: A staging table is dropped with DROP TEMPORARY TABLE, the spelling that does not commit the
-    #: transaction (MariaDB/MySQL); elsewhere DROP TABLE of a temporary table is transactional.
-    drop_temporary_keyword: ClassVar[bool] = False
-    #: How an UPDATE reads a second table: `UPDATE t SET .. FROM s WHERE ..` (PostgreSQL, SQLite
-    #: >= 3.33, DuckDB) or `UPDATE t JOIN s ON .. SET ..` (MariaDB/MySQL).
-    update_join_style: ClassVar[Literal["from", "join"]] = "from"
+    # drop_temporary_keyword, update_join_style: the staging statements' flags (see `staging`)
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -151,20 +168,86 @@ class EngineAdapter:
         return conn.execute(sa.text(self.render(expression)), dict(params))
 
     # ------------------------------------------------------------------ connections
+    @classmethod
+    def connect_args(cls, timeout: float) -> dict[str, Any]:
+        """DB-API connect arguments bounding every wait (connect, one statement) by `timeout` seconds."""
+        return {}
+
+    @classmethod
+    @contextmanager
+    def bounded_lock_wait(cls, conn: Connection | Session, timeout: float) -> Iterator[None]:
+        """Inside it, a statement waits at most `timeout` seconds for a row lock (then raises).
+
+        A class method: it runs on connections that are not ours (Airflow's metadata database),
+        whose engines an adapter instance must not configure.
+        """
+        yield
+
+    def database_path(self) -> Path:
+        """The database file of an embedded database (where its lock files live)."""
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            raise UnsupportedConnectionError(
+                f"the {self.dialect} connection has no database file: set the connection's host to an "
+                f'absolute file path, e.g. {{"conn_type": "{self.dialect}", "host": "/data/warehouse.db"}}.'
+            )
+        return Path(database)
+
+    def lock_path(self, lock: LockId) -> Path:
+        """The lock file of `lock`, in a directory beside the database file."""
+        path = self.database_path()
+        return path.with_name(path.name + ".locks") / f"{lock.name}.lock"
+
     @contextmanager
     def locked_transaction(self, table: str, window: Window, timeout: float) -> Iterator[Connection]:
         """One transaction holding the (table, window) lock: commit on success, roll back on error.
 
         Two attempts on one window (a zombie and its retry, a scheduled run and a backfill) never
-        interleave; the loser waits at most `timeout` seconds, then raises LockTimeoutError.
+        interleave; the loser waits at most `timeout` seconds, then raises LockTimeoutError. How
+        the lock is taken is the adapter's `lock_style`.
         """
-        with self.engine.begin() as conn:
-            self.acquire_lock(conn, table, window, timeout)
+        lock = LockId.of(f"{table.lower()}|{window.label()}")
+
+        def timed_out(how: str) -> Callable[[], Exception]:
+            return lambda: self.lock_timeout_error(table, window, timeout, how)
+
+        transaction: contextlib.AbstractContextManager[Connection]
+        if self.lock_style == "advisory":
+            transaction = locks.advisory_transaction(
+                self.engine, lock, timeout, timed_out("advisory lock held")
+            )
+        elif self.lock_style == "get_lock":
+            how = f"GET_LOCK {lock.name} not granted"
+            transaction = locks.get_lock_transaction(self.engine, lock, timeout, timed_out(how))
+        else:
+            path = self.lock_path(lock)
+            transaction = locks.file_transaction(
+                self.engine, path, timeout, timed_out(f"lock file {path} held")
+            )
+        with transaction as conn:
             yield conn
 
-    def acquire_lock(self, conn: Connection, table: str, window: Window, timeout: float) -> None:
-        """Take a lock released by the end of the transaction; subclasses implement it."""
-        raise NotImplementedError
+    @contextmanager
+    def session_lock(self, resource: str, wait: float, prefix: str = "idem_") -> Iterator[None]:
+        """Hold a lock on `resource` across transactions, waiting at most `wait` seconds for it.
+
+        On a connection of its own (or a lock file), so it outlives the transactions inside the
+        block; the database or the kernel drops it when the process dies, so a lock that is free
+        means its last holder is gone. Raises LockTimeoutError after `wait` seconds.
+        """
+        lock = LockId.of(resource, prefix)
+        held: contextlib.AbstractContextManager[None]
+        if self.lock_style == "advisory":
+            held = locks.advisory_session_lock(self.engine, lock, wait)
+        elif self.lock_style == "get_lock":
+            held = locks.get_lock_session_lock(self.engine, lock, wait)
+        else:
+            path = self.lock_path(lock)
+            held = locks.file_lock(
+                path, wait, lambda: LockTimeoutError(f"lock file {path} held for {wait:g} s")
+            )
+        with held:
+            yield
 
     @staticmethod
     def lock_timeout_error(table: str, window: Window, timeout: float, how: str) -> LockTimeoutError:
@@ -173,17 +256,26 @@ class EngineAdapter:
             f"{timeout:g} s ({how}): wait for it to finish, or raise the operator's lock_timeout."
         )
 
-    @staticmethod
-    def lock_name(table: str, window: Window) -> str:
-        """A stable name for the (table, window) lock, short enough for every database."""
-        digest = hashlib.sha256(f"{table.lower()}|{window.label()}".encode()).hexdigest()
-        return f"idem_{digest[:40]}"
+    def insert_if_absent(self, conn: Connection, table: sa.Table, values: Mapping[str, Any]) -> None:
+        """INSERT one row unless a row with the same unique key exists (`upsert_style` spells it).
 
-    @staticmethod
-    def lock_key(table: str, window: Window) -> int:
-        """A signed 64-bit key for the (table, window) lock (PostgreSQL advisory locks)."""
-        digest = hashlib.sha256(f"{table.lower()}|{window.label()}".encode()).digest()
-        return int.from_bytes(digest[:8], "big", signed=True)
+        For records with natural keys: one redelivered from the spool is stored once. Values are
+        bound with the table's column types, so their type decorators (UTC timestamps) apply.
+        """
+        names = [validate_identifier(name, "column name") for name in values]
+        insert = exp.insert(
+            exp.values([tuple(exp.Placeholder(this=name) for name in names)]),
+            self.table(table.name),
+            columns=[exp.to_identifier(name, quoted=True) for name in names],
+        )
+        if self.upsert_style == "on_duplicate_key":
+            insert.set("ignore", True)
+        else:
+            insert.set("conflict", exp.OnConflict(action=exp.var("DO NOTHING")))
+        statement = sa.text(self.render(insert)).bindparams(
+            *(sa.bindparam(name, type_=table.c[name].type) for name in names)
+        )
+        conn.execute(statement, dict(values))
 
     # ------------------------------------------------------------------ introspection
     def describe(self, conn: Connection, table: str) -> TableInfo:
@@ -298,7 +390,23 @@ class EngineAdapter:
         return insert
 
     def on_conflict(self, keys: Sequence[str], updates: Sequence[str]) -> exp.OnConflict:
-        """ON CONFLICT (keys) DO UPDATE SET c = excluded.c (PostgreSQL, SQLite, DuckDB)."""
+        """The upsert's conflict clause in the adapter's `upsert_style`.
+
+        `ON CONFLICT (keys) DO UPDATE SET c = excluded.c`, or MariaDB's
+        `ON DUPLICATE KEY UPDATE c = VALUES(c)` (which finds the key from the table's unique indexes).
+        """
+        if self.upsert_style == "on_duplicate_key":
+            return exp.OnConflict(
+                duplicate=True,
+                action=exp.var("UPDATE"),
+                expressions=[
+                    exp.EQ(
+                        this=self.column(c),
+                        expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)]),
+                    )
+                    for c in updates
+                ],
+            )
         return exp.OnConflict(
             conflict_keys=[exp.to_identifier(k, quoted=True) for k in keys],
             action=exp.var("DO UPDATE"),
@@ -391,158 +499,4 @@ class EngineAdapter:
         return exp.delete(
             self.table(table),
             where=exp.and_(self.in_window(partition_column, name), exp.not_(exists)),
-        )
-
-    # ------------------------------------------------------------------ staging: stage, diff, swap
-    #: Aliases of the staging table and of the target inside the staging statements.
-    STAGING_ALIAS: ClassVar[str] = "_idem_stg"
-    TARGET_ALIAS: ClassVar[str] = "_idem_tgt"
-
-    def prepare_connection(self, conn: Connection) -> None:
-        """Per-connection setup a guarded write needs before its first statement (none here)."""
-
-    def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
-        """True when two values differ, NULL counting as a value: `IS DISTINCT FROM` here."""
-        return exp.NullSafeNEQ(this=left, expression=right)
-
-    def sum_measure(self, value: exp.Expr) -> exp.Expr:
-        """The exact sum of a measure column (DECIMAL sums are exact in the database)."""
-        return exp.Sum(this=value)
-
-    def _key_match(self, keys: Sequence[str], left: str, right: str) -> exp.Expr:
-        return exp.and_(*[exp.EQ(this=self.column(k, left), expression=self.column(k, right)) for k in keys])
-
-    def _any_distinct(self, columns: Sequence[str], left: str, right: str) -> exp.Expr:
-        """Any of `columns` differs between the two aliases (NULL-safe); FALSE when there are none."""
-        if not columns:
-            return exp.false()
-        return exp.paren(
-            exp.or_(*[self.null_safe_distinct(self.column(c, left), self.column(c, right)) for c in columns])
-        )
-
-    def create_staging(self, name: str, table: str, columns: Sequence[str]) -> exp.Create:
-        """CREATE TEMPORARY TABLE name AS SELECT columns FROM table WHERE FALSE.
-
-        The staging table gets the target's own column types, so the staged values are coerced
-        exactly as the target would store them: the diff and checksum compare like with like.
-        """
-        select = exp.select(*[self.column(c) for c in columns]).from_(self.table(table)).where(exp.false())
-        return exp.Create(
-            kind="TABLE",
-            this=self.table(name),
-            expression=select,
-            properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
-        )
-
-    def drop_staging(self, name: str) -> exp.Drop:
-        """Drop a staging table without ending the transaction (see `drop_temporary_keyword`)."""
-        return exp.Drop(
-            kind="TABLE", tables=[self.table(name)], exists=True, temporary=self.drop_temporary_keyword
-        )
-
-    def select_columns(self, table: str, columns: Sequence[str]) -> exp.Select:
-        """SELECT columns FROM table: a staging table as the query the existing checks run on."""
-        return exp.select(*[self.column(c) for c in columns]).from_(self.table(table))
-
-    def window_sums(self, table: str, partition_column: str | None, measures: Sequence[str]) -> exp.Select:
-        """COUNT(*) and COALESCE(SUM(m), 0) per measure, over the window (or all of `table`)."""
-        select = exp.select(
-            exp.Count(this=exp.Star()),
-            *[
-                exp.func("COALESCE", self.sum_measure(self.column(m)), exp.Literal.number(0))
-                for m in measures
-            ],
-        ).from_(self.table(table))
-        return select.where(self.in_window(partition_column)) if partition_column else select
-
-    def diff_matched(
-        self,
-        staging: str,
-        table: str,
-        partition_column: str,
-        keys: Sequence[str],
-        compare: Sequence[str],
-    ) -> exp.Select:
-        """Keys both in staging and in the target's window: how many, and how many differ.
-
-        Added = staged - matched, removed = window - matched, unchanged = matched - changed; one
-        join from the staging table to the target (whose key index it uses), no FULL JOIN.
-        """
-        stg, tgt = self.STAGING_ALIAS, self.TARGET_ALIAS
-        changed = exp.Case(
-            ifs=[exp.If(this=self._any_distinct(compare, stg, tgt), true=exp.Literal.number(1))],
-            default=exp.Literal.number(0),
-        )
-        return (
-            exp.select(
-                exp.Count(this=exp.Star()),
-                exp.func("COALESCE", exp.Sum(this=changed), exp.Literal.number(0)),
-            )
-            .from_(self.table(staging, stg))
-            .join(self.table(table, tgt), on=self._key_match(keys, stg, tgt))
-            .where(self.in_window(partition_column, tgt))
-        )
-
-    def update_changed(
-        self,
-        table: str,
-        staging: str,
-        partition_column: str,
-        keys: Sequence[str],
-        columns: Sequence[str],
-    ) -> exp.Update:
-        """Update the window's rows whose key is staged and whose values differ, and only those."""
-        _, name = split_table_name(table)
-        stg = self.STAGING_ALIAS
-        compare = [c for c in columns if c.lower() not in {k.lower() for k in keys}]
-        where = exp.and_(self.in_window(partition_column, name), self._any_distinct(compare, stg, name))
-        if self.update_join_style == "join":
-            target = self.table(table)
-            target.set(
-                "joins", [exp.Join(this=self.table(staging, stg), on=self._key_match(keys, name, stg))]
-            )
-            return exp.Update(
-                this=target,
-                expressions=[
-                    exp.EQ(this=self.column(c, name), expression=self.column(c, stg)) for c in compare
-                ],
-                where=exp.Where(this=where),
-            )
-        return exp.Update(
-            this=self.table(table),
-            expressions=[exp.EQ(this=self.column(c), expression=self.column(c, stg)) for c in compare],
-            from_=exp.From(this=self.table(staging, stg)),
-            where=exp.Where(this=exp.and_(self._key_match(keys, name, stg), where)),
-        )
-
-    def insert_added(
-        self,
-        table: str,
-        staging: str,
-        partition_column: str,
-        keys: Sequence[str],
-        columns: Sequence[str],
-    ) -> exp.Insert:
-        """Insert the staged rows whose key the target's window does not have."""
-        stg, tgt = self.STAGING_ALIAS, self.TARGET_ALIAS
-        present = exp.Exists(
-            this=exp.select(exp.Literal.number(1))
-            .from_(self.table(table, tgt))
-            .where(exp.and_(self._key_match(keys, tgt, stg), self.in_window(partition_column, tgt)))
-        )
-        select = (
-            exp.select(*[self.column(c, stg) for c in columns])
-            .from_(self.table(staging, stg))
-            .where(exp.not_(present))
-        )
-        return exp.insert(
-            select, self.table(table), columns=[exp.to_identifier(c, quoted=True) for c in columns]
-        )
-
-    def insert_from(self, table: str, staging: str, columns: Sequence[str]) -> exp.Insert:
-        """INSERT INTO table (columns) SELECT columns FROM staging: the swap's second half."""
-        return exp.insert(
-            self.select_columns(staging, columns),
-            self.table(table),
-            columns=[exp.to_identifier(c, quoted=True) for c in columns],
         )

@@ -1,4 +1,4 @@
-"""DuckDB: ON CONFLICT upserts; one writer process per file, so the file lock comes first."""
+"""DuckDB: ON CONFLICT upserts; one writer process per file, so a file lock beside it comes first."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import ColumnInfo, ColumnKind, TableInfo, split_table_name
-from airflow_idempotent.adapters.embedded import EmbeddedAdapter
+from airflow_idempotent.adapters.base import (
+    ColumnInfo,
+    ColumnKind,
+    EngineAdapter,
+    TableInfo,
+    split_table_name,
+)
 from airflow_idempotent.errors import SchemaError
 
 _KINDS: dict[str, ColumnKind] = {
@@ -22,9 +27,12 @@ _KINDS: dict[str, ColumnKind] = {
 }
 
 
-class DuckDBAdapter(EmbeddedAdapter):
+class DuckDBAdapter(EngineAdapter):
     dialect = "duckdb"
     upsert_style = "on_conflict"
+    lock_style = "file"
+    #: One writer process per file: a warehouse here, never the history store.
+    hosts_history_store = False
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hash", expressions=[text])

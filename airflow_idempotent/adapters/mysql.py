@@ -1,16 +1,17 @@
-"""MariaDB / MySQL: ON DUPLICATE KEY UPDATE upserts and GET_LOCK named locks."""
+"""MariaDB / MySQL: ON DUPLICATE KEY UPDATE upserts, GET_LOCK named locks, InnoDB lock waits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter
-from airflow_idempotent.window import Window
 
 
 class MySQLAdapter(EngineAdapter):
@@ -20,19 +21,6 @@ class MySQLAdapter(EngineAdapter):
     transactional_ddl = False
     drop_temporary_keyword = True
     update_join_style = "join"
-
-    def on_conflict(self, keys: Sequence[str], updates: Sequence[str]) -> exp.OnConflict:
-        """ON DUPLICATE KEY UPDATE c = VALUES(c): MariaDB's native upsert."""
-        return exp.OnConflict(
-            duplicate=True,
-            action=exp.var("UPDATE"),
-            expressions=[
-                exp.EQ(
-                    this=self.column(c), expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)])
-                )
-                for c in updates
-            ],
-        )
 
     def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
         """`NOT (a <=> b)`: MariaDB's NULL-safe equality, negated (it has no IS DISTINCT FROM)."""
@@ -48,21 +36,20 @@ class MySQLAdapter(EngineAdapter):
         )
         return exp.cast(conv, exp.DataType.build("DECIMAL(20, 0)"))  # CONV returns text: SUM would be a float
 
+    @classmethod
+    def connect_args(cls, timeout: float) -> dict[str, Any]:
+        """PyMySQL's connect, read and write timeouts (whole seconds)."""
+        seconds = max(1, int(timeout))
+        return {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
+
+    @classmethod
     @contextmanager
-    def locked_transaction(self, table: str, window: Window, timeout: float) -> Iterator[Connection]:
-        """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""
-        name = self.lock_name(table, window)
-        with self.engine.connect() as conn:
-            got = conn.execute(
-                sa.text("SELECT GET_LOCK(:name, :timeout)"), {"name": name, "timeout": timeout}
-            ).scalar()
-            conn.commit()
-            if got != 1:
-                raise self.lock_timeout_error(table, window, timeout, f"GET_LOCK {name} not granted")
-            try:
-                with conn.begin():
-                    yield conn
-            finally:
-                conn.rollback()
-                conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
-                conn.commit()
+    def bounded_lock_wait(cls, conn: Connection | Session, timeout: float) -> Iterator[None]:
+        """innodb_lock_wait_timeout for this session (whole seconds), back to the default after."""
+        conn.execute(
+            sa.text("SET SESSION innodb_lock_wait_timeout = :seconds"), {"seconds": max(1, int(timeout))}
+        )
+        try:
+            yield
+        finally:
+            conn.execute(sa.text("SET SESSION innodb_lock_wait_timeout = DEFAULT"))

@@ -1,4 +1,4 @@
-"""SQLite: ON CONFLICT upserts, dates stored as ISO text, BEGIN IMMEDIATE transactions."""
+"""SQLite: ON CONFLICT upserts, dates stored as ISO text, BEGIN IMMEDIATE transactions, a file lock."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlglot import exp
 
-from airflow_idempotent.adapters.embedded import EmbeddedAdapter
+from airflow_idempotent.adapters.base import EngineAdapter
 
 BUSY_TIMEOUT_MS = 60_000
 HASH_FUNCTION = "idem_hash"
@@ -42,9 +42,10 @@ class _DecimalSum:
         return None if self.total is None else str(self.total)
 
 
-class SQLiteAdapter(EmbeddedAdapter):
+class SQLiteAdapter(EngineAdapter):
     dialect = "sqlite"
     upsert_style = "on_conflict"
+    lock_style = "file"
     upsert_select_needs_where = True
     binds_temporal_as_text = True
 
@@ -54,6 +55,11 @@ class SQLiteAdapter(EmbeddedAdapter):
             event.listen(engine, "connect", self._on_connect)
             event.listen(engine, "begin", self._on_begin)
             engine._idem_sqlite_configured = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def connect_args(cls, timeout: float) -> dict[str, Any]:
+        """pysqlite's busy timeout: how long a statement waits for another writer's lock."""
+        return {"timeout": timeout}
 
     def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
         """`NOT (a IS b)`, i.e. `a IS NOT b`: SQLite's IS compares NULL as a value (every version)."""

@@ -1,25 +1,17 @@
-"""Side effects at most once: an effect ledger with idempotency keys (see ``effects.api``).
+"""Side effects at most once: an effect ledger with idempotency keys.
 
 from airflow_idempotent import effects
 
 with effects.once("payout-file", key="v1", granularity="day") as e:
     if e.needed:
         e.record(bank.upload(data, idempotency_key=e.idempotency_key))
+
+Modules: ``once`` (once, perform: the protocol), ``effect`` (Effect, EffectCall, Lookup, Outcome),
+``policy`` (what a declared rerun does to an effect), ``identity`` (identities and keys), ``entry``
+(a ledger row and its states), ``ledger`` (the ledger), ``operator`` and ``builtin`` (HTTP, email,
+file), ``errors``.
 """
 
-from airflow_idempotent.effects.api import (
-    DEFAULT_WAIT,
-    Effect,
-    EffectCall,
-    EffectOperator,
-    EffectResult,
-    Lookup,
-    Once,
-    Outcome,
-    RerunPolicy,
-    once,
-    perform,
-)
 from airflow_idempotent.effects.builtin import (
     EmailEffect,
     EmailEffectOperator,
@@ -28,18 +20,20 @@ from airflow_idempotent.effects.builtin import (
     HttpPostEffect,
     HttpPostEffectOperator,
 )
-from airflow_idempotent.effects.ledger import (
-    STATES,
+from airflow_idempotent.effects.effect import Effect, EffectCall, EffectResult, Lookup, Outcome
+from airflow_idempotent.effects.entry import STATES, EffectEntry
+from airflow_idempotent.effects.errors import (
     EffectBusyError,
-    EffectEntry,
     EffectError,
-    EffectIdentity,
     EffectLedgerError,
     EffectNotPerformed,
     EffectPendingError,
-    Ledger,
-    effects_for_windows,
 )
+from airflow_idempotent.effects.identity import EffectIdentity
+from airflow_idempotent.effects.ledger import Ledger, effects_for_windows
+from airflow_idempotent.effects.once import DEFAULT_WAIT, Once, once, perform
+from airflow_idempotent.effects.operator import EffectOperator
+from airflow_idempotent.effects.policy import RerunPolicy
 
 __all__ = [
     "DEFAULT_WAIT",

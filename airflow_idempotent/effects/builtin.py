@@ -21,8 +21,9 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_idempotent.effects.api import Effect, EffectCall, EffectOperator, EffectResult, Lookup
-from airflow_idempotent.effects.ledger import EffectError, EffectNotPerformed
+from airflow_idempotent.effects.effect import Effect, EffectCall, EffectResult, Lookup
+from airflow_idempotent.effects.errors import EffectError, EffectNotPerformed
+from airflow_idempotent.effects.operator import EffectOperator
 from airflow_idempotent.window import Window
 
 if TYPE_CHECKING:

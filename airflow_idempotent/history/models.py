@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-TABLE_PREFIX = "idem_"
+from airflow_idempotent.window import to_utc_datetime
+
 VERSION_TABLE = "idem_alembic_version"
 
 
@@ -39,14 +40,18 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        """The package's one UTC rule (naive = UTC), then naive UTC for the databases keeping no offset."""
         if value is None:
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        utc = value.astimezone(timezone.utc)
+        utc = to_utc_datetime(value, "timestamp")
         return utc.replace(tzinfo=None) if dialect.name in ("sqlite", "mysql") else utc
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        """Aware UTC from what the driver returns (naive UTC from SQLite and MariaDB).
+
+        Its own conversion, not `window.to_utc_datetime`: it runs for every timestamp of every row
+        read, and a driver only ever returns a stdlib datetime (naive here means UTC, as stored).
+        """
         if value is None:
             return None
         return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
@@ -162,3 +167,83 @@ class KillSwitch(Base):
     set_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     cleared_by: Mapped[str | None] = mapped_column(sa.String(250))
     cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+# ----------------------------------------------------------------------------------- effects
+# The effect ledger's tables (see airflow_idempotent.effects.ledger for the state machine).
+class EffectRecord(Base):
+    """One external effect identity and where it stands (see the module's state machine)."""
+
+    __tablename__ = "idem_effect"
+    __table_args__ = (
+        sa.UniqueConstraint("identity_key"),
+        sa.Index("ix_idem_effect_idempotency_key", "idempotency_key", unique=True),
+        sa.Index("ix_idem_effect_window", "window_start", "window_end"),
+        sa.Index("ix_idem_effect_dag", "dag_id", "task_id"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    #: idem-<sha256 of the identity>: unique, so exactly one attempt's claim inserts the row
+    identity_key: Mapped[str] = mapped_column(sa.String(80))
+    #: the key the target sees: the identity key, or <identity key>-g<n> for generation n > 1
+    idempotency_key: Mapped[str] = mapped_column(sa.String(100))
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_label: Mapped[str] = mapped_column(sa.String(120))
+    effect_name: Mapped[str] = mapped_column(sa.String(250))
+    business_key: Mapped[str | None] = mapped_column(sa.Text)
+    #: the canonical JSON the identity key hashes
+    identity: Mapped[str] = mapped_column(sa.Text)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    generation: Mapped[int] = mapped_column(sa.Integer)
+    #: how many times an attempt claimed the row; every state change compares it
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    # the attempt that made the latest claim
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    run_type: Mapped[str | None] = mapped_column(sa.String(32))
+    semantics: Mapped[str | None] = mapped_column(sa.String(32))
+    hostname: Mapped[str | None] = mapped_column(sa.String(250))
+    pid: Mapped[int | None] = mapped_column(sa.Integer)
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: the target's reference for a done effect (payment id, Message-ID, file path and digest)
+    reference: Mapped[str | None] = mapped_column(sa.Text)
+    result: Mapped[str | None] = mapped_column(sa.Text)  # JSON details of the call
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    #: how the latest pending state was settled (reconciled, resolved by a human, resend)
+    resolution: Mapped[str | None] = mapped_column(sa.Text)
+    #: a declared rerun's decision about this effect (corrective backfill, replay)
+    decision: Mapped[str | None] = mapped_column(sa.Text)
+    #: a human asked (effects resolve --as resend) that the next attempt sends a pending effect
+    resend_requested: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    #: JSON list of earlier generations: idempotency key, reference, finished_at
+    previous: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class EffectEvent(Base):
+    """Every transition and decision of an effect, appended, never updated: the audit trail."""
+
+    __tablename__ = "idem_effect_event"
+    __table_args__ = (sa.Index("ix_idem_effect_event_identity", "identity_key", "id"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    identity_key: Mapped[str] = mapped_column(sa.String(80))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: claimed, reclaimed, done, failed, error, reconciled, skipped, suppressed, decision, resolved
+    event: Mapped[str] = mapped_column(sa.String(32))
+    state: Mapped[str] = mapped_column(sa.String(16))
+    generation: Mapped[int] = mapped_column(sa.Integer)
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    run_id: Mapped[str | None] = mapped_column(sa.String(250))
+    try_number: Mapped[int | None] = mapped_column(sa.Integer)
+    hostname: Mapped[str | None] = mapped_column(sa.String(250))
+    pid: Mapped[int | None] = mapped_column(sa.Integer)
+    #: who, for a human's decision (effects resolve)
+    actor: Mapped[str | None] = mapped_column(sa.String(250))
+    detail: Mapped[str | None] = mapped_column(sa.Text)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from sqlalchemy.sql import Select
 
 from airflow_idempotent.history.models import TaskAttempt, WindowWrite
 from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.window import day_range as whole_days
+from airflow_idempotent.window import to_utc_datetime
 
 #: Characters of a checksum or fingerprint shown in a table (JSON carries them whole).
 SHORT = 12
@@ -113,9 +115,13 @@ class HistoryFilter:
 
 
 def day_range(first: date | None, last: date | None) -> tuple[datetime | None, datetime | None]:
-    """Whole UTC days ``first`` to ``last``, both included, as a half-open ``[start, end)``."""
-    start = datetime(first.year, first.month, first.day, tzinfo=timezone.utc) if first else None
-    end = datetime(last.year, last.month, last.day, tzinfo=timezone.utc) + timedelta(days=1) if last else None
+    """Whole UTC days ``first`` to ``last``, both included, as a half-open ``[start, end)``.
+
+    The days are `window.day_range`'s; either end may be left open (``--from`` alone), which a
+    history filter allows and a window does not.
+    """
+    start = to_utc_datetime(whole_days(first, first).start) if first else None
+    end = to_utc_datetime(whole_days(last, last).end) if last else None
     return start, end
 
 
@@ -224,19 +230,9 @@ def attempts_query(flt: HistoryFilter) -> Select[Any]:
 
 
 # ---------------------------------------------------------------------------------- shaping
-def utc(value: datetime | None) -> datetime | None:
-    """Stored datetimes as aware UTC (SQLite hands them back naive, in UTC)."""
-    if value is None:
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
 def _plain(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    out = {}
-    for name in names:
-        value = row[name]
-        out[name] = utc(value) if isinstance(value, datetime) else value
-    return out
+    """The named fields of a row; its timestamps are aware UTC already (the store's UTCDateTime)."""
+    return {name: row[name] for name in names}
 
 
 def split_target(target: str) -> tuple[str | None, str]:
@@ -284,7 +280,7 @@ def shape(writes: Iterable[Mapping[str, Any]], attempts: Iterable[Mapping[str, A
     """
     windows: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in writes:
-        key = (row["target"], utc(row["window_start"]), utc(row["window_end"]))
+        key = (row["target"], row["window_start"], row["window_end"])
         window = windows.get(key)
         if window is None:
             conn_id, table = split_target(row["target"])
@@ -303,7 +299,7 @@ def shape(writes: Iterable[Mapping[str, Any]], attempts: Iterable[Mapping[str, A
         window["window"]["label"] = row["window_label"]  # the latest write's label
 
     for row in attempts:
-        key = (row["target"], utc(row["window_start"]), utc(row["window_end"]))
+        key = (row["target"], row["window_start"], row["window_end"])
         if key in windows:
             attempt = _plain(row, ATTEMPT_FIELDS)
             attempt["failed"] = attempt_failed(attempt)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,16 +21,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from airflow_idempotent import __version__
-from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.adapters import ADAPTERS, EngineAdapter, adapter_class, adapter_for
 from airflow_idempotent.errors import UnsupportedConnectionError
 from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite, column_length
-from airflow_idempotent.window import Window
+from airflow_idempotent.window import Window, to_utc, to_utc_datetime
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONN_ID = "idempotent_history"
-#: Databases the store runs on (its migrations and locks know them).
-STORE_DIALECTS = ("postgresql", "mysql", "mariadb", "sqlite")
 EMBEDDED_FILE = "idempotent_history.db"
 #: How long a task or listener waits for the store before spooling instead.
 DEFAULT_TIMEOUT = 2.0
@@ -46,10 +44,8 @@ def _iso(value: Any) -> Any:
 
 
 def _parse_dt(value: Any) -> Any:
-    if isinstance(value, str):
-        parsed = datetime.fromisoformat(value)
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-    return value
+    """A spooled ISO timestamp back as an aware UTC datetime (None stays None)."""
+    return to_utc_datetime(value, "spooled timestamp") if isinstance(value, str) else value
 
 
 @dataclass
@@ -184,13 +180,19 @@ class HistoryStore:
         """The store of connection `conn_id`, or the embedded SQLite file when it is not defined."""
         return cls(engine=history_engine(conn_id, timeout), timeout=timeout)
 
+    @cached_property
+    def adapter(self) -> EngineAdapter:
+        """The store database's adapter: its insert-if-absent and its locks."""
+        return adapter_for(self.engine)
+
     # ------------------------------------------------------------------ schema
     def migrate(self) -> None:
         """Bring the schema to the latest Alembic revision (once per process and database)."""
         key = self.engine.url.render_as_string(hide_password=True)
         if key in self._MIGRATED_URLS:
             return
-        if self.engine.dialect.name not in STORE_DIALECTS:
+        cls = ADAPTERS.get(self.engine.dialect.name)
+        if cls is None or not cls.hosts_history_store:
             raise UnsupportedConnectionError(
                 "the history store (and the effect ledger in it) cannot live in "
                 f"{self.engine.dialect.name!r}: it needs row locks and many small transactions. "
@@ -215,15 +217,12 @@ class HistoryStore:
         if isinstance(record, WriteRecord):
             return self._record_write(record)
         with self.engine.begin() as conn:
-            self._insert_ignore(conn, record.model.__table__, record.values())  # type: ignore[attr-defined]
+            self.adapter.insert_if_absent(conn, record.model.__table__, record.values())  # type: ignore[arg-type]
         return None
 
     def _record_write(self, record: WriteRecord) -> StoredWrite:
-        window = Window(
-            start=_pendulum(record.window_start), end=_pendulum(record.window_end), source="history"
-        )
-        adapter = adapter_for(self.engine)
-        with adapter.locked_transaction(f"history:{record.target}", window, self.timeout) as conn:
+        window = Window(start=to_utc(record.window_start), end=to_utc(record.window_end), source="history")
+        with self.adapter.locked_transaction(f"history:{record.target}", window, self.timeout) as conn:
             table: sa.Table = WindowWrite.__table__  # type: ignore[assignment]
             existing = conn.execute(
                 sa.select(table.c.ordinal, table.c.dataset_version, table.c.nondeterministic).where(
@@ -286,19 +285,6 @@ class HistoryStore:
         )
         return StoredWrite(ordinal, version, nondeterministic, last[2] if last else None)
 
-    def _insert_ignore(self, conn: Connection, table: Any, values: Mapping[str, Any]) -> None:
-        name = conn.dialect.name
-        if name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            conn.execute(pg_insert(table).values(**values).on_conflict_do_nothing())
-        elif name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            conn.execute(sqlite_insert(table).values(**values).on_conflict_do_nothing())
-        else:
-            conn.execute(table.insert().prefix_with("IGNORE").values(**values))
-
     # ------------------------------------------------------------------ reading
     def last_write(self, target: str, window: Window, status: str = "written") -> dict[str, Any] | None:
         """The latest write of (target, window) with `status`, as a dict, or None."""
@@ -358,12 +344,6 @@ class HistoryStore:
         return [dict(r._mapping) for r in rows]
 
 
-def _pendulum(value: datetime) -> Any:
-    import pendulum
-
-    return pendulum.instance(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
-
-
 def airflow_home() -> Path:
     return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
 
@@ -377,14 +357,7 @@ def history_engine(conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIME
         url = WarehouseHook(conn_id=conn_id).sqlalchemy_url
     else:
         url = sa.URL.create("sqlite", database=str(airflow_home() / EMBEDDED_FILE))
-    seconds = max(1, int(timeout))
-    connect_args: dict[str, Any] = {}
-    if url.get_backend_name() == "postgresql":
-        connect_args = {"connect_timeout": seconds, "options": f"-c statement_timeout={int(timeout * 1000)}"}
-    elif url.get_backend_name() == "mysql":
-        connect_args = {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
-    elif url.get_backend_name() == "sqlite":
-        connect_args = {"timeout": timeout}
+    connect_args = adapter_class(url.get_backend_name()).connect_args(timeout)
     # A small pool: a listener records several events per attempt from one long-lived process
     # (scheduler, worker), and a fresh connection per record cost more than the record itself.
     # pre_ping replaces a connection the server dropped; recycle bounds how long one lives.

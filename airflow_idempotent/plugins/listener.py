@@ -42,15 +42,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 from airflow.sdk.plugins_manager import AirflowPlugin
 
+from airflow_idempotent.adapters import adapter_class
 from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
 from airflow_idempotent.plugins.ui import EXTERNAL_VIEWS, FASTAPI_APPS
+from airflow_idempotent.window import to_utc_datetime
 
 if TYPE_CHECKING:
     from airflow_idempotent.history.spool import SafeHistory
@@ -207,17 +209,9 @@ def _text(value: Any, limit: int | None = None) -> str | None:
     return value[:limit] if limit else value
 
 
-def _utc(value: Any) -> datetime | None:
-    """A plain, timezone-aware UTC datetime (pendulum's subclass converted), or None."""
-    if not isinstance(value, datetime):
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    value = value.astimezone(timezone.utc)
-    return datetime(
-        value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond,
-        tzinfo=timezone.utc,
-    )  # fmt: skip
+def _instant(value: Any) -> datetime | None:
+    """A loaded attribute as a plain aware UTC datetime (`window.to_utc_datetime`); None if not a datetime."""
+    return to_utc_datetime(value, "timestamp") if isinstance(value, datetime) else None
 
 
 def _identity(obj: Any, *names: str) -> list[str]:
@@ -280,12 +274,12 @@ def dag_run_record(dag_run: Any, event: str, msg: str | None) -> DagRunRecord:
         dag_id=dag_id,
         run_id=run_id,
         event=event,
-        at=_utc(when) or utcnow(),
+        at=_instant(when) or utcnow(),
         state=_text(_loaded(dag_run, "_state", "state"), column_length(DagRunEvent, "state")) or event,
         run_type=_text(_loaded(dag_run, "run_type"), column_length(DagRunEvent, "run_type")),
-        logical_date=_utc(_loaded(dag_run, "logical_date")),
-        data_interval_start=_utc(_loaded(dag_run, "data_interval_start")),
-        data_interval_end=_utc(_loaded(dag_run, "data_interval_end")),
+        logical_date=_instant(_loaded(dag_run, "logical_date")),
+        data_interval_start=_instant(_loaded(dag_run, "data_interval_start")),
+        data_interval_end=_instant(_loaded(dag_run, "data_interval_end")),
         semantics=_conf_text(conf, "semantics", DagRunEvent),
         policy_version=_conf_text(conf, "policy_version", DagRunEvent),
         source="api_server" if manual else "scheduler",
@@ -349,7 +343,7 @@ def runtime_attempt_record(
         state=_text(getattr(task_instance, "state", None), column_length(TaskAttempt, "state")) or event,
         previous_state=_text(previous_state, column_length(TaskAttempt, "previous_state")),
         run_type=_text(run_type, column_length(TaskAttempt, "run_type")),
-        logical_date=_utc(logical_date),
+        logical_date=_instant(logical_date),
         hostname=_text(hostname, column_length(TaskAttempt, "hostname")),
         source="worker",
         error=_error_text(error),
@@ -381,7 +375,7 @@ def orm_attempt_record(
         state=_text(_loaded(task_instance, "state"), column_length(TaskAttempt, "state")),
         previous_state=_text(previous_state, column_length(TaskAttempt, "previous_state")),
         run_type=_text(_loaded(dag_run, "run_type"), column_length(TaskAttempt, "run_type")),
-        logical_date=_utc(_loaded(dag_run, "logical_date")),
+        logical_date=_instant(_loaded(dag_run, "logical_date")),
         hostname=_text(_loaded(task_instance, "hostname"), column_length(TaskAttempt, "hostname")),
         source="api_server" if marked else "scheduler",
         error=_error_text(error),
@@ -414,22 +408,16 @@ def pause_backfill(backfill_id: int) -> bool:
 
     A short session of its own (never the caller's, which is the scheduler's or a request's): one
     UPDATE of the backfill row, committed at once, waiting at most PAUSE_LOCK_TIMEOUT seconds for
-    the row's lock. A completed backfill is left alone (the route answers 409 for it), and one
-    already paused is not touched again.
+    the row's lock (the database's adapter bounds the wait). A completed backfill is left alone
+    (the route answers 409 for it), and one already paused is not touched again.
     """
     import sqlalchemy as sa
     from airflow.models.backfill import Backfill
     from airflow.utils.session import create_session
 
     with create_session(scoped=False) as session:
-        dialect = session.get_bind().dialect.name
-        millis = int(PAUSE_LOCK_TIMEOUT * 1000)
-        if dialect == "postgresql":  # SET LOCAL: this transaction only, then the pool's default
-            session.execute(sa.text(f"SET LOCAL lock_timeout = {millis}"))
-            session.execute(sa.text(f"SET LOCAL statement_timeout = {millis}"))
-        elif dialect == "mysql":
-            session.execute(sa.text(f"SET SESSION innodb_lock_wait_timeout = {max(1, millis // 1000)}"))
-        try:
+        database = adapter_class(session.get_bind().dialect.name)  # its class only: not our engine
+        with database.bounded_lock_wait(session, PAUSE_LOCK_TIMEOUT):
             result = session.execute(
                 sa.update(Backfill)
                 .where(
@@ -440,9 +428,6 @@ def pause_backfill(backfill_id: int) -> bool:
                 .values(is_paused=True)
                 .execution_options(synchronize_session=False)
             )
-        finally:
-            if dialect == "mysql":
-                session.execute(sa.text("SET SESSION innodb_lock_wait_timeout = DEFAULT"))
     return bool(getattr(result, "rowcount", 0))
 
 

@@ -246,13 +246,11 @@ def arm_inserts(
 
 
 def time_locks(waits: list[tuple[str, float]]) -> Callable[[], None]:
-    """Wrap every adapter's locked_transaction: append (table, seconds from asking for the
-    transaction to holding it: connect + lock) to `waits`. Returns the function that unwraps."""
-    from airflow_idempotent.adapters.embedded import EmbeddedAdapter
-    from airflow_idempotent.adapters.mysql import MySQLAdapter
-
+    """Wrap the adapters' locked_transaction (the base class's, driven by lock_style): append
+    (table, seconds from asking for the transaction to holding it: connect + lock) to `waits`.
+    Returns the function that unwraps."""
     originals: list[tuple[Any, Any]] = []
-    for cls in (EngineAdapter, EmbeddedAdapter, MySQLAdapter):
+    for cls in (EngineAdapter,):
         real = cls.__dict__["locked_transaction"]
 
         def timed(self: Any, table: str, window: Any, timeout: float, _real: Any = real) -> Any:

@@ -30,27 +30,35 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from airflow_idempotent.history.store import DEFAULT_CONN_ID, EMBEDDED_FILE
+from airflow_idempotent.cli.common import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    add_conn_arg,
+    add_day_args,
+    cell,
+    day_bounds,
+    error_text,
+    logs_to_stderr,
+    make_console,
+    positive_int,
+    print_plain,
+    report_error,
+    when,
+)
+from airflow_idempotent.effects.entry import STATES
+from airflow_idempotent.effects.errors import EffectBusyError, EffectError
+from airflow_idempotent.effects.ledger import Ledger
+from airflow_idempotent.history.report import jsonable
+from airflow_idempotent.history.store import EMBEDDED_FILE
 
-EXIT_STORE = 1
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
 RESOLUTIONS = ("done", "failed", "resend", "compensated")
 DEFAULT_LIMIT = 200
-
-
-class _Refused(Exception):
-    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # ------------------------------------------------------------------------------- arguments
 def register(subparsers: Any) -> None:
     """Add ``effects`` (with ``list`` and ``resolve``) to the main CLI's subparsers."""
-    from airflow_idempotent.cli import parse_day, positive_int
-    from airflow_idempotent.effects.ledger import STATES
-
     p = subparsers.add_parser(
         "effects",
         help="the effect ledger: external effects per window, and decisions on pending ones",
@@ -71,14 +79,12 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--task", metavar="TASK", help="only effects of this task")
     ls.add_argument("--effect", metavar="NAME", help="only effects of this name")
     ls.add_argument("--state", choices=STATES, help="only effects in this state")
-    ls.add_argument("--window", metavar="DATE", type=parse_day, help="only windows overlapping this UTC day")
-    ls.add_argument("--from", dest="date_from", metavar="DATE", type=parse_day, help="windows ending after")
-    ls.add_argument("--to", dest="date_to", metavar="DATE", type=parse_day, help="windows starting by")
+    add_day_args(ls)
     ls.add_argument(
         "--limit", metavar="N", type=positive_int, default=DEFAULT_LIMIT, help="at most N effects"
     )
     ls.add_argument("--json", action="store_true", help="print one JSON document (a list of windows)")
-    _conn_arg(ls)
+    add_conn_arg(ls)
 
     rs = actions.add_parser(
         "resolve",
@@ -96,16 +102,8 @@ def register(subparsers: Any) -> None:
     rs.add_argument("--reference", metavar="REF", help="the target's id of the effect (with --as done)")
     rs.add_argument("--reason", metavar="TEXT", help="why, recorded with the decision")
     rs.add_argument("--json", action="store_true", help="print the resolved effect as JSON")
-    _conn_arg(rs)
+    add_conn_arg(rs)
     p.set_defaults(handler=run)
-
-
-def _conn_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--conn-id",
-        default=DEFAULT_CONN_ID,
-        help=f"Airflow connection of the history store (default {DEFAULT_CONN_ID})",
-    )
 
 
 # ------------------------------------------------------------------------------- entry point
@@ -117,38 +115,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return cmd_list(args) if action == "list" else cmd_resolve(args)
-    except _Refused as err:
-        print(f"airflow-idempotent effects {action}: error: {err}", file=sys.stderr)
-        return err.code
+    except CliError as err:
+        return report_error(f"effects {action}", err)
 
 
-def _open(conn_id: str) -> Any:
-    import sqlalchemy as sa
-
-    from airflow_idempotent.effects.ledger import Ledger
-
+def _open(conn_id: str) -> Ledger:
     try:
         ledger = Ledger.from_airflow(conn_id)
         ledger.migrate()
-    except (sa.exc.SQLAlchemyError, Exception) as err:
-        raise _Refused(
-            f"cannot use the history store of connection {conn_id!r}: {type(err).__name__}: "
-            f"{str(err).splitlines()[0][:300] if str(err) else ''}",
-            EXIT_STORE,
-        ) from None
+    except Exception as err:
+        raise CliError(f"cannot use the history store of connection {conn_id!r}: {error_text(err)}") from None
     return ledger
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from airflow_idempotent.cli import logs_to_stderr, make_console
-    from airflow_idempotent.history.report import day_range, jsonable
-
-    if args.window is not None and (args.date_from is not None or args.date_to is not None):
-        raise _Refused("use --window DATE or --from DATE --to DATE, not both", EXIT_USAGE)
-    first, last = (args.window, args.window) if args.window is not None else (args.date_from, args.date_to)
-    if first is not None and last is not None and first > last:
-        raise _Refused(f"--from {first} is after --to {last}", EXIT_USAGE)
-    start, end = day_range(first, last)
+    start, end = day_bounds(args)
     with logs_to_stderr():
         ledger = _open(args.conn_id)
         try:
@@ -179,12 +160,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    from airflow_idempotent.cli import logs_to_stderr
-    from airflow_idempotent.effects.ledger import EffectBusyError, EffectError
-    from airflow_idempotent.history.report import jsonable
-
     if args.reference is not None and args.as_ not in ("done", "compensated"):
-        raise _Refused("--reference goes with --as done (or compensated)", EXIT_USAGE)
+        raise CliError("--reference goes with --as done (or compensated)", EXIT_USAGE)
     key = args.key or args.identity
     actor = f"{getpass.getuser()}@{socket.gethostname()}"
     with logs_to_stderr():
@@ -192,23 +169,25 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         try:
             entry = ledger.find(key)
             if entry is None or (args.identity and entry.identity_key != args.identity):
-                raise _Refused(
-                    f"no effect has the key {key!r}: list them with `airflow-idempotent effects list`"
+                raise CliError(
+                    f"no effect has the key {key!r}: list them with `airflow-idempotent effects list`",
+                    EXIT_REFUSED,
                 )
             try:
-                with ledger.owner_lock(entry.identity_key, entry.window(), 0):
+                with ledger.owner_lock(entry.identity_key, 0):
                     current = ledger.get(entry.identity_key)
                     assert current is not None
                     resolved = ledger.resolve(
                         current, args.as_, actor=actor, reference=args.reference, reason=args.reason
                     )
             except EffectBusyError:
-                raise _Refused(
+                raise CliError(
                     f"{entry.idempotency_key} is held by a live attempt ({entry.owner()}): it is being "
-                    "performed right now; wait for it to finish, then look again"
+                    "performed right now; wait for it to finish, then look again",
+                    EXIT_REFUSED,
                 ) from None
             except EffectError as err:
-                raise _Refused(str(err)) from None
+                raise CliError(str(err), EXIT_REFUSED) from None
         finally:
             ledger.engine.dispose()
     if args.json:
@@ -300,9 +279,9 @@ def effects_table(console: Any, effects: Sequence[dict[str, Any]]) -> Any:
             e["try_number"],
             e["idempotency_key"],
             e.get("reference"),
-            _when(e.get("finished_at")),
+            when(e.get("finished_at")),
         ]
-        row = [Text(_cell(c)) for c in cells]
+        row = [Text(cell(c)) for c in cells]
         row[4] = Text(state, style=STATE_STYLES.get(state, ""))
         table.add_row(*row)
     return table
@@ -337,12 +316,7 @@ def effect_notes(effects: Sequence[dict[str, Any]]) -> list[str]:
 
 def render_windows(console: Any, windows: Sequence[dict[str, Any]]) -> None:
     """Per window: a header line and its effects (plain text without trailing blanks off a terminal)."""
-    if console.is_terminal:
-        _render(console, windows)
-        return
-    with console.capture() as captured:
-        _render(console, windows)
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    print_plain(console, lambda: _render(console, windows))
 
 
 def _render(console: Any, windows: Sequence[dict[str, Any]]) -> None:
@@ -361,11 +335,3 @@ def _render(console: Any, windows: Sequence[dict[str, Any]]) -> None:
         console.print(header)
         print_effects(console, window["effects"])
         console.print()
-
-
-def _when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)

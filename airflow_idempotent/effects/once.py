@@ -1,4 +1,4 @@
-"""Side effects at most once per identity: ``once(...)``, ``perform(effect, ...)``, ``EffectOperator``.
+"""Side effects at most once per identity: ``once(...)`` and ``perform(effect, ...)``.
 
 In task code::
 
@@ -22,10 +22,8 @@ What happens, in order:
 4. The call is made (the body of the ``with``). Success: ``done`` with the reference, committed.
    :class:`EffectNotPerformed`: ``failed``. Any other exception: outcome unknown, stays ``pending``.
 
-A declared rerun changes step 3: a run whose conf says ``{"semantics": "corrective"}`` (a
-corrective backfill) or ``{"semantics": "replay"}`` sends nothing by default and records that
-decision on the ledger row; ``{"semantics": "corrective", "resend_effects": true}`` re-sends done
-effects once per run, as a new generation with a new idempotency key.
+A declared rerun (the run's conf, read by the backfill guard's rule) changes step 3: see
+``effects.policy`` for what replay, corrective and reconcile do to an effect.
 """
 
 from __future__ import annotations
@@ -34,216 +32,41 @@ import contextlib
 import functools
 import inspect
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlalchemy as sa
-from airflow.sdk import BaseOperator
+import tenacity
 
-from airflow_idempotent.effects.ledger import (
-    COMPENSATED,
-    DONE,
-    FAILED,
-    PENDING,
-    SUPPRESSED,
-    Claimant,
+from airflow_idempotent.effects.effect import Effect, EffectCall, EffectResult, Lookup, Outcome
+from airflow_idempotent.effects.entry import COMPENSATED, DONE, FAILED, PENDING, SUPPRESSED, EffectEntry
+from airflow_idempotent.effects.errors import (
     EffectBusyError,
-    EffectEntry,
     EffectError,
-    EffectIdentity,
     EffectLedgerError,
     EffectNotPerformed,
     EffectPendingError,
-    Ledger,
 )
+from airflow_idempotent.effects.identity import Claimant, EffectIdentity
+from airflow_idempotent.effects.ledger import Ledger
+from airflow_idempotent.effects.policy import RerunPolicy
 from airflow_idempotent.history.store import DEFAULT_CONN_ID
 from airflow_idempotent.window import Anchor, Window, parse_granularity, window_from_context
 
 if TYPE_CHECKING:
     import datetime
 
-    import jinja2
-    from airflow.sdk import Context
-
 log = logging.getLogger(__name__)
 
 #: Seconds an attempt waits for another live attempt on the same effect before giving up (retryable).
 DEFAULT_WAIT = 30.0
-#: Conf `semantics` values that declare a corrective backfill (effects not re-sent unless asked).
-CORRECTIVE = frozenset({"corrective", "corrective_backfill", "corrective-backfill"})
-#: Conf `semantics` values that declare a replay (effects never re-sent).
-REPLAY = frozenset({"replay"})
-#: How often the outcome of a call that went out is offered to the ledger before giving up.
-_DONE_COMMIT_TRIES = (0.0, 0.5, 1.0, 2.0)
+#: Pauses between the offers of a call's outcome to the ledger (it went out: the record must land).
+DONE_COMMIT_PAUSES = (0.5, 1.0, 2.0)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# ----------------------------------------------------------------------------------- values
-@dataclass(frozen=True)
-class Lookup:
-    """What the target says about an idempotency key, when asked after a crashed attempt.
-
-    - ``found``: it has the effect (``reference`` is its id): recorded as done, not sent again;
-    - ``absent``: it never received it: sent now, with the same key;
-    - ``replay``: the target deduplicates on the key, so sending again returns the original;
-    - ``unknown``: the target cannot be asked: a human decides (``effects resolve``).
-    """
-
-    state: Literal["found", "absent", "replay", "unknown"]
-    reference: str | None = None
-    detail: str = ""
-
-    @classmethod
-    def found(cls, reference: str | None, detail: str = "") -> Lookup:
-        return cls("found", reference, detail)
-
-    @classmethod
-    def absent(cls, detail: str = "") -> Lookup:
-        return cls("absent", None, detail)
-
-    @classmethod
-    def replay(cls, detail: str = "") -> Lookup:
-        return cls("replay", None, detail)
-
-    @classmethod
-    def unknown(cls, detail: str = "") -> Lookup:
-        return cls("unknown", None, detail)
-
-
-@dataclass(frozen=True)
-class EffectResult:
-    """What a call returned: the target's reference and details worth keeping (JSON-serialisable)."""
-
-    reference: str | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to an effect in this attempt; ``as_dict()`` is what operators return (XCom)."""
-
-    status: Literal["performed", "skipped", "reconciled", "suppressed"]
-    effect: str
-    window: str
-    business_key: str | None
-    identity_key: str
-    idempotency_key: str
-    generation: int
-    state: str
-    reference: str | None
-    details: Mapping[str, Any]
-    message: str
-
-    @property
-    def performed(self) -> bool:
-        return self.status == "performed"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "effect": self.effect,
-            "window": self.window,
-            "business_key": self.business_key,
-            "identity_key": self.identity_key,
-            "idempotency_key": self.idempotency_key,
-            "generation": self.generation,
-            "state": self.state,
-            "reference": self.reference,
-            "details": dict(self.details),
-            "message": self.message,
-        }
-
-
-@dataclass
-class EffectCall:
-    """The handle task code gets: whether to make the call, and the key to make it with."""
-
-    identity: EffectIdentity
-    idempotency_key: str
-    generation: int
-    window: Window
-    context: Mapping[str, Any]
-    #: True: make the call now (this attempt owns the claim). False: ``outcome`` says why not.
-    needed: bool
-    outcome: Outcome | None = None
-    reference: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def record(self, reference: str | None = None, **details: Any) -> None:
-        """The target's reference (payment id, Message-ID, file path) and details, stored as done."""
-        if not self.needed:
-            raise EffectError(
-                f"{self.identity.describe()} was not claimed by this attempt: nothing to record"
-            )
-        self.reference = None if reference is None else str(reference)
-        self.details.update(details)
-
-
-class Effect:
-    """An external effect the ledger performs at most once per identity.
-
-    Subclasses implement ``perform`` (send, using ``call.idempotency_key``) and, when the target
-    can say whether it received a key, ``lookup``. Raise :class:`EffectNotPerformed` from
-    ``perform`` only when the call certainly did not take effect.
-    """
-
-    #: part of the effect's identity (e.g. "payout-file")
-    name: str
-
-    def perform(self, call: EffectCall) -> EffectResult:
-        raise NotImplementedError
-
-    def lookup(self, call: EffectCall) -> Lookup:
-        return Lookup.unknown(f"{type(self).__name__} cannot ask its target about an idempotency key")
-
-
-@dataclass(frozen=True)
-class RerunPolicy:
-    """A run's declaration about effects, from its conf: recorded with every decision it causes."""
-
-    run_id: str
-    semantics: str | None = None
-    resend: bool = False
-
-    @classmethod
-    def from_context(cls, context: Mapping[str, Any], run_id: str) -> RerunPolicy:
-        conf = getattr(context.get("dag_run"), "conf", None) or {}
-        if not isinstance(conf, Mapping):
-            conf = {}
-        raw = conf.get("semantics")
-        semantics = raw.strip().lower() if isinstance(raw, str) and raw.strip() else None
-        resend = conf.get("resend_effects", False)
-        if not isinstance(resend, bool):
-            raise EffectError(
-                f"the run's conf has resend_effects={resend!r}: use true or false (JSON booleans)"
-            )
-        if resend and semantics not in CORRECTIVE:
-            raise EffectError(
-                f"the run's conf asks resend_effects=true but declares semantics={raw!r}: only a "
-                "corrective backfill re-sends effects; trigger it with "
-                '{"semantics": "corrective", "resend_effects": true}'
-            )
-        return cls(run_id=run_id, semantics=semantics, resend=resend)
-
-    @property
-    def declared(self) -> bool:
-        """A corrective backfill or a replay: every effect decision is recorded with the declaration."""
-        return self.semantics in CORRECTIVE or self.semantics in REPLAY
-
-    @property
-    def suppress(self) -> bool:
-        """Send nothing (the default of a corrective backfill, always for a replay)."""
-        return self.declared and not self.resend
-
-    def decision(self, what: str) -> str:
-        kind = "corrective backfill" if self.semantics in CORRECTIVE else "replay"
-        return f"{kind} run {self.run_id} (resend_effects={str(self.resend).lower()}): {what}"
-
-
-# ----------------------------------------------------------------------------------- the guard
 class Once:
     """Context manager and decorator: the body runs at most once per effect identity.
 
@@ -340,7 +163,7 @@ class Once:
         attempt = _attempt(context, self.task)
         key = self.key(context) if callable(self.key) else self.key
         identity = EffectIdentity.of(attempt.dag_id, attempt.task_id, window, self.name, key)
-        policy = RerunPolicy.from_context(context, attempt.run_id)
+        policy = RerunPolicy.from_context(context, attempt.run_id, self.task)
         self._claimant = Claimant.here(
             run_id=attempt.run_id,
             try_number=attempt.try_number,
@@ -379,7 +202,7 @@ class Once:
     ) -> EffectCall:
         assert self._stack is not None and self._claimant is not None
         try:
-            self._stack.enter_context(ledger.owner_lock(identity.key, window, self.wait))
+            self._stack.enter_context(ledger.owner_lock(identity.key, self.wait))
         except EffectBusyError:
             entry = ledger.get(identity.key)
             if entry is not None and entry.state == DONE and not policy.declared:
@@ -474,7 +297,7 @@ class Once:
         claimant = self._claimant
         assert claimant is not None
         probe = EffectCall(
-            identity=_identity_of(entry),
+            identity=entry.effect_identity(),
             idempotency_key=entry.idempotency_key,
             generation=entry.generation,
             window=window,
@@ -511,7 +334,7 @@ class Once:
         why = f" ({answer.detail})" if answer.detail else ""
         key = entry.idempotency_key
         raise EffectPendingError(
-            f"{_identity_of(entry).describe()} is PENDING: {entry.owner()} claimed it at "
+            f"{entry.effect_identity().describe()} is PENDING: {entry.owner()} claimed it at "
             f"{entry.claimed_at.isoformat()} and ended without recording whether the call went out"
             f"{' (last error: ' + entry.error.splitlines()[0][:200] + ')' if entry.error else ''}, and "
             f"its target cannot be asked about idempotency key {key}{why}. It is NOT sent again "
@@ -533,13 +356,13 @@ class Once:
         self._entry = entry
         log.info(
             "%s: claimed (attempt %d, generation %d, idempotency key %s)",
-            _identity_of(entry).describe(),
+            entry.effect_identity().describe(),
             entry.attempt,
             entry.generation,
             entry.idempotency_key,
         )
         return EffectCall(
-            identity=_identity_of(entry),
+            identity=entry.effect_identity(),
             idempotency_key=entry.idempotency_key,
             generation=entry.generation,
             window=window,
@@ -555,13 +378,13 @@ class Once:
         status: Literal["skipped", "reconciled", "suppressed"],
         why: str,
     ) -> EffectCall:
-        outcome = _outcome(entry, status, why)
+        outcome = Outcome.of(entry, status, why)
         self.outcome = outcome
         if status == "skipped":
             log.info(
                 "%s: skipped (%s): %s by %s, finished %s, reference %s (idempotency key %s); the "
                 "original result is %s",
-                _identity_of(entry).describe(),
+                entry.effect_identity().describe(),
                 why,
                 entry.state,
                 entry.owner(),
@@ -571,9 +394,9 @@ class Once:
                 entry.details or "{}",
             )
         else:
-            log.info("%s: %s: %s", _identity_of(entry).describe(), status, why)
+            log.info("%s: %s: %s", entry.effect_identity().describe(), status, why)
         return EffectCall(
-            identity=_identity_of(entry),
+            identity=entry.effect_identity(),
             idempotency_key=entry.idempotency_key,
             generation=entry.generation,
             window=window,
@@ -617,30 +440,38 @@ class Once:
         return False
 
     def _commit_done(self, ledger: Ledger, entry: EffectEntry, claimant: Claimant, call: EffectCall) -> None:
-        last: Exception | None = None
-        for pause in _DONE_COMMIT_TRIES:
-            time.sleep(pause)
-            try:
-                if not ledger.finish(
-                    entry, DONE, claimant=claimant, reference=call.reference, details=call.details
-                ):
-                    raise EffectError(
-                        f"{call.identity.describe()} went out (reference {call.reference}) but its ledger "
-                        f"row {entry.idempotency_key} changed under this attempt: inspect it with "
-                        "`airflow-idempotent effects list`"
-                    )
-                break
-            except sa.exc.SQLAlchemyError as err:
-                last = err
-                log.warning("recording %s as done failed (%s): trying again", entry.idempotency_key, err)
-        else:
+        """Record the call as done, offering it to the ledger a few times (it went out: never lose it)."""
+
+        def finish() -> None:
+            if not ledger.finish(
+                entry, DONE, claimant=claimant, reference=call.reference, details=call.details
+            ):
+                raise EffectError(
+                    f"{call.identity.describe()} went out (reference {call.reference}) but its ledger "
+                    f"row {entry.idempotency_key} changed under this attempt: inspect it with "
+                    "`airflow-idempotent effects list`"
+                )
+
+        def warn(state: tenacity.RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.warning("recording %s as done failed (%s): trying again", entry.idempotency_key, error)
+
+        try:
+            tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(sa.exc.SQLAlchemyError),
+                stop=tenacity.stop_after_attempt(len(DONE_COMMIT_PAUSES) + 1),
+                wait=tenacity.wait_chain(*(tenacity.wait_fixed(p) for p in DONE_COMMIT_PAUSES)),
+                after=warn,
+                reraise=True,
+            )(finish)
+        except sa.exc.SQLAlchemyError as last:
             raise EffectLedgerError(
                 f"{call.identity.describe()} went out (reference {call.reference}) but the ledger could not "
                 f"record it ({last}): it stays pending under idempotency key {entry.idempotency_key}, and "
                 "the next attempt reconciles it before anything is sent again"
-            )
+            ) from last
         done = ledger.get(entry.identity_key) or entry
-        self.outcome = _outcome(done, "performed", "performed by this attempt")
+        self.outcome = Outcome.of(done, "performed", "performed by this attempt")
         log.info(
             "%s: done, reference %s (idempotency key %s)",
             call.identity.describe(),
@@ -715,74 +546,6 @@ def perform(
     return guard.outcome
 
 
-# ----------------------------------------------------------------------------------- operator
-class EffectOperator(BaseOperator):
-    """Base class of operators whose work is one external effect, performed at most once per identity.
-
-    Subclasses implement ``build_effect(context, window) -> Effect``. ``execute`` returns (XCom)
-    the Outcome as a dict: status performed / skipped / reconciled / suppressed, reference, keys.
-
-    :param effect_name: the effect's name in its identity (default: the task_id).
-    :param key: the business key (templated); a rerun of the window with another key is another effect.
-    :param granularity, timezone, anchor: how the window is derived from the run (as the write operators).
-    :param history_conn_id: the history store connection holding the ledger.
-    :param wait_timeout: seconds to wait for another live attempt on the same effect.
-    """
-
-    template_fields: Sequence[str] = ("key",)
-    ui_color = "#fbe3d0"
-
-    def __init__(
-        self,
-        *,
-        effect_name: str | None = None,
-        key: Any = None,
-        granularity: str | datetime.timedelta | None = None,
-        timezone: str = "UTC",
-        anchor: Anchor = "start",
-        history_conn_id: str = DEFAULT_CONN_ID,
-        wait_timeout: float = DEFAULT_WAIT,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        parse_granularity(granularity)
-        self.effect_name = effect_name or self.task_id
-        self.key = key
-        self.granularity = granularity
-        self.timezone = timezone
-        self.anchor: Anchor = anchor
-        self.history_conn_id = history_conn_id
-        self.wait_timeout = float(wait_timeout)
-
-    def window(self, context: Context | Mapping[str, Any]) -> Window:
-        return window_from_context(context, self.granularity, self.timezone, self.anchor)
-
-    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
-        """Offer the window to templates ({{ window_start }}, {{ window_end }}, {{ window }})."""
-        context.update(self.window(context).template_vars())  # type: ignore[typeddict-item]
-        super().render_template_fields(context, jinja_env)
-
-    def build_effect(self, context: Context | Mapping[str, Any], window: Window) -> Effect:
-        raise NotImplementedError
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        window = self.window(context)
-        effect = self.build_effect(context, window)
-        outcome = perform(
-            effect,
-            self.key,
-            name=self.effect_name,
-            context=context,
-            granularity=self.granularity,
-            timezone=self.timezone,
-            anchor=self.anchor,
-            conn_id=self.history_conn_id,
-            wait=self.wait_timeout,
-            task=self,
-        )
-        return outcome.as_dict()
-
-
 # ----------------------------------------------------------------------------------- helpers
 @dataclass(frozen=True)
 class _Attempt:
@@ -820,36 +583,6 @@ def _current_context() -> Mapping[str, Any]:
             "once(...) outside a running task needs context=<the task's context>: "
             f"there is no current Airflow context ({err})"
         ) from None
-
-
-def _identity_of(entry: EffectEntry) -> EffectIdentity:
-    return EffectIdentity(
-        dag_id=entry.dag_id,
-        task_id=entry.task_id,
-        window_start=entry.window_start,
-        window_end=entry.window_end,
-        window_label=entry.window_label,
-        effect_name=entry.effect_name,
-        business_key=entry.business_key,
-    )
-
-
-def _outcome(
-    entry: EffectEntry, status: Literal["performed", "skipped", "reconciled", "suppressed"], why: str
-) -> Outcome:
-    return Outcome(
-        status=status,
-        effect=entry.effect_name,
-        window=entry.window_label,
-        business_key=entry.business_key,
-        identity_key=entry.identity_key,
-        idempotency_key=entry.idempotency_key,
-        generation=entry.generation,
-        state=entry.state,
-        reference=entry.reference,
-        details=entry.details,
-        message=why,
-    )
 
 
 def _record_return(call: EffectCall, value: Any) -> None:

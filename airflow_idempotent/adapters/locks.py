@@ -1,0 +1,199 @@
+"""The three ways a database keeps two attempts apart, picked by an adapter's `lock_style` flag.
+
+- ``advisory`` (PostgreSQL): advisory locks on a 64-bit key, transaction-scoped
+  (`pg_advisory_xact_lock` under a local `lock_timeout`) or session-scoped (`pg_try_advisory_lock`).
+- ``get_lock`` (MariaDB/MySQL): named locks (`GET_LOCK`), which belong to the session, so a
+  transaction's lock is taken before it begins and released after it ends.
+- ``file`` (SQLite, DuckDB): a `flock` on a file beside the database file; the kernel drops it
+  when the process dies.
+
+Each style has a transaction lock (the (table, window) lock of a write, held until commit) and a
+session lock (the effect ledger's owner lock, held across several transactions on a connection
+of its own). Both are dropped by the database or the kernel when the process dies. Lock names
+and keys derive from one resource string, so every database locks the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import sqlalchemy as sa
+import tenacity
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
+
+from airflow_idempotent.errors import LockTimeoutError
+
+LockStyle = Literal["advisory", "get_lock", "file"]
+#: Seconds between two tries of a file lock.
+FILE_POLL_SECONDS = 0.05
+#: First and longest pause between two tries of a session lock (doubling in between).
+SESSION_POLL_FIRST = 0.02
+SESSION_POLL_MAX = 0.25
+#: PostgreSQL's SQLSTATE for "lock_timeout expired".
+PG_LOCK_NOT_AVAILABLE = "55P03"
+
+
+class LockId(NamedTuple):
+    """A lock's name (named locks, lock files) and 64-bit key (advisory locks), from one resource."""
+
+    name: str
+    key: int
+
+    @classmethod
+    def of(cls, resource: str, prefix: str = "idem_") -> LockId:
+        """Stable across processes and hosts: a SHA-256 of `resource`, short enough for every database."""
+        digest = hashlib.sha256(resource.encode()).digest()
+        return cls(prefix + digest.hex()[:40], int.from_bytes(digest[:8], "big", signed=True))
+
+
+def poll(attempt: Callable[[], bool], wait: float, pause: tenacity.wait.wait_base) -> bool:
+    """Call `attempt` until it returns True or `wait` seconds have passed; the last answer.
+
+    A zero `wait` tries exactly once. Used for locks a database (or flock) can only be *tried*.
+    """
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(wait),
+        wait=pause,
+        retry=tenacity.retry_if_result(lambda got: not got),
+        retry_error_callback=lambda state: False,
+        reraise=True,
+    )
+    return bool(retrying(attempt))
+
+
+def session_pause() -> tenacity.wait.wait_base:
+    """0.02 s, doubling up to 0.25 s: quick for a lock about to be free, light on a busy one."""
+    return tenacity.wait_exponential(
+        multiplier=SESSION_POLL_FIRST, min=SESSION_POLL_FIRST, max=SESSION_POLL_MAX
+    )
+
+
+# ----------------------------------------------------------------------------------- advisory
+def set_local_timeouts(conn: Connection | Session, millis: int, statement: bool = False) -> None:
+    """`SET LOCAL lock_timeout` (and `statement_timeout`): this transaction only, values bound."""
+    value = f"{max(0, millis)}ms"
+    conn.execute(sa.select(sa.func.set_config("lock_timeout", value, True)))
+    if statement:
+        conn.execute(sa.select(sa.func.set_config("statement_timeout", value, True)))
+
+
+def advisory_xact_lock(
+    conn: Connection, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
+) -> None:
+    """pg_advisory_xact_lock under a local lock_timeout: the transaction's end releases it."""
+    set_local_timeouts(conn, max(1, int(timeout * 1000)))
+    try:
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(lock.key)))
+    except sa.exc.OperationalError as err:
+        if getattr(err.orig, "pgcode", None) == PG_LOCK_NOT_AVAILABLE:
+            raise on_timeout() from err
+        raise
+    set_local_timeouts(conn, 0)
+
+
+# ----------------------------------------------------------------------------------- transactions
+@contextlib.contextmanager
+def advisory_transaction(
+    engine: Engine, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
+) -> Iterator[Connection]:
+    with engine.begin() as conn:
+        advisory_xact_lock(conn, lock, timeout, on_timeout)
+        yield conn
+
+
+@contextlib.contextmanager
+def get_lock_transaction(
+    engine: Engine, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
+) -> Iterator[Connection]:
+    """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""
+    with engine.connect() as conn:
+        got = conn.execute(sa.select(sa.func.GET_LOCK(lock.name, timeout))).scalar()
+        conn.commit()
+        if got != 1:
+            raise on_timeout()
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            conn.rollback()
+            conn.execute(sa.select(sa.func.RELEASE_LOCK(lock.name)))
+            conn.commit()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, timeout: float, on_timeout: Callable[[], Exception]) -> Iterator[None]:
+    """flock on a file of its own; one open() per attempt, so threads exclude each other too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+
+        def attempt() -> bool:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        if not poll(attempt, timeout, tenacity.wait_fixed(FILE_POLL_SECONDS)):
+            raise on_timeout()
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
+def file_transaction(
+    engine: Engine, path: Path, timeout: float, on_timeout: Callable[[], Exception]
+) -> Iterator[Connection]:
+    """The file lock wraps the whole transaction, from before the connection opens to after commit."""
+    with file_lock(path, timeout, on_timeout), engine.begin() as conn:
+        yield conn
+
+
+# ----------------------------------------------------------------------------------- sessions
+@contextlib.contextmanager
+def tried_session_lock(
+    engine: Engine, acquire: sa.Select[tuple[object]], release: sa.Select[tuple[object]], wait: float
+) -> Iterator[None]:
+    """Try `acquire` on a connection of its own until it answers 1/true or `wait` passes.
+
+    Raises LockTimeoutError when it never did. The lock lasts until the block ends (then
+    `release` runs), or until the process dies (the database drops the session's locks).
+    """
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if not poll(lambda: conn.execute(acquire).scalar() in (1, True), wait, session_pause()):
+            raise LockTimeoutError(f"the lock was held for {wait:g} s")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sa.exc.SQLAlchemyError):  # a dead connection released it already
+                conn.execute(release)
+
+
+def advisory_session_lock(
+    engine: Engine, lock: LockId, wait: float
+) -> contextlib.AbstractContextManager[None]:
+    return tried_session_lock(
+        engine,
+        sa.select(sa.func.pg_try_advisory_lock(lock.key)),
+        sa.select(sa.func.pg_advisory_unlock(lock.key)),
+        wait,
+    )
+
+
+def get_lock_session_lock(
+    engine: Engine, lock: LockId, wait: float
+) -> contextlib.AbstractContextManager[None]:
+    return tried_session_lock(
+        engine,
+        sa.select(sa.func.GET_LOCK(lock.name, 0)),
+        sa.select(sa.func.RELEASE_LOCK(lock.name)),
+        wait,
+    )

@@ -1,0 +1,379 @@
+"""``airflow-idempotent history``: every write of each (table, window), in order, with its attempts.
+
+    airflow-idempotent history [--dag DAG] [--task TASK] [--table TABLE]
+                               [--window DATE | --from DATE --to DATE]
+                               [--flag {nondeterministic,skipped,failed}] [--limit N] [--json]
+                               [--conn-id CONN_ID]
+
+Rich tables in a terminal, plain text otherwise (one line per row), one JSON document with
+``--json``. Exit codes: 0 done (also when nothing matches), 1 the history store cannot be used,
+2 bad usage (unknown option, bad date, empty period).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from airflow_idempotent.cli.common import (
+    CliError,
+    add_conn_arg,
+    add_day_args,
+    cell,
+    day_bounds,
+    define_hint,
+    describe_store,
+    error_text,
+    logs_to_stderr,
+    make_console,
+    open_store,
+    positive_int,
+    print_plain,
+    when,
+)
+from airflow_idempotent.cli.effects import print_effects
+from airflow_idempotent.history.report import (
+    DEFAULT_LIMIT,
+    FLAG_CHOICES,
+    FLAG_FAILED,
+    FLAG_NONDETERMINISTIC,
+    FLAG_REFUSED,
+    FLAG_SKIPPED,
+    SHORT,
+    HistoryFilter,
+    first_line,
+    jsonable,
+    short,
+    window_history,
+)
+from airflow_idempotent.history.store import EMBEDDED_FILE
+
+
+# ------------------------------------------------------------------------------- arguments
+def add_history_parser(commands: Any) -> None:
+    """`history`: every write of each (table, window), in order, with its task attempts."""
+    p = commands.add_parser(
+        "history",
+        help="every write of each (table, window), in order, with its task attempts",
+        description=(
+            "Show, per target table and window, every write in order (ordinal, run, try, strategy, "
+            "status, row counts, checksum, fingerprint, dataset version, flags) and the task "
+            "attempts beneath it. The filters choose windows; each chosen window is shown whole."
+        ),
+        epilog=(
+            "Dates are UTC days; a window matches when it overlaps the days asked for "
+            "(--from and --to both included). Reads the connection --conn-id, or, when it is not "
+            f"defined, the embedded SQLite file $AIRFLOW_HOME/{EMBEDDED_FILE}."
+        ),
+    )
+    p.add_argument("--dag", metavar="DAG", help="only windows this DAG wrote")
+    p.add_argument("--task", metavar="TASK", help="only windows this task wrote")
+    p.add_argument(
+        "--table",
+        metavar="TABLE",
+        help='only this table: the table part of a target ("conn_id:table") or the whole target',
+    )
+    add_day_args(p)
+    p.add_argument(
+        "--flag",
+        choices=FLAG_CHOICES,
+        help="only windows with a non-deterministic write, a skipped write, or a refused write or "
+        "failed attempt",
+    )
+    p.add_argument(
+        "--limit",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_LIMIT,
+        help=f"at most N windows, those with the latest window start (default {DEFAULT_LIMIT})",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document (a list of windows)")
+    add_conn_arg(p)
+    p.set_defaults(handler=cmd_history)
+
+
+# ------------------------------------------------------------------------------- history
+def history_filter(args: argparse.Namespace) -> HistoryFilter:
+    """The windows the command line asks for (usage errors exit 2)."""
+    start, end = day_bounds(args)
+    return HistoryFilter(
+        dag_id=args.dag,
+        task_id=args.task,
+        table=args.table,
+        start=start,
+        end=end,
+        flag=args.flag,
+        limit=args.limit,
+    )
+
+
+def _described_filters(args: argparse.Namespace) -> str:
+    parts = [
+        f"--{name} {value}"
+        for name, value in (
+            ("dag", args.dag),
+            ("task", args.task),
+            ("table", args.table),
+            ("window", args.window),
+            ("from", args.date_from),
+            ("to", args.date_to),
+            ("flag", args.flag),
+        )
+        if value is not None
+    ]
+    return " ".join(parts) if parts else "(no filter)"
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    flt = history_filter(args)
+    with logs_to_stderr():
+        store = open_store(args.conn_id)
+        where = describe_store(args.conn_id, store)
+        try:
+            windows = window_history(store, flt)
+        except sa.exc.SQLAlchemyError as err:
+            raise CliError(
+                f"the history store is unreachable: {where}: {error_text(err)}\n" + define_hint(args.conn_id)
+            ) from None
+        finally:
+            store.engine.dispose()
+
+    if args.json:
+        json.dump(jsonable(windows), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        if not windows:
+            print(f"no window writes match {_described_filters(args)} in {where}", file=sys.stderr)
+        return 0
+    console = make_console()
+    if not windows:
+        console.print(f"No window writes match {_described_filters(args)} in {where}.", markup=False)
+        return 0
+    render_history(console, windows)
+    writes = sum(len(w["writes"]) for w in windows)
+    more = (
+        f"; showing the latest {flt.limit} windows, raise --limit for more"
+        if len(windows) >= flt.limit
+        else ""
+    )
+    console.print(f"{len(windows)} window(s), {writes} write(s) in {where}{more}", markup=False)
+    return 0
+
+
+# ------------------------------------------------------------------------------- rendering
+FLAG_STYLES = {
+    FLAG_NONDETERMINISTIC: "bold red",
+    FLAG_SKIPPED: "yellow",
+    FLAG_REFUSED: "bold red",
+    FLAG_FAILED: "red",
+}
+STATUS_STYLES = {"written": "green", "skipped": "yellow", "refused": "bold red"}
+
+
+def _task(row: dict[str, Any]) -> str:
+    return row["task_id"] if row["map_index"] in (None, -1) else f"{row['task_id']}[{row['map_index']}]"
+
+
+def _text(*parts: Any, sep: str = "\n") -> Any:
+    """Cells as rich Text, never markup: ids and errors may hold brackets."""
+    from rich.text import Text
+
+    text = Text()
+    for i, part in enumerate(parts):
+        if i:
+            text.append(sep)
+        if isinstance(part, tuple):
+            text.append(cell(part[0]), style=part[1])
+        else:
+            text.append(cell(part))
+    return text
+
+
+def _flags_text(flags: Sequence[str], sep: str = ", ") -> Any:
+    from rich.text import Text
+
+    if not flags:
+        return Text("-")
+    return _text(*((flag, FLAG_STYLES.get(flag, "")) for flag in flags), sep=sep)
+
+
+def _window_header(window: dict[str, Any]) -> Any:
+    from rich.text import Text
+
+    w = window["window"]
+    writes = window["writes"]
+    versions = [x["dataset_version"] for x in writes if x["dataset_version"] is not None]
+    header = Text()
+    header.append(window["target"], style="bold cyan")
+    header.append(f"  window {w['label']}  [{w['start'].isoformat()}, {w['end'].isoformat()})", style="bold")
+    header.append(f"  {len(writes)} write(s)")
+    if versions:
+        header.append(f", dataset version {versions[-1]}")
+    if window["flags"]:
+        header.append("  flags: ")
+        header.append_text(_flags_text(window["flags"]))
+    return header
+
+
+def _table(console: Any, columns: Sequence[tuple[str, str, int]]) -> Any:
+    """Columns are (header, justify, min_width). On a narrow terminal long cells (run ids,
+    errors) fold onto more lines; no column gets narrower than its min_width."""
+    from rich import box
+    from rich.table import Table
+
+    plain = not console.is_terminal
+    table = Table(
+        box=box.ASCII if plain else box.SIMPLE_HEAD,
+        show_edge=not plain,
+        pad_edge=False,
+        header_style="" if plain else "bold",
+    )
+    for name, justify, min_width in columns:
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]
+            overflow="fold",
+            min_width=min_width or None,
+        )
+    return table
+
+
+#: Plain text: one line per write, every field its own column (for grep and awk).
+PLAIN_WRITE_COLUMNS = (
+    ("#", "right", 2),
+    ("written (UTC)", "left", 10),
+    ("run type", "left", 0),
+    ("dag", "left", 0),
+    ("run", "left", 0),
+    ("task", "left", 0),
+    ("try", "right", 0),
+    ("strategy", "left", 0),
+    ("status", "left", 0),
+    ("deleted", "right", 0),
+    ("inserted", "right", 0),
+    ("updated", "right", 0),
+    ("rows", "right", 0),
+    ("checksum", "left", SHORT),
+    ("fingerprint", "left", SHORT),
+    ("version", "right", 0),
+    ("semantics", "left", 0),
+    ("policy", "left", 0),
+    ("flags", "left", 0),
+)
+#: Terminal: the same fields, paired into two-line cells so a write fits a normal terminal.
+RICH_WRITE_COLUMNS = (
+    ("#", "right", 2),
+    ("written (UTC)", "left", 10),
+    ("run / try", "left", 0),
+    ("dag / task", "left", 0),
+    ("strategy", "left", 0),
+    ("-del +ins ~upd", "right", 0),
+    ("checksum / fingerprint", "left", SHORT),
+    ("version", "right", 0),
+    ("semantics / policy", "left", 0),
+    ("flags", "left", 0),
+)
+ATTEMPT_COLUMNS = (
+    ("dag", "left", 0),
+    ("run", "left", 0),
+    ("task", "left", 0),
+    ("try", "right", 0),
+    ("event", "left", 0),
+    ("at (UTC)", "left", 0),
+    ("state", "left", 0),
+    ("source", "left", 0),
+    ("error", "left", 0),
+)
+
+
+def _plain_write_row(w: dict[str, Any]) -> list[Any]:
+    values = (
+        w["ordinal"],
+        when(w["written_at"]),
+        w["run_type"],
+        w["dag_id"],
+        w["run_id"],
+        _task(w),
+        w["try_number"],
+        w["strategy"],
+        w["status"],
+        w["rows_deleted"],
+        w["rows_inserted"],
+        w["rows_updated"],
+        w["row_count"],
+        short(w["checksum"]),
+        short(w["fingerprint"]),
+        w["dataset_version"],
+        w["semantics"],
+        w["policy_version"],
+    )
+    return [*(_text(v) for v in values), _flags_text(w["flags"])]
+
+
+def _rich_write_row(w: dict[str, Any]) -> list[Any]:
+    counts = " ".join(
+        f"{sign}{cell(w[name])}"
+        for sign, name in (("-", "rows_deleted"), ("+", "rows_inserted"), ("~", "rows_updated"))
+    )
+    return [
+        _text((w["ordinal"], "bold")),
+        _text(when(w["written_at"], sep="\n")),
+        _text(w["run_id"], (f"{cell(w['run_type'])}, try {w['try_number']}", "dim")),
+        _text(w["dag_id"], _task(w)),
+        _text(w["strategy"], (w["status"], STATUS_STYLES.get(w["status"], ""))),
+        _text(counts, (f"{cell(w['row_count'])} rows", "dim")),
+        _text(short(w["checksum"]), (short(w["fingerprint"]), "dim")),
+        _text(w["dataset_version"]),
+        _text(w["semantics"], w["policy_version"]),
+        _flags_text(w["flags"], sep="\n"),
+    ]
+
+
+def _writes_table(console: Any, writes: list[dict[str, Any]]) -> Any:
+    rich = console.is_terminal
+    table = _table(console, RICH_WRITE_COLUMNS if rich else PLAIN_WRITE_COLUMNS)
+    for w in writes:
+        table.add_row(*(_rich_write_row(w) if rich else _plain_write_row(w)))
+    return table
+
+
+def _attempts_table(console: Any, attempts: list[dict[str, Any]]) -> Any:
+    table = _table(console, ATTEMPT_COLUMNS)
+    for a in attempts:
+        style = "red" if a["failed"] else ""
+        values = (
+            a["dag_id"],
+            a["run_id"],
+            _task(a),
+            a["try_number"],
+            a["event"],
+            when(a["at"]),
+            a["state"],
+            a["source"],
+            first_line(a["error"]),
+        )
+        table.add_row(*(_text((v, style)) for v in values))
+    return table
+
+
+def render_history(console: Any, windows: list[dict[str, Any]]) -> None:
+    """Per window: a header line, its writes, then its task attempts (and effects)."""
+    print_plain(console, lambda: _render_windows(console, windows))
+
+
+def _render_windows(console: Any, windows: list[dict[str, Any]]) -> None:
+    for window in windows:
+        console.print(_window_header(window))
+        console.print(_writes_table(console, window["writes"]))
+        if window["attempts"]:
+            console.print("  task attempts", style="dim")
+            console.print(_attempts_table(console, window["attempts"]))
+        else:
+            console.print("  task attempts: none recorded", style="dim")
+        if window.get("effects"):
+            print_effects(console, window["effects"], "  effects")
+        console.print()

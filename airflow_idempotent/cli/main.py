@@ -1,0 +1,54 @@
+"""The ``airflow-idempotent`` command line: one subparser and one small handler per command.
+
+    airflow-idempotent history ...    every write of each (table, window), with its attempts
+    airflow-idempotent stop|resume|switches ...    the kill switch
+    airflow-idempotent effects list|resolve ...    the effect ledger
+    airflow-idempotent lint PATH ...    the DAG linter
+
+Each command's module says its exit codes; every usage error exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from airflow_idempotent import __version__
+from airflow_idempotent.cli import effects, history, switches
+from airflow_idempotent.cli.common import PROG, CliError, report_error
+from airflow_idempotent.lint import cli as lint_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command (each sets its `handler`)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and steer idempotent window writes recorded by airflow-idempotent.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    history.add_history_parser(commands)
+    switches.add_switch_parsers(commands)
+    lint_cli.register(commands)
+    effects.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (argparse's usage errors return 2)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: keep argparse's code
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except CliError as err:
+        return report_error(args.command, err)
+    except KeyboardInterrupt:
+        return 130
