@@ -56,6 +56,7 @@ from airflow_idempotent.examples.bank_file import (
     render_bank_file,
 )
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash
+from airflow_idempotent.guard import GuardRefusal
 from airflow_idempotent.window import window_from_context
 from tests.conftest import (
     MARIADB_HOST,
@@ -544,7 +545,7 @@ def test_a_replay_sends_nothing_not_even_what_never_went_out(store: Store) -> No
         assert all(
             d and d.startswith("replay run replay__incident (resend_effects=false)") for d in decisions
         )
-        with pytest.raises(EffectError, match="only a corrective backfill re-sends"):
+        with pytest.raises(GuardRefusal, match="only a corrective backfill re-sends"):
             perform(
                 effect,
                 "done",
@@ -582,7 +583,7 @@ def test_a_reconcile_sends_only_what_never_took_effect(store: Store) -> None:
             new is not None
             and new.decision == "reconcile run reconcile__repair (resend_effects=false): a new effect, sent"
         )
-        with pytest.raises(EffectError, match="only a corrective backfill re-sends"):
+        with pytest.raises(GuardRefusal, match="only a corrective backfill re-sends"):
             perform(
                 effect,
                 "done",

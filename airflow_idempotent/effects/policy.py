@@ -49,24 +49,20 @@ class RerunPolicy:
     def from_context(cls, context: Mapping[str, Any], run_id: str, task: Any = None) -> RerunPolicy:
         """The run's policy: its conf read by `BackfillIntent.from_conf` when it declares a rerun.
 
-        Raises the guard's GuardRefusal for a conf the guard refuses, and EffectError when it asks
-        ``resend_effects`` without being a corrective backfill.
+        Raises the guard's GuardRefusal for a conf the guard refuses (including ``resend_effects``
+        on a replay or reconcile), and EffectError when an ordinary run asks ``resend_effects``.
         """
         conf = getattr(context.get("dag_run"), "conf", None) or {}
         if not isinstance(conf, Mapping) or ("semantics" not in conf and not conf.get("resend_effects")):
             return cls(run_id=run_id)
-        semantics: str | None = None
-        resend: Any = conf.get("resend_effects")
-        if "semantics" in conf:
+        if "semantics" in conf:  # the guard's rule, which also refuses resend_effects outside corrective
             intent = BackfillIntent.from_conf(conf, declared_params=_declared_params(context, task))
-            semantics, resend = intent.semantics, intent.resend_effects
-        if resend not in (None, False) and semantics != "corrective":
-            raise EffectError(
-                f"the run's conf asks resend_effects={resend!r} but declares semantics={semantics!r}: only "
-                'a corrective backfill re-sends effects; trigger it with {"semantics": "corrective", '
-                '"reason": "...", "policy_version": "...", "resend_effects": true}'
-            )
-        return cls(run_id=run_id, semantics=semantics, resend=bool(resend))
+            return cls(run_id=run_id, semantics=intent.semantics, resend=intent.resend_effects)
+        raise EffectError(
+            f"the run's conf asks resend_effects={conf.get('resend_effects')!r} but declares no semantics: "
+            'only a corrective backfill re-sends effects; trigger it with {"semantics": "corrective", '
+            '"reason": "...", "policy_version": "...", "resend_effects": true}'
+        )
 
     @property
     def declared(self) -> bool:
