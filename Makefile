@@ -7,9 +7,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/pytest -q --timeout=900
 
-.PHONY: venv test lint demo clean reliability
+.PHONY: venv machine test lint demo clean reliability
 
 venv: $(VENV)/.installed
+
+# The Debian packages the suite drives (Chromium) and the local services it uses (PostgreSQL,
+# MariaDB, Redis): installed or started when missing or down (as root; otherwise it stops and
+# prints the exact command to run).
+machine:
+	@bash tools/machine.sh
 
 # Re-install whenever pyproject.toml changes (new dependency, new extra).
 $(VENV)/.installed: pyproject.toml
@@ -44,7 +50,7 @@ print(f"tests: {n - f - s} passed, {f} failed, {s} skipped")
 endef
 export SUMMARY
 
-test: venv
+test: venv machine
 	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
 	$(PYTEST) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e" tests
 	@n=0; for group in "dagrun tests" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
@@ -64,7 +70,7 @@ lint: venv
 	$(BIN)/airflow-idempotent lint dags
 
 # The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
-reliability: venv
+reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
 	rc=0; $(PYTEST) -m "not e2e" tests/reliability || rc=$$?; \
 	$(PYTEST) -m e2e tests/reliability || rc=$$?; \
