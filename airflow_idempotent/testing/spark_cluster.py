@@ -64,7 +64,8 @@ def java_home() -> str | None:
     java = shutil.which("java")
     if java is None:
         raise ClusterError(
-            "no Java runtime: install one (Debian: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME"
+            "no Java runtime: install one (Debian: apt-get install -y openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
         )
     return str(Path(os.path.realpath(java)).parent.parent)
 
@@ -112,24 +113,37 @@ class Daemon:
                 break
             time.sleep(0.2)
         tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-25:])
-        state = f"exited {self.proc.returncode}" if self.proc.poll() is not None else f"not ready in {timeout:g} s"
+        state = (
+            f"exited {self.proc.returncode}"
+            if self.proc.poll() is not None
+            else f"not ready in {timeout:g} s"
+        )
         raise ClusterError(f"{self.name} {state} (waiting for {line!r}); log {self.log}:\n{tail}")
 
     def rss_kib(self) -> int:
         return sum(_rss_kib(pid) for pid in _group_pids(self.proc.pid))
 
+    def signal(self, sig: int) -> None:
+        """Signal the whole group (started with start_new_session: led by the process)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM to the whole group, SIGKILL what is left after `grace` seconds."""
-        pgid = self.proc.pid  # started with start_new_session: the group is led by it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_pids(pgid):
-            time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+        stop_all([self], grace)
+
+
+def stop_all(daemons: list[Daemon], grace: float = 10.0) -> None:
+    """SIGTERM every daemon's group at once, SIGKILL the groups still alive after `grace` seconds."""
+    for daemon in daemons:
+        daemon.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_group_pids(d.proc.pid) for d in daemons):
+        time.sleep(0.1)
+    for daemon in daemons:
+        daemon.signal(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
+            daemon.proc.wait(timeout=5)
 
 
 @dataclass
@@ -304,9 +318,10 @@ class SparkCluster:
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:
-        """Stop the Connect server first, then workers (and their executors), then the master."""
-        for daemon in reversed(self.daemons):
-            daemon.stop()
+        """Stop the Connect server, then the workers (their executors with them) and the master."""
+        connect = [d for d in self.daemons if d.name == "connect"]
+        stop_all(connect, grace=5.0)  # the driver first, so the workers need not wait for it
+        stop_all([d for d in self.daemons if d.name != "connect"], grace=5.0)
         self.daemons.clear()
 
     def __enter__(self) -> SparkCluster:
@@ -326,4 +341,3 @@ def running_cluster(base_dir: str | Path, **kwargs: Any) -> Iterator[SparkCluste
         yield cluster
     finally:
         cluster.stop()
-
