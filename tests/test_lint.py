@@ -114,7 +114,7 @@ FIX_TEXT = (
 
 
 def test_dialects_constant() -> None:
-    assert DIALECTS == ("postgres", "mysql", "sqlite", "duckdb")
+    assert DIALECTS == ("postgres", "mysql", "sqlite", "duckdb", "spark")
 
 
 @pytest.mark.parametrize(("dialect", "sql", "function", "kind"), PARAMS)

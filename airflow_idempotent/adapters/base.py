@@ -125,9 +125,26 @@ class EngineAdapter(StagingStatements):
     #: DDL is transactional, so a failed write can roll back a CREATE too.
     transactional_ddl: ClassVar[bool] = True
     # drop_temporary_keyword, update_join_style: the staging statements' flags (see `staging`)
+    #: Several statements commit or roll back together. Without it an overwrite is the partition
+    #: switch of `airflow_idempotent.partition_switch` (stage, verify, switch in the catalog).
+    supports_transactions: ClassVar[bool] = True
+    #: A merge (upsert) can be done on the engine's tables; `merge_refusal` says why not otherwise.
+    supports_merge: ClassVar[bool] = True
+    merge_refusal: ClassVar[str] = ""
+    #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
+    has_native_lock: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    def check_merge_supported(self, table: str) -> None:
+        """Refuse a merge on an engine that cannot do one, before anything runs, naming the alternative."""
+        if not self.supports_merge:
+            raise UnsupportedConnectionError(
+                f"MergeOperator cannot write {table!r} on {self.dialect}: {self.merge_refusal}. Use "
+                "PartitionOverwriteOperator (same sql, partition_column and window), which replaces the "
+                "window's partitions whole and is as safe to rerun."
+            )
 
     # ------------------------------------------------------------------ identifiers
     def table(self, name: str, alias: str | None = None) -> exp.Table:

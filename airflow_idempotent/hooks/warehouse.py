@@ -78,6 +78,10 @@ class WarehouseHook(DbApiHook):
 
     @cached_property
     def adapter(self) -> EngineAdapter:
+        if (self.connection.conn_type or "").lower() == "spark_connect":
+            from airflow_idempotent.adapters.spark import SparkAdapter  # needs the spark extra
+
+            return SparkAdapter.from_connection(self.get_conn_id())
         return adapter_for(self.engine)
 
     def get_conn(self) -> Any:

@@ -22,7 +22,7 @@ from airflow_idempotent.errors import SqlParseError
 __all__ = ["DIALECTS", "NAME_KEY", "START_KEY", "dialect_name", "parse_one_statement", "parse_statements"]
 
 #: sqlglot dialect names we support. MariaDB uses "mysql".
-DIALECTS: tuple[str, ...] = ("postgres", "mysql", "sqlite", "duckdb")
+DIALECTS: tuple[str, ...] = ("postgres", "mysql", "sqlite", "duckdb", "spark")
 
 _SEMICOLON: tuple[type[exp.Expression], ...] = tuple(
     cls for cls in (getattr(exp, "Semicolon", None),) if cls is not None

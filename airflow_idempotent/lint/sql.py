@@ -137,6 +137,25 @@ _NAMES: dict[str, str] = {
     ),
 }
 
+# Spark's functions whose result depends on the run, not on the rows: randomness, and row ids or
+# file names that depend on how the input happens to be split into partitions and files; reflect()
+# and java_method() call any JVM method (java.util.UUID.randomUUID, System.currentTimeMillis).
+_DIALECT_NAMES: dict[str, dict[str, str]] = {
+    "spark": {
+        **dict.fromkeys(("shuffle", "uniform", "reflect", "java_method", "try_reflect"), RANDOM),
+        **dict.fromkeys(
+            (
+                "monotonically_increasing_id",
+                "spark_partition_id",
+                "input_file_name",
+                "input_file_block_start",
+                "input_file_block_length",
+            ),
+            SEQUENCE,
+        ),
+    },
+}
+
 # Deterministic with an argument, a clock read without one (MySQL's UNIX_TIMESTAMP()).
 _CLOCK_WITHOUT_ARGS = frozenset({"unix_timestamp"})
 # AGE(ts) measures from today's date; AGE(a, b) does not (PostgreSQL, DuckDB).
@@ -312,6 +331,8 @@ def _classify(node: exp.Expression, dialect: str) -> tuple[str, str, bool] | Non
         return None
     if written in _NAMES:
         return written, _NAMES[written], False
+    if written in _DIALECT_NAMES.get(dialect, {}):
+        return written, _DIALECT_NAMES[dialect][written], False
     if written in _CLOCK_WITHOUT_ARGS and _argument_count(node) == 0:
         return written, CLOCK, False
     if dialect in _CLOCK_WITH_ONE_ARG.get(written, ()) and _argument_count(node) == 1:

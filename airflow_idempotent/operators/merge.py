@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.strategies import WriteResult, WriteSpec, merge
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class MergeOperator(WindowWriteOperator):
@@ -27,6 +31,11 @@ class MergeOperator(WindowWriteOperator):
         if not self.key_columns:
             raise ValueError("MergeOperator needs key_columns, e.g. key_columns=['sale_id'].")
         self.delete_missing = delete_missing
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Refuse an engine that cannot merge before anything runs (the lint, the kill switch, a query)."""
+        WarehouseHook(conn_id=self.conn_id).adapter.check_merge_supported(self.table)
+        return super().execute(context)
 
     def strategy_parts(self) -> dict[str, Any]:
         return {"key_columns": self.key_columns, "delete_missing": self.delete_missing}

@@ -23,4 +23,10 @@ class PartitionOverwriteOperator(WindowWriteOperator):
         super().__init__(partition_column=partition_column, **kwargs)
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
+        if not adapter.supports_transactions:  # Spark: stage, verify, switch partitions in the catalog
+            from airflow_idempotent.history.store import HistoryStore
+            from airflow_idempotent.partition_switch import overwrite_by_switch
+
+            store = HistoryStore.from_airflow(self.history_conn_id)
+            return overwrite_by_switch(adapter, spec, store, f"{self.conn_id}:{self.table}")  # type: ignore[arg-type]
         return overwrite(adapter, spec)

@@ -1,0 +1,320 @@
+"""Apache Spark through Spark Connect: the SQL runs in the cluster, no row passes through the worker.
+
+Reached with an Airflow `spark_connect` connection (the apache-spark provider's type: host, port
+15002 by default, login = user id, password = token, extra `use_ssl`), turned into an `sc://` URL
+by the provider's `SparkConnectHook` and opened with pyspark's `SparkSession.builder.remote()`.
+
+What the engine cannot do is declared in flags the base and the strategies read:
+- no multi-statement transactions (`supports_transactions = False`): an overwrite is the
+  crash-safe partition switch of `airflow_idempotent.partition_switch`, not DELETE + INSERT;
+- no MERGE/DELETE/UPDATE on the parquet tables of Spark's catalog (`supports_merge = False`):
+  a MergeOperator is refused before anything runs, naming PartitionOverwriteOperator;
+- no lock of its own (`has_native_lock = False`): the (table, window) lock is held in the
+  history store.
+
+To keep one interface with the SQLAlchemy adapters, a small `SparkEngine` stands in for an
+engine: `connect()` yields a `SparkConnection`, whose results answer `keys()`, `one()`, `all()`,
+`scalar_one()` as SQLAlchemy's do. Values are bound as Spark's named parameters
+(`spark.sql(query, args={...})`), which are written `:name` like SQLAlchemy's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, ClassVar
+
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import (
+    SOURCE_ALIAS,
+    ColumnInfo,
+    ColumnKind,
+    EngineAdapter,
+    TableInfo,
+    split_table_name,
+    validate_identifier,
+)
+from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
+
+#: The connection type of the apache-spark provider's Spark Connect connection.
+CONN_TYPE = "spark_connect"
+#: Prefix of the per-attempt staging tables (and of their directories, hidden from Spark's listing).
+STAGING_PREFIX = "_idem_stg_"
+ATTEMPTS_DIR = "_idem_attempts"
+
+
+class SparkResult:
+    """A Spark DataFrame answering like a SQLAlchemy result (only aggregates are ever collected)."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self.rowcount = -1
+
+    def keys(self) -> list[str]:
+        return list(self.frame.columns)  # analysis only: nothing runs
+
+    def all(self) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self.frame.collect()]
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.all())
+
+    def one(self) -> tuple[Any, ...]:
+        rows = self.all()
+        if len(rows) != 1:
+            raise SchemaError(f"expected one row from Spark, got {len(rows)}")
+        return rows[0]
+
+    def first(self) -> tuple[Any, ...] | None:
+        rows = self.frame.limit(1).collect()
+        return tuple(rows[0]) if rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def close(self) -> None:
+        """Nothing to release: a DataFrame holds no cursor."""
+
+
+@dataclass
+class SparkConnection:
+    """One Spark Connect session (a server-side session id), as the adapter's statements see it."""
+
+    session: Any
+    session_id: str
+
+    def sql(self, query: str, params: Mapping[str, Any] | None = None) -> SparkResult:
+        """Run (commands) or plan (queries) one statement with named parameters bound."""
+        args = dict(params or {})
+        return SparkResult(self.session.sql(query, args=args) if args else self.session.sql(query))
+
+
+class SparkEngine:
+    """Stands in for a SQLAlchemy engine: the Connect URL and sessions on it, opened lazily."""
+
+    def __init__(self, url: str, conn_id: str | None = None) -> None:
+        self.url = url
+        self.conn_id = conn_id
+
+    def session_url(self, session_id: str) -> str:
+        """The URL with `session_id` added: sc://host:port/;param=value;session_id=<uuid>."""
+        base = self.url.rstrip(";")
+        if "/;" in base:
+            return f"{base};session_id={session_id}"
+        return f"{base.rstrip('/')}/;session_id={session_id}"
+
+    @contextlib.contextmanager
+    def connect(self, session_id: str | None = None) -> Iterator[SparkConnection]:
+        """A Spark Connect session of its own (`session_id` attaches to a known one)."""
+        from pyspark.sql import SparkSession
+
+        sid = session_id or str(uuid.uuid4())
+        session = SparkSession.builder.remote(self.session_url(sid)).create()
+        try:
+            yield SparkConnection(session, sid)
+        finally:
+            with contextlib.suppress(Exception):
+                session.stop()
+
+    def dispose(self) -> None:
+        """Nothing pooled."""
+
+
+@dataclass(frozen=True)
+class SparkTableInfo(TableInfo):
+    """A catalog table: its columns' Spark types, partition columns, location and format."""
+
+    partition_columns: tuple[str, ...] = ()
+    location: str = ""
+    provider: str = ""
+    spark_types: Mapping[str, str] | None = None  # lower-case name -> Spark type, e.g. decimal(12,2)
+
+
+class SparkAdapter(EngineAdapter):
+    """Spark SQL over Spark Connect: partitioned parquet tables in the session's catalog."""
+
+    dialect = "spark"
+    # no upsert_style and no lock_style: Spark has neither an upsert nor a lock to offer
+    supports_transactions: ClassVar[bool] = False
+    supports_merge: ClassVar[bool] = False
+    has_native_lock: ClassVar[bool] = False
+    hosts_history_store: ClassVar[bool] = False
+    merge_refusal: ClassVar[str] = (
+        "Spark refuses MERGE INTO, DELETE and UPDATE on the parquet tables of its catalog (they need "
+        "Delta Lake or Iceberg, which this cluster does not have), so a merge cannot be done safely"
+    )
+
+    engine: SparkEngine  # type: ignore[assignment]  # not SQLAlchemy: a Spark Connect endpoint
+
+    def __init__(self, engine: SparkEngine) -> None:  # type: ignore[override]
+        self.engine = engine
+
+    @classmethod
+    def from_connection(cls, conn_id: str) -> SparkAdapter:
+        """The adapter of an Airflow `spark_connect` connection (URL built by SparkConnectHook)."""
+        try:
+            from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+        except ImportError as err:  # pragma: no cover - depends on the install
+            raise UnsupportedConnectionError(
+                f"connection {conn_id!r} is a spark_connect connection, which needs the spark extra: "
+                "pip install 'airflow-idempotent[spark]'"
+            ) from err
+        return cls(SparkEngine(SparkConnectHook(conn_id).get_connection_url(), conn_id))
+
+    # ------------------------------------------------------------------ statements
+    def execute(self, conn: Any, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+        return conn.sql(self.render(expression), self.bindable(params))
+
+    def bindable(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters as Spark Connect binds them (dates, numbers, strings, decimals)."""
+        return {k: v for k, v in params.items()}
+
+    @staticmethod
+    def ident(name: str) -> str:
+        """A validated, back-quoted Spark identifier."""
+        return exp.to_identifier(validate_identifier(name), quoted=True).sql(dialect="spark")
+
+    def qualified(self, table: str) -> str:
+        return self.table(table).sql(dialect="spark")
+
+    @staticmethod
+    def literal(value: str) -> str:
+        """A string literal, escaped by sqlglot (partition values, locations)."""
+        return exp.Literal.string(value).sql(dialect="spark")
+
+    # ------------------------------------------------------------------ introspection
+    def describe(self, conn: Any, table: str) -> SparkTableInfo:
+        schema, name = split_table_name(table)
+        session = conn.session
+        if not session.catalog.tableExists(name, schema):
+            raise SchemaError(
+                f"table {table!r} does not exist in the Spark catalog: create it first (e.g. CREATE TABLE "
+                f"{table} (...) USING parquet PARTITIONED BY (sale_date)), or fix the table name."
+            )
+        columns: dict[str, ColumnInfo] = {}
+        types: dict[str, str] = {}
+        partitions: list[str] = []
+        for col in session.catalog.listColumns(name, schema):
+            columns[col.name.lower()] = ColumnInfo(
+                name=col.name,
+                type_name=col.dataType,
+                kind=self.column_kind(col.dataType),
+                nullable=col.nullable,
+            )
+            types[col.name.lower()] = col.dataType
+            if col.isPartition:
+                partitions.append(col.name)
+        details = {
+            str(r[0]).strip(): str(r[1])
+            for r in conn.sql(f"DESCRIBE TABLE EXTENDED {self.qualified(table)}").all()
+        }
+        return SparkTableInfo(
+            schema=schema,
+            name=name,
+            columns=columns,
+            unique_keys=(),
+            partition_columns=tuple(partitions),
+            location=details.get("Location", ""),
+            provider=details.get("Provider", "").lower(),
+            spark_types=types,
+        )
+
+    def column_kind(self, type_: Any) -> ColumnKind:
+        name = str(type_).lower()
+        if name == "date":
+            return "date"
+        if name in ("timestamp_ntz",):
+            return "timestamp"
+        if name == "timestamp":
+            return "timestamptz"
+        return "other"
+
+    # ------------------------------------------------------------------ checksums
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        """xxhash64 as DECIMAL(38,0): a SUM of BIGINTs overflows under Spark 4's ANSI mode."""
+        return exp.cast(exp.Anonymous(this="XXHASH64", expressions=[text]), "DECIMAL(38, 0)")
+
+    def partition_stats(self, table: str, partition_column: str, columns: Sequence[str]) -> exp.Select:
+        """Per partition value of `table`: rows and the sum of row hashes, in one scan in the cluster."""
+        check = self.window_checksum(table, partition_column, columns)
+        count, total = check.expressions
+        part = self.column(partition_column)
+        return exp.select(part, count, total).from_(self.table(table)).group_by(part.copy())
+
+    # ------------------------------------------------------------------ the partition switch
+    def staging_name(self, table: str, attempt: str) -> str:
+        schema, _ = split_table_name(table)
+        name = f"{STAGING_PREFIX}{attempt}"
+        return f"{schema}.{name}" if schema else name
+
+    def create_staging_as(
+        self,
+        staging: str,
+        location: str,
+        info: SparkTableInfo,
+        columns: Sequence[str],
+        partition_column: str,
+        query: exp.Expr,
+    ) -> str:
+        """CREATE TABLE staging USING parquet PARTITIONED BY (p) LOCATION '..' AS SELECT CAST(..) ..
+
+        An external table (it has a LOCATION), so dropping it later leaves its files, which by
+        then are the target's partitions. Every column is cast to the target's type, so the
+        staged files are what the target would store; the partition column comes last.
+        """
+        types = info.spark_types or {}
+        ordered = [c for c in columns if c.lower() != partition_column.lower()]
+        ordered.append(info.column(partition_column, "partition_column").name)
+        select = exp.select(
+            *[
+                exp.alias_(
+                    exp.cast(
+                        self.column(c, SOURCE_ALIAS), exp.DataType.build(types[c.lower()], dialect="spark")
+                    ),
+                    exp.to_identifier(c, quoted=True),
+                )
+                for c in ordered
+            ]
+        ).from_(self.source(query))
+        return (
+            f"CREATE TABLE {self.qualified(staging)} USING parquet "
+            f"PARTITIONED BY ({self.ident(ordered[-1])}) LOCATION {self.literal(location)} "
+            f"AS {self.render(select)}"
+        )
+
+    def list_partitions(self, conn: Any, table: str, partition_column: str) -> dict[str, str]:
+        """The table's partition values of `partition_column` -> their location (catalog only)."""
+        rows = conn.sql(f"SHOW PARTITIONS {self.qualified(table)}").all()
+        out: dict[str, str] = {}
+        for (spec,) in rows:
+            key, _, value = str(spec).partition("=")
+            if key.lower() == partition_column.lower():
+                out[value] = ""
+        return out
+
+    def partition_spec(self, partition_column: str, value: date) -> str:
+        return f"PARTITION ({self.ident(partition_column)} = {self.literal(value.isoformat())})"
+
+    def set_location(self, table: str, partition_column: str, value: date, location: str) -> str:
+        spec = self.partition_spec(partition_column, value)
+        return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
+
+    def add_partition(self, table: str, partition_column: str, value: date, location: str) -> str:
+        spec = self.partition_spec(partition_column, value)
+        return (
+            f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {spec} LOCATION {self.literal(location)}"
+        )
+
+    def drop_partition(self, table: str, partition_column: str, value: date) -> str:
+        spec = self.partition_spec(partition_column, value)
+        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {spec}"
+
+    def refresh(self, table: str) -> str:
+        return f"REFRESH TABLE {self.qualified(table)}"
+
+    def drop_table(self, table: str) -> str:
+        return f"DROP TABLE IF EXISTS {self.qualified(table)}"

@@ -1,0 +1,265 @@
+"""Crash-safe window overwrite for engines without transactions: stage, verify, switch in the catalog.
+
+Every plain `INSERT OVERWRITE` breaks the contract on partitioned parquet tables (measured: a
+static overwrite deletes the old files before its job runs, a dynamic one keeps stale days and
+tears a month when killed). This protocol never touches the files the target reads:
+
+1. Lock the (table, window) in the history store (the engine has no lock of its own).
+2. Recover: finish a switch a dead attempt recorded but did not complete (every operation is
+   idempotent), interrupt what that attempt left running in its engine session, and drop the
+   staging it left.
+3. Stage: record the attempt, then write the window's SELECT into a fresh per-attempt location
+   (an external staging table partitioned like the target, each column cast to the target's type).
+4. Verify, in the cluster, in one scan of the staging: row count and checksum per partition
+   value; a value outside the window (or NULL) refuses the write before anything is replaced.
+5. Plan: per date of the window, SET LOCATION (the day exists), ADD PARTITION (a new day) or
+   DROP PARTITION (the window no longer has it: an empty window really is emptied, a month is
+   replaced whole). The plan is recorded in the history store before the first operation.
+6. Switch under the table's catalog lock, REFRESH TABLE for readers, check that the target's
+   window now has the staged count and checksum, mark the plan done.
+
+A crash anywhere leaves each partition pointing at a complete location (old or new). A killed
+task's statement may still finish on the server: before a retry runs anything it interrupts the
+dead attempt's session, and its only possibly-late statement (one operation of its recorded plan)
+is one the retry re-applies anyway, so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pendulum
+
+from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.adapters.spark import ATTEMPTS_DIR, SparkAdapter, SparkTableInfo
+from airflow_idempotent.errors import LockTimeoutError, RowsOutsideWindowError, SchemaError
+from airflow_idempotent.history import switches
+from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, _prepare
+from airflow_idempotent.window import Window
+
+log = logging.getLogger(__name__)
+
+#: The protocol's steps, in order, as `step_hook` sees them (the crash matrix kills at each).
+STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
+#: Called with each step's name as it is reached (tests, tracing); None in production.
+step_hook: Callable[[str], None] | None = None
+#: The window the table-wide catalog lock is named with (it covers every window of the table).
+_WHOLE_TABLE = Window(
+    start=pendulum.datetime(1970, 1, 1, tz="UTC"), end=pendulum.datetime(1970, 1, 2, tz="UTC"), source="lock"
+)
+
+
+def _step(name: str) -> None:
+    if step_hook is not None:
+        step_hook(name)
+
+
+def _days(window: Window) -> tuple[date, date]:
+    """The window's first and past-the-end date; it must be whole days (a DATE partition each)."""
+    if not window.is_date_aligned:
+        raise SchemaError(
+            f"window {window.label()} is not whole days, but the table is partitioned by a DATE: a "
+            "partition is replaced whole, so write day, week or month windows (granularity='day')."
+        )
+    return window.start_date(), window.end_date()
+
+
+def _check_table(info: SparkTableInfo, partition_column: str) -> str:
+    part = info.column(partition_column, "partition_column")
+    if [p.lower() for p in info.partition_columns] != [part.name.lower()]:
+        raise SchemaError(
+            f"{info.qualified} is partitioned by {list(info.partition_columns) or 'nothing'}, not by "
+            f"{part.name!r} alone: create it with PARTITIONED BY ({part.name}) so each date of the window "
+            "is a partition that can be switched whole."
+        )
+    if part.kind != "date":
+        raise SchemaError(
+            f"partition column {part.name!r} of {info.qualified} is {part.type_name}, not a DATE: the "
+            "partition switch replaces whole dates; partition the table by a DATE column."
+        )
+    return part.name
+
+
+@contextlib.contextmanager
+def _store_lock(store: HistoryStore, key: str, window: Window, timeout: float) -> Iterator[None]:
+    """The (key, window) lock, held in the history store's database for engines with none of their own.
+
+    Held for minutes while the engine works, so a session lock (the store adapter's
+    `session_lock`: advisory, GET_LOCK or a flock), never a transaction; the database or the
+    kernel drops it when the holding process dies. Times out like every lock: LockTimeoutError.
+    """
+    adapter = adapter_for(store.engine)
+    try:
+        with adapter.session_lock(f"{key}|{window.label()}", timeout):
+            yield
+    except LockTimeoutError as err:
+        raise adapter.lock_timeout_error(key, window, timeout, str(err)) from err
+
+
+def _interrupt(adapter: SparkAdapter, session_id: str | None) -> None:
+    """Interrupt every operation a dead attempt left running in its session, then release it."""
+    if not session_id:
+        return
+    try:
+        with adapter.engine.connect(session_id) as old:
+            interrupted = old.session.interruptAll()
+        if interrupted:
+            log.warning("interrupted %d operation(s) of dead session %s", len(interrupted), session_id)
+    except Exception as err:  # the session may be gone already: nothing of it runs then
+        log.info("session %s not interrupted (%s)", session_id, err)
+
+
+def _apply(
+    adapter: SparkAdapter, conn: Any, table: str, partition_column: str, ops: list[dict[str, str]]
+) -> None:
+    """Run a plan's catalog operations; each is idempotent, so a plan can be run again whole."""
+    for i, op in enumerate(ops):
+        value = date.fromisoformat(op["value"])
+        if op["op"] == "set":
+            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
+        elif op["op"] == "add":
+            conn.sql(adapter.add_partition(table, partition_column, value, op["location"]))
+            # ADD IF NOT EXISTS keeps an existing partition's location: a rerun of the plan sets it
+            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
+        else:
+            conn.sql(adapter.drop_partition(table, partition_column, value))
+        if i == 0:
+            _step("switched_one")
+    conn.sql(adapter.refresh(table))
+
+
+def _recover(
+    adapter: SparkAdapter, conn: Any, store: HistoryStore, spec: WriteSpec, target: str, partition_column: str
+) -> int:
+    """Complete or abandon what dead attempts on this table left; return how many plans."""
+    done = 0
+    for plan in switches.unfinished(store, target):
+        window = Window(
+            start=pendulum.instance(plan.window_start), end=pendulum.instance(plan.window_end), source="plan"
+        )
+        mine = window.start == spec.window.start and window.end == spec.window.end
+        try:  # the plan of another window: only if its attempt is dead (its lock is free)
+            held = contextlib.nullcontext() if mine else _store_lock(store, f"switch:{target}", window, 0.0)
+            with held:
+                _interrupt(adapter, plan.session_id)
+                if plan.status == switches.SWITCHING:
+                    log.warning(
+                        "completing the switch of dead attempt %s (%s)", plan.attempt_id, window.label()
+                    )
+                    _apply(adapter, conn, spec.table, partition_column, plan.operations)
+                    switches.set_status(store, plan.attempt_id, switches.DONE)
+                else:
+                    switches.set_status(store, plan.attempt_id, switches.ABANDONED)
+                conn.sql(adapter.drop_table(plan.staging_table))
+                done += 1
+        except LockTimeoutError:
+            continue
+    return done
+
+
+def _plan(
+    existing: set[date], staged: set[date], start: date, end: date, location: str, column: str
+) -> list[dict[str, str]]:
+    ops: list[dict[str, str]] = []
+    day = start
+    while day < end:
+        where = f"{location}/{column}={day.isoformat()}"
+        if day in staged:
+            ops.append(
+                {"op": "set" if day in existing else "add", "value": day.isoformat(), "location": where}
+            )
+        elif day in existing:
+            ops.append({"op": "drop", "value": day.isoformat()})
+        day += timedelta(days=1)
+    return ops
+
+
+def overwrite_by_switch(
+    adapter: SparkAdapter, spec: WriteSpec, store: HistoryStore, target: str, attempt_id: str | None = None
+) -> WriteResult:
+    """Replace the window of `spec.table` by the SELECT's rows, crash-safe (see the module)."""
+    if spec.partition_column is None:
+        raise SchemaError(
+            "partition overwrite needs a partition_column: the DATE column the table is partitioned by."
+        )
+    start, end = _days(spec.window)
+    attempt = attempt_id or uuid.uuid4().hex[:20]
+    store.migrate()
+    with (
+        _store_lock(store, f"switch:{target}", spec.window, spec.lock_timeout),
+        adapter.engine.connect() as conn,
+    ):
+        _step("locked")
+        info, columns, params = _prepare(adapter, conn, spec)  # type: ignore[arg-type]
+        assert isinstance(info, SparkTableInfo)
+        column = _check_table(info, spec.partition_column)
+        with _store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
+            _recover(adapter, conn, store, spec, target, column)
+        window_only = {k: params[k] for k in RESERVED_PARAMS}
+        staging = adapter.staging_name(spec.table, attempt)
+        location = f"{info.location.rstrip('/')}/{ATTEMPTS_DIR}/{attempt}"
+        switches.begin(
+            store, attempt, target, spec.window.start, spec.window.end, conn.session_id, staging, location
+        )
+        _step("recorded")
+        conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
+        _step("staged")
+        stats = adapter.execute(conn, adapter.partition_stats(staging, column, list(info.columns)), {}).all()
+        outside = [(v, int(n)) for v, n, _ in stats if v is None or not (start <= v < end)]
+        if outside:
+            conn.sql(adapter.drop_table(staging))
+            switches.set_status(store, attempt, switches.ABANDONED)
+            sample = ", ".join(str(v) for v, _ in outside[:SAMPLE_SIZE])
+            rows = sum(n for _, n in outside)
+            raise RowsOutsideWindowError(
+                f"the SELECT produced {rows} row(s) whose {column} is outside the window "
+                f"{spec.window.label()} (e.g. {sample}): nothing was replaced. Filter the SELECT on "
+                f"{column} >= :window_start AND {column} < :window_end."
+            )
+        inserted = sum(int(n) for _, n, _ in stats)
+        total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
+        checksum = f"{inserted}:{total}"
+        _step("verified")
+        deleted = int(
+            adapter.execute(conn, adapter.count_window(spec.table, column), window_only).scalar_one()
+        )
+        existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
+        ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
+        if spec.before_commit is not None:
+            spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
+        switches.set_status(
+            store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
+        )
+        _step("planned")
+        with _store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
+            _apply(adapter, conn, spec.table, column, ops)
+        _step("switched")
+        query = adapter.window_checksum(spec.table, column, list(info.columns))
+        count, after = adapter.execute(conn, query, window_only).one()
+        if f"{int(count)}:{after}" != checksum:
+            raise SchemaError(
+                f"after the switch {spec.table} window {spec.window.label()} holds {count}:{after}, not the "
+                f"staged {checksum}: another writer changed the table outside this provider; rerun the task."
+            )
+        switches.set_status(store, attempt, switches.DONE)
+        conn.sql(adapter.drop_table(staging))
+        _step("done")
+    log.info(
+        "switched %s window %s: %d partition operation(s), %d rows replaced by %d (checksum %s)",
+        spec.table,
+        spec.window.label(),
+        len(ops),
+        deleted,
+        inserted,
+        checksum,
+    )
+    return WriteResult(
+        "overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted, inserted, checksum
+    )

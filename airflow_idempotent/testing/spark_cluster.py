@@ -1,0 +1,343 @@
+"""A real Spark standalone cluster on loopback, from the pip-installed pyspark: for tests and benches.
+
+    with SparkCluster.start(base_dir) as cluster:
+        spark = cluster.session()          # a Spark Connect client
+        print(cluster.connect_url)         # sc://127.0.0.1:<port>
+
+One master, `workers` workers (1 core, 1g each) and a Spark Connect server (Hive catalog with its
+own warehouse directory and embedded Derby metastore) attached to the master, every port a free
+loopback port. Each process runs in a process group of its own (a worker's executor JVMs are in
+its group), is ready when its log says so, and is stopped by its group: SIGTERM, then SIGKILL.
+
+Needs `pip install 'airflow-idempotent[spark]'` and a Java 17+ runtime (`java` on PATH or JAVA_HOME).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["ClusterError", "SparkCluster", "free_port", "spark_home"]
+
+#: How long a process may take to print its ready line.
+READY_TIMEOUT = 120.0
+MASTER_READY = "I have been elected leader"
+WORKER_READY = "Successfully registered with master"
+CONNECT_READY = "Spark Connect server started"
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ClusterError(RuntimeError):
+    """A cluster process failed to start (its log's tail is in the message)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spark_home() -> Path:
+    """The Spark distribution inside the pyspark package (bin/spark-class, jars/)."""
+    try:
+        import pyspark
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ClusterError("pyspark is not installed: pip install 'airflow-idempotent[spark]'") from err
+    return Path(pyspark.__file__).parent
+
+
+def java_home() -> str | None:
+    """JAVA_HOME, or the runtime `java` on PATH resolves to."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    if java is None:
+        raise ClusterError(
+            "no Java runtime: install one (Debian: apt-get install -y openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    return str(Path(os.path.realpath(java)).parent.parent)
+
+
+def _rss_kib(pid: int) -> int:
+    """Resident set size of one process, from /proc (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _group_pids(pgid: int) -> list[int]:
+    """Every live process of process group `pgid` (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class Daemon:
+    """One started process (its own process group) and its log file."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def wait_ready(self, line: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if line in self.log.read_text(errors="replace"):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-25:])
+        state = (
+            f"exited {self.proc.returncode}"
+            if self.proc.poll() is not None
+            else f"not ready in {timeout:g} s"
+        )
+        raise ClusterError(f"{self.name} {state} (waiting for {line!r}); log {self.log}:\n{tail}")
+
+    def rss_kib(self) -> int:
+        return sum(_rss_kib(pid) for pid in _group_pids(self.proc.pid))
+
+    def signal(self, sig: int) -> None:
+        """Signal the whole group (started with start_new_session: led by the process)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM to the whole group, SIGKILL what is left after `grace` seconds."""
+        stop_all([self], grace)
+
+
+def stop_all(daemons: list[Daemon], grace: float = 10.0) -> None:
+    """SIGTERM every daemon's group at once, SIGKILL the groups still alive after `grace` seconds."""
+    for daemon in daemons:
+        daemon.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_group_pids(d.proc.pid) for d in daemons):
+        time.sleep(0.1)
+    for daemon in daemons:
+        daemon.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.proc.wait(timeout=5)
+
+
+@dataclass
+class SparkCluster:
+    """A running master, workers and Spark Connect server; `stop()` (or the with-block) ends them."""
+
+    base_dir: Path
+    master_port: int
+    connect_port: int
+    warehouse_dir: Path
+    daemons: list[Daemon] = field(default_factory=list)
+    start_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @property
+    def connect_url(self) -> str:
+        return f"sc://127.0.0.1:{self.connect_port}"
+
+    @property
+    def connect_daemon(self) -> Daemon:
+        return next(d for d in self.daemons if d.name == "connect")
+
+    # ------------------------------------------------------------------ start
+    @classmethod
+    def start(
+        cls,
+        base_dir: str | Path,
+        workers: int = 2,
+        worker_memory: str = "1g",
+        driver_memory: str = "1g",
+        ready_timeout: float = READY_TIMEOUT,
+        extra_conf: dict[str, str] | None = None,
+    ) -> SparkCluster:
+        """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it."""
+        base = Path(base_dir).resolve()
+        base.mkdir(parents=True, exist_ok=True)
+        cluster = cls(
+            base_dir=base,
+            master_port=free_port(),
+            connect_port=free_port(),
+            warehouse_dir=base / "warehouse",
+        )
+        try:
+            cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {})
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        home = spark_home()
+        env.update(
+            SPARK_HOME=str(home),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=str(self.base_dir / "logs"),
+            SPARK_LOCAL_DIRS=str(self.base_dir / "local"),
+            SPARK_CONF_DIR=str(self.base_dir / "conf"),
+            SPARK_NO_DAEMONIZE="1",
+        )
+        java = java_home()
+        if java:
+            env["JAVA_HOME"] = java
+        env.pop("PYSPARK_GATEWAY_PORT", None)
+        return env
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
+        log = self.base_dir / "logs" / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # its own process group, stopped as a whole
+            )
+        daemon = Daemon(name, proc, log)
+        self.daemons.append(daemon)
+        return daemon
+
+    def _start(
+        self, workers: int, worker_memory: str, driver_memory: str, timeout: float, extra: dict[str, str]
+    ) -> None:
+        for sub in ("logs", "local", "conf", "work", "metastore"):
+            (self.base_dir / sub).mkdir(exist_ok=True)
+        self.warehouse_dir.mkdir(exist_ok=True)
+        env = self._env()
+        began = time.monotonic()
+        master = self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1",
+                "--port", str(self.master_port),
+                "--webui-port", str(free_port()),
+            ],
+            env,
+            self.base_dir,
+        )  # fmt: skip
+        master.wait_ready(MASTER_READY, timeout)
+        started = []
+        for i in range(workers):
+            work = self.base_dir / "work" / f"worker{i}"
+            work.mkdir(parents=True, exist_ok=True)
+            started.append(
+                self._spawn(
+                    f"worker{i}",
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host", "127.0.0.1",
+                        "--port", str(free_port()),
+                        "--cores", "1",
+                        "--memory", worker_memory,
+                        "--webui-port", str(free_port()),
+                        "--work-dir", str(work),
+                        self.master_url,
+                    ],
+                    env,
+                    work,
+                )
+            )  # fmt: skip
+        for daemon in started:
+            daemon.wait_ready(WORKER_READY, timeout)
+        self.start_seconds["master_and_workers"] = time.monotonic() - began
+        metastore = self.base_dir / "metastore"
+        conf = {
+            "spark.connect.grpc.binding.port": str(self.connect_port),
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(self.warehouse_dir),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
+            ),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={metastore}",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.memory": driver_memory,
+            "spark.executor.memory": worker_memory,
+            "spark.executor.cores": "1",
+            "spark.cores.max": str(workers),
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(max(2, workers)),
+            "spark.local.dir": str(self.base_dir / "local"),
+            **extra,
+        }
+        args = ["org.apache.spark.deploy.SparkSubmit", "--master", self.master_url, "--class", CONNECT_CLASS]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        args.append("spark-internal")
+        connect_began = time.monotonic()
+        connect = self._spawn("connect", args, env, metastore)
+        connect.wait_ready(CONNECT_READY, timeout)
+        self.start_seconds["connect"] = time.monotonic() - connect_began
+        self.start_seconds["total"] = time.monotonic() - began
+
+    # ------------------------------------------------------------------ use
+    def session(self, **options: str) -> Any:
+        """A Spark Connect client session on this cluster (a new one per call)."""
+        from pyspark.sql import SparkSession
+
+        url = self.connect_url + "".join(f";{k}={v}" for k, v in options.items())
+        return SparkSession.builder.remote(url).create()
+
+    def rss_mib(self) -> dict[str, float]:
+        """Resident memory of each process group (executors counted with their worker), in MiB."""
+        return {d.name: round(d.rss_kib() / 1024, 1) for d in self.daemons}
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> None:
+        """Stop the Connect server, then the workers (their executors with them) and the master."""
+        connect = [d for d in self.daemons if d.name == "connect"]
+        stop_all(connect, grace=5.0)  # the driver first, so the workers need not wait for it
+        stop_all([d for d in self.daemons if d.name != "connect"], grace=5.0)
+        self.daemons.clear()
+
+    def __enter__(self) -> SparkCluster:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running_cluster(base_dir: str | Path, **kwargs: Any) -> Iterator[SparkCluster]:
+    """`SparkCluster.start(...)` as a context manager."""
+    cluster = SparkCluster.start(base_dir, **kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,64 @@
+"""The session's Spark cluster: a master, two workers and a Spark Connect server on free ports.
+
+Started once, lazily (only when a selected test asks for it), stopped by process group at the
+end of the session. Tests marked `spark` use it through the fixtures below.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_idempotent.testing.spark_cluster import SparkCluster
+
+log = logging.getLogger(__name__)
+
+#: The Airflow connection the Spark tests' operators use.
+SPARK_CONN_ID = "spark_warehouse"
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    began = time.monotonic()
+    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"))
+    log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
+    try:
+        yield cluster
+    finally:
+        log.warning("spark cluster RSS at the end (MiB): %s", cluster.rss_mib())
+        stop_began = time.monotonic()
+        cluster.stop()
+        log.warning("spark cluster stopped in %.1f s", time.monotonic() - stop_began)
+
+
+@pytest.fixture(scope="session")
+def spark_conn(spark_cluster: SparkCluster) -> Iterator[str]:
+    """The `spark_connect` Airflow connection of the session cluster (an env var), by conn_id."""
+    var = f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"
+    old = os.environ.get(var)
+    os.environ[var] = json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_cluster.connect_port}
+    )
+    try:
+        yield SPARK_CONN_ID
+    finally:
+        if old is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = old
+
+
+@pytest.fixture(scope="session")
+def spark(spark_cluster: SparkCluster) -> Iterator[Any]:
+    """One Spark Connect client for the tests' own setup and checks (not the code under test)."""
+    session = spark_cluster.session()
+    try:
+        yield session
+    finally:
+        session.stop()

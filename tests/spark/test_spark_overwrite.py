@@ -1,0 +1,131 @@
+"""PartitionOverwriteOperator on a real Spark cluster through Spark Connect.
+
+Every expected figure comes from the scenario's formula in pure Python (payouts_spark.day_truth).
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+
+from airflow_idempotent.errors import RowsOutsideWindowError, UnsupportedConnectionError
+from airflow_idempotent.examples.payouts import PAYOUT_SQL
+from airflow_idempotent.operators import MergeOperator
+from tests.spark.payouts_spark import (
+    DAY,
+    START,
+    all_days,
+    context,
+    create_payouts,
+    day_figures,
+    day_truth,
+    operator,
+    simulate_crash,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def test_truth_is_the_scenarios_figure() -> None:
+    assert day_truth(DAY) == (2000, Decimal("299730.00"))
+
+
+def test_payouts_crash_then_three_reruns(spark, spark_conn) -> None:
+    table = "payouts_crash"
+    create_payouts(spark, table)
+    before, after = DAY - timedelta(days=1), DAY + timedelta(days=1)
+    for day in (before, after):
+        operator(spark_conn, table).execute(context(day))
+    neighbours = {d: day_figures(spark, table, d) for d in (before, after)}
+    simulate_crash(spark, table, DAY, rows=1247)
+    assert day_figures(spark, table, DAY) == (1247, 1247, Decimal("187015.80"))
+    results = [operator(spark_conn, table).execute(context(DAY)) for _ in range(3)]
+    rows, total = day_truth(DAY)
+    assert day_figures(spark, table, DAY) == (rows, rows, total) == (2000, 2000, Decimal("299730.00"))
+    assert {d: day_figures(spark, table, d) for d in (before, after)} == neighbours
+    assert neighbours[before][::2] == day_truth(before)
+    assert [(r["rows_deleted"], r["rows_inserted"]) for r in results] == [
+        (1247, 2000),
+        (2000, 2000),
+        (2000, 2000),
+    ]
+    assert len({r["checksum"] for r in results}) == 1
+    assert [r.get("ordinal") for r in results] == [1, 2, 3]
+    assert [r.get("dataset_version") for r in results] == [1, 1, 1]
+
+
+def test_month_three_times_in_random_order_equals_one_clean_pass(spark, spark_conn) -> None:
+    table = "payouts_month"
+    create_payouts(spark, table)
+    rng = random.Random(20260825)
+    month = ("month", START)
+    days = [("day", START + timedelta(days=n)) for n in rng.sample(range(30), 4)]
+    for _ in range(3):
+        order = [month, *days]
+        rng.shuffle(order)
+        for granularity, day in order:
+            operator(spark_conn, table, granularity=granularity).execute(context(day))
+    truth = {START + timedelta(days=n): day_truth(START + timedelta(days=n)) for n in range(30)}
+    assert all_days(spark, table) == truth
+    assert sum(n for n, _ in truth.values()) == 60000
+
+
+def test_month_replaces_days_the_window_no_longer_has(spark, spark_conn) -> None:
+    """A month whose SELECT covers 10 days leaves no stale day behind (dynamic overwrite left 21)."""
+    table = "payouts_shrink"
+    create_payouts(spark, table)
+    operator(spark_conn, table, granularity="month").execute(context(START))
+    ten_days = PAYOUT_SQL + " AND s.sale_date < DATE'2026-08-11'"
+    result = operator(spark_conn, table, granularity="month", sql=ten_days).execute(context(START))
+    assert all_days(spark, table) == {
+        START + timedelta(days=n): day_truth(START + timedelta(days=n)) for n in range(10)
+    }
+    assert (result["rows_deleted"], result["rows_inserted"]) == (60000, 20000)
+
+
+def test_empty_window_is_emptied(spark, spark_conn) -> None:
+    table = "payouts_empty"
+    create_payouts(spark, table)
+    for day in (DAY, DAY + timedelta(days=1)):
+        operator(spark_conn, table).execute(context(day))
+    nothing = PAYOUT_SQL + " AND s.sale_id < 0"
+    result = operator(spark_conn, table, sql=nothing).execute(context(DAY))
+    assert (result["rows_deleted"], result["rows_inserted"]) == (2000, 0)
+    assert day_figures(spark, table, DAY) == (0, 0, Decimal(0))
+    assert day_figures(spark, table, DAY + timedelta(days=1))[::2] == day_truth(DAY + timedelta(days=1))
+    assert DAY not in {
+        date.fromisoformat(str(r[0]).split("=")[1]) for r in spark.sql(f"SHOW PARTITIONS {table}").collect()
+    }
+
+
+def test_rows_outside_the_window_are_refused_and_nothing_changes(spark, spark_conn) -> None:
+    table = "payouts_outside"
+    create_payouts(spark, table)
+    operator(spark_conn, table).execute(context(DAY))
+    before = all_days(spark, table)
+    leaky = PAYOUT_SQL.replace("s.sale_date < :window_end", "s.sale_date <= :window_end")
+    with pytest.raises(
+        RowsOutsideWindowError, match=r"2000 row\(s\) whose sale_date is outside .* 2026-08-26"
+    ):
+        operator(spark_conn, table, sql=leaky).execute(context(DAY))
+    assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
+
+
+def test_merge_is_refused_before_anything_runs(spark, spark_conn) -> None:
+    merge = MergeOperator(
+        task_id="merge_payouts",
+        conn_id=spark_conn,
+        table="payouts_never_created",
+        key_columns=["sale_id"],
+        partition_column="sale_date",
+        sql=PAYOUT_SQL,
+        granularity="day",
+        emit_asset=False,
+    )
+    with pytest.raises(UnsupportedConnectionError, match="PartitionOverwriteOperator") as err:
+        merge.execute(context(DAY))
+    assert "parquet" in str(err.value)
+    assert not spark.catalog.tableExists("payouts_never_created")
