@@ -41,7 +41,7 @@ from airflow_idempotent.adapters.spark import ATTEMPTS_DIR, SparkAdapter, SparkT
 from airflow_idempotent.errors import LockTimeoutError, RowsOutsideWindowError, SchemaError
 from airflow_idempotent.history import switches
 from airflow_idempotent.history.store import HistoryStore
-from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, _prepare
+from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
 from airflow_idempotent.window import Window
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def overwrite_by_switch(
         adapter.engine.connect() as conn,
     ):
         _step("locked")
-        info, columns, params = _prepare(adapter, conn, spec)  # type: ignore[arg-type]
+        info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
         assert isinstance(info, SparkTableInfo)
         column = _check_table(info, spec.partition_column)
         with _store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):

@@ -23,7 +23,7 @@ from decimal import Decimal
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from airflow_idempotent.examples.payouts import _date_param, _dialect, _iso_date, _money, _table
+from airflow_idempotent.examples.payouts import date_param, dialect_of, iso_date, money, table_name
 
 HEADER_PREFIX = "# payouts bank file"
 COLUMNS = ("sale_id", "sale_date", "amount_eur", "rate")
@@ -46,8 +46,8 @@ def render_bank_file(
     engine: Engine, start: date | datetime, end: date | datetime, table: str = "payouts"
 ) -> bytes:
     """The bank file of the payouts whose sale_date is in [start, end), as bytes."""
-    dialect = _dialect(engine)
-    table = _table(table)
+    dialect = dialect_of(engine)
+    table = table_name(table)
     first, after = _as_date(start), _as_date(end)
     if after <= first:
         raise ValueError(f"empty window [{first}, {after}): the end must be after the start")
@@ -55,7 +55,7 @@ def render_bank_file(
         f"SELECT sale_id, sale_date, amount_eur, rate FROM {table} "
         "WHERE sale_date >= :window_start AND sale_date < :window_end ORDER BY sale_id"
     )
-    params = {"window_start": _date_param(dialect, first), "window_end": _date_param(dialect, after)}
+    params = {"window_start": date_param(dialect, first), "window_end": date_param(dialect, after)}
     with engine.connect() as conn:
         rows = conn.execute(text(sql), params).all()
     if not rows:
@@ -63,7 +63,7 @@ def render_bank_file(
             f"no payouts in {table} for [{first}, {after}): a bank file with nothing to pay is never "
             "delivered; write the window's payouts first"
         )
-    lines = sorted((int(r[0]), _iso_date(r[1]), _money(r[2]), _money(r[3])) for r in rows)
+    lines = sorted((int(r[0]), iso_date(r[1]), money(r[2]), money(r[3])) for r in rows)
     total = sum((amount for _, _, amount, _ in lines), Decimal("0.00"))
     out = [
         f"{HEADER_PREFIX};window_start={first.isoformat()};window_end={after.isoformat()};"
@@ -93,10 +93,10 @@ def check_complete(
 
     A bank file of a half-written window would pay too little with no error anywhere: refuse it.
     """
-    dialect = _dialect(engine)
-    table, source = _table(table), _table(source)
+    dialect = dialect_of(engine)
+    table, source = table_name(table), table_name(source)
     first, after = _as_date(start), _as_date(end)
-    params = {"window_start": _date_param(dialect, first), "window_end": _date_param(dialect, after)}
+    params = {"window_start": date_param(dialect, first), "window_end": date_param(dialect, after)}
     where = "WHERE sale_date >= :window_start AND sale_date < :window_end"
     with engine.connect() as conn:
         paid = int(conn.execute(text(f"SELECT COUNT(*) FROM {table} {where}"), params).scalar_one())

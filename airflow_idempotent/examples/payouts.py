@@ -91,7 +91,8 @@ _SALES_FILL = {
 }
 
 
-def _dialect(engine: Engine) -> str:
+def dialect_of(engine: Engine) -> str:
+    """The engine's dialect name, refusing one the scenario has no generator for."""
     name = engine.dialect.name
     if name not in SUPPORTED_DIALECTS:
         raise ValueError(
@@ -101,7 +102,8 @@ def _dialect(engine: Engine) -> str:
     return name
 
 
-def _table(name: str) -> str:
+def table_name(name: str) -> str:
+    """A bare table name, checked so the scenario's SQL can name it without quoting."""
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise ValueError(
             f"table name {name!r} is not a plain identifier (letters, digits and _, not starting "
@@ -110,7 +112,7 @@ def _table(name: str) -> str:
     return name
 
 
-def _date_param(dialect: str, value: date) -> Any:
+def date_param(dialect: str, value: date) -> Any:
     """Bind dates as date objects, except on SQLite where dates are stored as ISO text."""
     if isinstance(value, datetime):
         value = value.date()
@@ -138,11 +140,11 @@ def create_sales(engine: Engine, days: int = 30, per_day: int = 2000, start: dat
     ``sale_id = i`` for i in 1..days*per_day, ``sale_date = start + (i-1) // per_day`` days,
     ``price_eur = round(25 + ((i*37) % 900) * 0.5, 2)``. Nothing is streamed through Python.
     """
-    dialect = _dialect(engine)
+    dialect = dialect_of(engine)
     if int(days) < 0 or int(per_day) < 1:
         raise ValueError(f"days must be >= 0 and per_day >= 1 (got days={days}, per_day={per_day})")
     n = int(days) * int(per_day)
-    params = {"n": n, "per_day": int(per_day), "start": _date_param(dialect, start)}
+    params = {"n": n, "per_day": int(per_day), "start": date_param(dialect, start)}
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE IF EXISTS sales"))
         extra = ", INDEX ix_sales_sale_date (sale_date)" if dialect == "mysql" else ""
@@ -161,8 +163,8 @@ def create_payouts(engine: Engine, table: str = "payouts", keyed: bool = True) -
 
     ``keyed=False`` leaves out the primary key: the naive append table (``payouts_naive``).
     """
-    dialect = _dialect(engine)
-    table = _table(table)
+    dialect = dialect_of(engine)
+    table = table_name(table)
     key = " PRIMARY KEY" if keyed else ""
     extra = f", INDEX ix_{table}_sale_date (sale_date)" if dialect == "mysql" else ""
     ddl = (
@@ -192,8 +194,8 @@ def simulate_crash(engine: Engine, day: date, rows: int = 1247, table: str = "pa
     (INSERT ... SELECT ... ORDER BY sale_id LIMIT rows). Deletes nothing first. Returns the number
     of rows inserted.
     """
-    dialect = _dialect(engine)
-    table = _table(table)
+    dialect = dialect_of(engine)
+    table = table_name(table)
     if int(rows) < 0:
         raise ValueError(f"rows must be >= 0 (got {rows})")
     sql = (
@@ -202,8 +204,8 @@ def simulate_crash(engine: Engine, day: date, rows: int = 1247, table: str = "pa
         "ORDER BY p.sale_id LIMIT :rows"
     )
     params = {
-        "window_start": _date_param(dialect, day),
-        "window_end": _date_param(dialect, day + timedelta(days=1)),
+        "window_start": date_param(dialect, day),
+        "window_end": date_param(dialect, day + timedelta(days=1)),
         "policy_version": "v1",
         "rows": int(rows),
     }
@@ -218,7 +220,7 @@ def simulate_crash(engine: Engine, day: date, rows: int = 1247, table: str = "pa
 # ---------------------------------------------------------------------------------------------
 
 
-def _money(value: Any) -> Decimal:
+def money(value: Any) -> Decimal:
     """Normalise a DECIMAL / REAL / integer column value to a Decimal with two places."""
     if value is None:
         raise ValueError("NULL amount in a NOT NULL money column")
@@ -227,7 +229,8 @@ def _money(value: Any) -> Decimal:
     return Decimal(value).quantize(_CENT)
 
 
-def _iso_date(value: Any) -> str:
+def iso_date(value: Any) -> str:
+    """A DATE column's value (date, datetime or ISO text, by database) as 'YYYY-MM-DD'."""
     if isinstance(value, datetime):
         return value.date().isoformat()
     if isinstance(value, date):
@@ -239,7 +242,7 @@ def _iso_date(value: Any) -> str:
 
 def _normalise(row: Sequence[Any]) -> tuple[int, str, Decimal, Decimal]:
     sale_id, sale_date, amount_eur, rate = row
-    return int(sale_id), _iso_date(sale_date), _money(amount_eur), _money(rate)
+    return int(sale_id), iso_date(sale_date), money(amount_eur), money(rate)
 
 
 def rows_checksum(rows: Iterable[Sequence[Any]]) -> tuple[int, Decimal, str]:
@@ -259,8 +262,8 @@ def rows_checksum(rows: Iterable[Sequence[Any]]) -> tuple[int, Decimal, str]:
 
 def table_checksum(engine: Engine, table: str) -> tuple[int, Decimal, str]:
     """Count, sum of amount_eur and order-independent checksum of every row of `table`."""
-    _dialect(engine)
-    table = _table(table)
+    dialect_of(engine)
+    table = table_name(table)
     with engine.connect() as conn:
         rows = conn.execute(text(f"SELECT sale_id, sale_date, amount_eur, rate FROM {table}")).all()
     return rows_checksum(rows)
@@ -268,9 +271,9 @@ def table_checksum(engine: Engine, table: str) -> tuple[int, Decimal, str]:
 
 def window_totals(engine: Engine, table: str, day: date) -> tuple[int, Decimal]:
     """Count and sum(amount_eur) of the rows of `table` whose sale_date is `day`."""
-    dialect = _dialect(engine)
-    table = _table(table)
+    dialect = dialect_of(engine)
+    table = table_name(table)
     sql = f"SELECT COUNT(*), SUM(amount_eur) FROM {table} WHERE sale_date = :day"
     with engine.connect() as conn:
-        count, total = conn.execute(text(sql), {"day": _date_param(dialect, day)}).one()
-    return int(count), _money(total if total is not None else 0)
+        count, total = conn.execute(text(sql), {"day": date_param(dialect, day)}).one()
+    return int(count), money(total if total is not None else 0)
