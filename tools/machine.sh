@@ -24,6 +24,8 @@ apt_install() {
 # --- packages -----------------------------------------------------------------------------------
 # The UI's browser test drives Debian's Chromium through Playwright (a browser download cannot work).
 command -v chromium >/dev/null || [ -x "${IDEM_TEST_CHROMIUM:-/usr/bin/chromium}" ] || apt_install chromium
+# The Spark group's standalone cluster (pyspark's JVM processes) needs Java 17 or newer.
+command -v java >/dev/null || apt_install openjdk-17-jre-headless
 
 # --- services -----------------------------------------------------------------------------------
 pg_up()      { pg_isready -q -h 127.0.0.1 -p 5432; }
