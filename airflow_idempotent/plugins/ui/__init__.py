@@ -42,9 +42,11 @@ Security:
   ``get_user`` (Bearer header, else the UI's JWT cookie: 401 without, 403 for a bad token) and,
   for a DAG, ``requires_access_dag`` (403 without access): reading history and backfill status
   needs GET on the DAG's runs, an attempt GET on its task instances, preview and create POST on
-  its runs (as Airflow's dry run and create), stop and clear PUT (as Airflow's pause). The history
-  page without a DAG shows only the DAGs the user may read (403 if none). A backfill id in a path
-  must belong to the path's DAG (else 404), so access to one DAG never reaches another's backfill.
+  its runs (as Airflow's dry run and create), stop and clear PUT (as Airflow's pause). Every
+  history answer (JSON, page, chart; with or without a DAG) holds only the writes, attempts and
+  effects of the DAGs the user may read, and only their writes choose the windows shown (403 if
+  none). A backfill id in a path must belong to the path's DAG (else 404), so access to one DAG
+  never reaches another's backfill; its status is that DAG's runs' writes, keyed (dag_id, run_id).
 * **CSRF**: every state-changing route is a POST with a JSON body (415 otherwise), refused when
   the browser says it is cross-site (``Sec-Fetch-Site``, ``Origin``), and, when the caller is
   authenticated by the UI's cookie (not by an ``Authorization: Bearer`` header, which a browser

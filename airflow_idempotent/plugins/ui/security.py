@@ -92,12 +92,11 @@ def readable_dag_ids(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
-def history_scope(user: Any, dag_id: str | None) -> set[str] | None:
-    """The DAGs a history answer may show: None (any) when it names a DAG, whose access the
-    route's dependency checked; else the DAGs the user may read (403 when there are none)."""
-    if dag_id is not None:
-        return None
-    allowed = readable_dag_ids(user)
+def history_scope(user: Any, dag_id: str | None) -> set[str]:
+    """The DAGs whose writes, attempts and effects a history answer may show: those the user may
+    read (plus the DAG it names, whose access the route's dependency checked), in every path. A
+    window two DAGs wrote is shown with only the readable DAG's part. 403 when there are none."""
+    allowed = readable_dag_ids(user) | ({dag_id} if dag_id is not None else set())
     if not allowed:
         raise HTTPException(403, "Forbidden")
     return allowed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import date, datetime
 from typing import Annotated, Any
 
@@ -141,9 +141,11 @@ class HistoryQuery(BaseModel):
         """The same filters for the DAG of the path (it wins over ?dag_id=)."""
         return self.model_copy(update={"dag_id": dag_id})
 
-    def filter(self) -> HistoryFilter:
-        """As the history query's filter: the days as [first midnight, midnight after last) UTC."""
+    def filter(self, dag_ids: Collection[str] | None = None) -> HistoryFilter:
+        """As the history query's filter: the days as [first midnight, midnight after last) UTC,
+        of the DAGs `dag_ids` only (every DAG when None)."""
         return HistoryFilter(
+            dag_ids=frozenset(dag_ids) if dag_ids is not None else None,
             dag_id=self.dag_id,
             task_id=self.task_id,
             table=self.table,

@@ -42,8 +42,8 @@ HISTORY_DOC = (
 )
 
 
-def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str] | None) -> dict[str, Any]:
-    """The history as the API answers it (503 when the store cannot be read)."""
+def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str]) -> dict[str, Any]:
+    """The history of the `allowed` DAGs as the API answers it (503 when the store cannot be read)."""
     try:
         windows = read_history(store, query, allowed)
     except Exception as err:
@@ -78,8 +78,10 @@ def api_history(
     response_model=HistoryResponse,
     response_model_exclude_unset=True,
 )
-def api_dag_history(dag_id: str, query: Annotated[HistoryQuery, Query()], store: StoreDep) -> dict[str, Any]:
-    return history_answer(store, query.for_dag(dag_id), None)
+def api_dag_history(
+    dag_id: str, user: UserDep, query: Annotated[HistoryQuery, Query()], store: StoreDep
+) -> dict[str, Any]:
+    return history_answer(store, query.for_dag(dag_id), history_scope(user, dag_id))
 
 
 @router.get(
