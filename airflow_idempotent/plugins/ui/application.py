@@ -16,7 +16,7 @@ from airflow_idempotent import __version__
 from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
 from airflow_idempotent.plugins.ui.routes import api, backfills, pages
-from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS
+from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS, BodyLimit
 
 API_DESCRIPTION = """\
 The JSON API of airflow-idempotent's pages in the Airflow UI, mounted in Airflow's API server
@@ -71,6 +71,8 @@ def create_app() -> FastAPI:
         openapi_url=None,
     )
 
+    app.add_middleware(BodyLimit)  # inside the headers' middleware, so its 413 gets them too
+
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
         response: Response = await call_next(request)
@@ -81,6 +83,14 @@ def create_app() -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return error_response(request, exc.status_code, exc.detail, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # Starlette answers this outside every middleware (then re-raises, so the server logs the
+        # traceback): the headers are added here, and no exception text is shown.
+        return error_response(
+            request, 500, "internal server error: see the API server's log", SECURITY_HEADERS
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -1,5 +1,5 @@
 """Who may do what: Airflow's own authentication and DAG access, the CSRF token, security headers,
-and Airflow's audit log for state changes.
+the body limit, and Airflow's audit log for state changes.
 
 Airflow's security modules are imported when a route first runs (the plugin is also loaded by
 schedulers and workers, which never serve these routes).
@@ -7,7 +7,6 @@ schedulers and workers, which never serve these routes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlparse
@@ -17,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, NOT_A_DAG_ID, InputError
-from airflow_idempotent.plugins.ui.dependencies import SessionDep
+from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, JsonDocumentDep, SessionDep
 
 CSRF_HEADER = "X-Idempotent-CSRF"
 CSRF_SALT = "airflow-idempotent-ui-csrf"
@@ -165,19 +164,59 @@ async def csrf_protect(request: Request, user: UserDep) -> None:
         raise HTTPException(403, "the CSRF token belongs to another user: reload the page")
 
 
+class BodyTooLarge(HTTPException):
+    """A request body over MAX_BODY (413)."""
+
+    def __init__(self) -> None:
+        super().__init__(413, f"request body too large (at most {MAX_BODY:,} bytes)")
+
+
+class BodyLimit:
+    """ASGI middleware: a body over MAX_BODY is refused with 413 before anything reads it, so no
+    parser and no audit log ever sees it. A declared Content-Length over the limit is answered at
+    once (nothing is read, not even the credentials checked); a chunked body as soon as what has
+    arrived passes the limit."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+            from airflow_idempotent.plugins.ui.render import error_response
+
+            exc = BodyTooLarge()
+            response = error_response(Request(scope), exc.status_code, exc.detail, SECURITY_HEADERS)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def bounded() -> Any:
+            nonlocal received
+            message = await receive()
+            if message.get("type") == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY:
+                    raise BodyTooLarge()
+            return message
+
+        await self.app(scope, bounded, send)
+
+
 def audit(event: str) -> Callable[..., Any]:
-    """Airflow's audit log entry (`action_logging`, the Event Log page) for a state change.
+    """Airflow's audit log entry (`action_logging`, the Event Log page) for a state change, once the
+    body is known to be bounded JSON (`json_document`: Airflow's logger parses it again, with the
+    standard library); a body refused before that (413, 422) is not logged.
 
     Committed at once, so the Event Log shows the attempt even when the action is then refused.
     """
 
-    async def log(request: Request, user: UserDep, session: SessionDep) -> None:
+    async def log(request: Request, user: UserDep, session: SessionDep, document: JsonDocumentDep) -> None:
         from airflow.api_fastapi.logging.decorators import action_logging
 
-        try:  # Airflow's logger parses the body; one that is not JSON is refused (422) right after
-            json.loads(await request.body() or b"{}")
-        except ValueError:
-            return
         await action_logging(event)(request, session, user)
         session.commit()
 
