@@ -11,6 +11,7 @@ and the page's CSRF token dies with the session it was issued to (Airflow's logo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.history.models import KillSwitch
+from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE
 from airflow_idempotent.plugins.ui.dependencies import MAX_BODY
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS
 from tests.ui_env import DAG_A, FORM, UiEnv, ui_environment
@@ -138,3 +140,78 @@ def test_refused_characters_in_form_fields_are_422_and_nothing_is_created(env: U
         stop = _post(env, POST_ROUTES[2], f'{{"reason": "{text}"}}'.encode())
         assert stop.status_code == 422, (text, stop.text[:300])
     assert state(env)[:2] == before[:2]
+
+
+# --------------------------------------------------------------------------------------------
+# F10: the OpenAPI document, and the CSRF token after logout
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_openapi_document_declares_the_id_patterns_and_every_error_answer(env: UiEnv) -> None:
+    spec = env.call("GET", "/idempotent/api/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            codes = set(operation["responses"])
+            assert {"200", "401", "403", "422"} <= codes, where
+            if "{dag_id}" in path:
+                assert "404" in codes, where
+            if method == "post":
+                assert {"413", "415"} <= codes, where
+            if path.endswith(("/backfills", "/stop")):
+                assert "409" in codes, where
+            for code in codes - {"200"}:
+                ref = operation["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+                assert "detail" in schemas[ref.rsplit("/", 1)[-1]]["properties"], (where, code)
+            params = {(p["in"], p["name"]): p["schema"] for p in operation.get("parameters", [])}
+            if ("path", "dag_id") in params:
+                assert params[("path", "dag_id")]["pattern"] == DAG_ID_RE.pattern, where
+            if ("path", "backfill_id") in params:
+                assert params[("path", "backfill_id")]["minimum"] == 0, where
+            for name in ("run_id", "task_id", "table"):
+                if ("query", name) in params:
+                    assert "pattern" in json.dumps(params[("query", name)]), (where, name)
+    # Every error answer a client can get is one of the documented shapes.
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/backfills/999999").json() == {
+        "detail": "Backfill not found"
+    }
+
+
+def _page_csrf(env: UiEnv, cookie: str) -> str:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(env.app, cookies={"_token": cookie})
+    page = client.get(f"/idempotent/dags/{DAG_A}/backfill")
+    match = re.search(r'<meta name="idempotent-csrf" content="([^"]+)">', page.text)
+    assert match, page.text[:500]
+    return match.group(1)
+
+
+def _clear_with(env: UiEnv, cookie: str, csrf: str) -> Any:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(env.app, cookies={"_token": cookie})
+    return client.post(
+        f"/idempotent/api/dags/{DAG_A}/killswitch/clear", json={}, headers={"X-Idempotent-CSRF": csrf}
+    )
+
+
+def test_logging_out_invalidates_the_pages_csrf_token(env: UiEnv) -> None:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    def login() -> str:
+        return str(get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin")))
+
+    session = login()
+    csrf = _page_csrf(env, session)
+    assert _clear_with(env, session, csrf).status_code == 200
+    # Airflow's logout revokes the session's token...
+    TestClient(env.app, cookies={"_token": session}).get("/api/v2/auth/logout", follow_redirects=False)
+    # ...and with it the CSRF token the page had: a new login does not revive it.
+    again = login()
+    refused = _clear_with(env, again, csrf)
+    assert refused.status_code == 403, refused.text
+    assert _clear_with(env, again, _page_csrf(env, again)).status_code == 200

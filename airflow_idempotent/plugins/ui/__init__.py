@@ -51,7 +51,9 @@ Security:
   the browser says it is cross-site (``Sec-Fetch-Site``, ``Origin``), and, when the caller is
   authenticated by the UI's cookie (not by an ``Authorization: Bearer`` header, which a browser
   never attaches by itself), it must carry the ``X-Idempotent-CSRF`` header: a token the page
-  embeds, signed with Airflow's ``[api] secret_key``, bound to the user and valid 12 hours.
+  embeds, signed with Airflow's ``[api] secret_key``, bound to the user and to the session (the
+  Airflow token the page was opened with): valid 12 hours, and never after that session ends
+  (Airflow's logout revokes the token; or it expires).
 * **Escaping**: pages are Jinja2 templates with autoescape on; data for scripts is embedded with
   ``tojson`` in a ``<script type="application/json">`` block and the script builds the DOM with
   ``textContent`` only. Every query parameter and form field is validated (422 on anything else,

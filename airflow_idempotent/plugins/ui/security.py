@@ -116,14 +116,49 @@ def _signer() -> Any:
     return URLSafeTimedSerializer(get_signing_key("api", "secret_key"), salt=CSRF_SALT)
 
 
-def csrf_token(user: Any) -> str:
-    """The token a page embeds for its POSTs: signed, bound to the user, valid CSRF_MAX_AGE."""
-    return str(_signer().dumps(str(user.get_id())))
-
-
 def _bearer_authenticated(request: Request) -> bool:
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and bool(credentials.strip())
+
+
+def session_claims(request: Request) -> dict[str, Any]:
+    """The claims of the Airflow token this request was authenticated with (as `get_user` chooses
+    it: a Bearer header, else the UI's cookie). Read without checking the signature: `get_user`
+    checked it in this request, before any route runs."""
+    import jwt
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    if _bearer_authenticated(request):
+        token = request.headers["authorization"].partition(" ")[2].strip()
+    else:
+        token = request.cookies.get(COOKIE_NAME_JWT_TOKEN, "")
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def csrf_token(request: Request, user: Any) -> str:
+    """The token a page embeds for its POSTs: signed, bound to the user and to the session (the
+    Airflow token, by its id `jti`) the page was opened in; valid CSRF_MAX_AGE, and never after
+    that session ends (Airflow's logout revokes it, or it expires)."""
+    claims = session_claims(request)
+    return str(
+        _signer().dumps({"user": str(user.get_id()), "jti": claims.get("jti"), "exp": claims.get("exp")})
+    )
+
+
+def _session_ended(subject: dict[str, Any]) -> bool:
+    """The session a CSRF token was issued to is over: revoked (logout), expired, or unknown."""
+    import time
+
+    from airflow.models.revoked_token import RevokedToken
+
+    jti, exp = subject.get("jti"), subject.get("exp")
+    if not isinstance(jti, str) or not jti or not isinstance(exp, int | float) or exp < time.time():
+        return True
+    return bool(RevokedToken.is_revoked(jti))
 
 
 def _same_origin(request: Request, origin: str) -> bool:
@@ -160,8 +195,10 @@ async def csrf_protect(request: Request, user: UserDep) -> None:
         subject = _signer().loads(token, max_age=CSRF_MAX_AGE)
     except BadSignature:
         raise HTTPException(403, "invalid or expired CSRF token: reload the page and try again") from None
-    if subject != str(user.get_id()):
+    if not isinstance(subject, dict) or subject.get("user") != str(user.get_id()):
         raise HTTPException(403, "the CSRF token belongs to another user: reload the page")
+    if _session_ended(subject):
+        raise HTTPException(403, "the session this page was opened in has ended: reload the page")
 
 
 class BodyTooLarge(HTTPException):

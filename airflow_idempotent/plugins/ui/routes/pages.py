@@ -128,7 +128,7 @@ def page_backfill(
         switches=state["switches"],
         store_problem=state["history_error"],
         data=data,
-        csrf=csrf_token(user),
+        csrf=csrf_token(request, user),
         user=user_name(user),
     )
 
