@@ -142,6 +142,29 @@ def test_refused_characters_in_form_fields_are_422_and_nothing_is_created(env: U
     assert state(env)[:2] == before[:2]
 
 
+def test_refused_characters_in_query_strings_and_paths_are_422(env: UiEnv) -> None:
+    before = state(env)
+    attempt = "run_id=r&task_id=t"
+    for raw in ("%00", "a%00b", "%ED%A0%80", "%FF", "x%0Ay"):
+        for path in (
+            f"/idempotent/api/history?dag_id={raw}",
+            f"/idempotent/api/history?task_id={raw}",
+            f"/idempotent/history?table={raw}",
+            f"/idempotent/api/dags/{DAG_A}/attempts?{attempt}&run_id={raw}",
+            f"/idempotent/dags/{DAG_A}/attempt?{attempt}&task_id={raw}",
+            f"/idempotent/api/dags/{raw}/guard",
+            f"/idempotent/dags/{raw}/history",
+        ):
+            answer = env.call("GET", path)
+            if "/dags/x%0A" in path:  # a newline: Airflow's router matches no mount (its own 404)
+                assert answer.status_code == 404, (path, answer.status_code, answer.text[:200])
+                continue
+            assert answer.status_code == 422, (path, answer.status_code, answer.text[:200])
+            _secure(answer)
+    assert _post(env, POST_ROUTES[2], b'{"reason": "\xff\xfe"}').status_code == 422  # not UTF-8
+    assert state(env)[:2] == before[:2]
+
+
 # --------------------------------------------------------------------------------------------
 # F10: the OpenAPI document, and the CSRF token after logout
 # --------------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ Security:
   embeds, signed with Airflow's ``[api] secret_key``, bound to the user and to the session (the
   Airflow token the page was opened with): valid 12 hours, and never after that session ends
   (Airflow's logout revokes the token; or it expires).
+* **Bodies**: at most 64,000 bytes, refused with 413 before anything reads them (``BodyLimit``,
+  so neither a parser nor Airflow's audit log sees them); nested at most 32 levels (422), checked
+  by pydantic's parser before the audit step and the form's model. An unexpected error is a 500
+  with the security headers and no exception text.
 * **Escaping**: pages are Jinja2 templates with autoescape on; data for scripts is embedded with
   ``tojson`` in a ``<script type="application/json">`` block and the script builds the DOM with
   ``textContent`` only. Every query parameter and form field is validated (422 on anything else,
