@@ -109,22 +109,32 @@ def _diff(after: str) -> str:
     )
 
 
-def write(dag_id: str, day: int, run_id: str, **fields: Any) -> WriteRecord:
-    """A written window of `dag_id` (A's or B's distinctive values unless `fields` say otherwise)."""
+def august_write(dag_id: str, day: int, run_id: str, target: str, **fields: Any) -> WriteRecord:
+    """A written day window (August 2026, UTC) of task write_payouts of `dag_id` (`fields` add to or
+    replace these values)."""
     start = datetime(2026, 8, day, tzinfo=UTC)
-    b = dag_id == DAG_B
     values: dict[str, Any] = {
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": "write_payouts",
         "map_index": -1,
         "try_number": 1,
-        "target": SHARED,
+        "target": target,
         "window_start": start,
         "window_end": start + timedelta(days=1),
         "window_label": start.date().isoformat(),
         "strategy": "overwrite",
         "status": "written",
+        **fields,
+    }
+    return WriteRecord(**values)
+
+
+def write(dag_id: str, day: int, run_id: str, **fields: Any) -> WriteRecord:
+    """A written window of `dag_id` (A's or B's distinctive values unless `fields` say otherwise)."""
+    b = dag_id == DAG_B
+    values: dict[str, Any] = {
+        "target": SHARED,
         "fingerprint": B_SECRETS["fingerprint"] if b else "afinger" + str(day) * 57,
         "written_at": datetime(2026, 8, day, 2 if b else 1, tzinfo=UTC),
         "row_count": 40,
@@ -135,7 +145,7 @@ def write(dag_id: str, day: int, run_id: str, **fields: Any) -> WriteRecord:
         "diff": _diff(B_SECRETS["measure"] if b else "101.00"),
     }
     values.update(fields)
-    return WriteRecord(**values)
+    return august_write(dag_id, day, run_id, **values)
 
 
 def attempt(dag_id: str, day: int, run_id: str, task_id: str = "write_payouts") -> AttemptRecord:
@@ -244,42 +254,67 @@ class UiEnv:
 
 
 @contextlib.contextmanager
-def ui_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
-    """The environment of the module docstring (needs the `airflow_home` fixture first)."""
+def airflow_api_app(
+    tmp_path_factory: pytest.TempPathFactory,
+    dag_file: str,
+    auth_manager: str,
+    users: dict[str, str],
+    store: HistoryStore,
+    environment: dict[str, str] | None = None,
+) -> Iterator[tuple[Any, dict[str, str], set[str]]]:
+    """(app, a token per user, the DAG ids parsed): Airflow's own API app (`create_app("core")`,
+    the plugin mounted by Airflow's plugin manager) with `auth_manager` and the simple auth
+    manager's `users` (name: role), `dag_file` parsed into the session's metadata database, and
+    `store` as the plugin's history store. Needs the `airflow_home` fixture first."""
     from airflow.api_fastapi import app as airflow_app
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-    from fastapi.testclient import TestClient
 
-    folder = tmp_path_factory.mktemp("scope_dags")
-    (folder / "scope_dags.py").write_text(DAG_FILE)
+    folder = tmp_path_factory.mktemp("dags")
+    (folder / "dags.py").write_text(dag_file)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW__CORE__AUTH_MANAGER", "tests.authmanager.PerDagAuthManager")
-        mp.setenv(SCOPES_ENV, f"alice={DAG_A}")
+        mp.setenv("AIRFLOW__CORE__AUTH_MANAGER", auth_manager)
         mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
-        mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", ",".join(f"{u}:{r}" for u, r in USERS.items()))
+        mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", ",".join(f"{u}:{r}" for u, r in users.items()))
         mp.setenv("AIRFLOW__API__BASE_URL", "http://testserver")
         mp.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(32))
+        for name, value in (environment or {}).items():
+            mp.setenv(name, value)
         DagBundlesManager().sync_bundles_to_db()
         bag = DagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
         assert not bag.import_errors, bag.import_errors
         sync_bag_to_db(bag, "dags-folder", None)
-        store = HistoryStore(
-            engine=sa.create_engine(f"sqlite:///{tmp_path_factory.mktemp('scope_history')}/h.db")
-        )
-        store.migrate()
         airflow_app.purge_cached_app()
         app = airflow_app.create_app("core")
         ui.app.state.history_store = store
         manager = airflow_app.get_auth_manager()
         tokens = {
             name: manager.generate_jwt(SimpleAuthManagerUser(username=name, role=role))
-            for name, role in USERS.items()
+            for name, role in users.items()
         }
-        env = UiEnv(
-            app=app, client=TestClient(app, raise_server_exceptions=False), store=store, tokens=tokens
-        )
+        try:
+            yield app, tokens, set(bag.dags)
+        finally:
+            ui.app.state.history_store = None
+            airflow_app.purge_cached_app()
+
+
+@contextlib.contextmanager
+def ui_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
+    """The environment of the module docstring (needs the `airflow_home` fixture first)."""
+    from fastapi.testclient import TestClient
+
+    store = HistoryStore(
+        engine=sa.create_engine(f"sqlite:///{tmp_path_factory.mktemp('scope_history')}/h.db")
+    )
+    store.migrate()
+    manager = "tests.authmanager.PerDagAuthManager"
+    scopes = {SCOPES_ENV: f"alice={DAG_A}"}
+    with airflow_api_app(tmp_path_factory, DAG_FILE, manager, USERS, store, scopes) as (app, tokens, dags):
+        assert {DAG_A, DAG_B} <= dags
+        client = TestClient(app, raise_server_exceptions=False)
+        env = UiEnv(app=app, client=client, store=store, tokens=tokens)
         try:
             for dag_id in (DAG_A, DAG_B):
                 created = env.call("POST", f"/idempotent/api/dags/{dag_id}/backfills", FORM)
@@ -293,8 +328,6 @@ def ui_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
         finally:
             for backfill_id in env.backfills.values():
                 env.call("PUT", f"/api/v2/backfills/{backfill_id}/cancel")
-            ui.app.state.history_store = None
-            airflow_app.purge_cached_app()
 
 
 def b_leaks(text: str) -> list[str]:
