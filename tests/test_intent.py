@@ -87,8 +87,32 @@ def from_conf(conf: Any) -> str | None:
     return None
 
 
-#: Every reader of a backfill's conf. Add the UI form's and the effects' checks here.
-CHECKERS: list[tuple[str, Checker]] = [("middleware", middleware), ("task", task), ("from_conf", from_conf)]
+def effects(conf: Any) -> str | None:
+    """What an effect task decides on its backfill run's conf (`RerunPolicy`), before it sends.
+
+    A conf without `semantics` is an ordinary run to effects (never a backfill's declaration), so
+    for the confs of this table without one, effects answer with the guard's missing-semantics
+    refusal only when they refuse it as a declaration too: they are compared where both apply.
+    """
+    from airflow_idempotent.effects.errors import EffectError
+    from airflow_idempotent.effects.policy import RerunPolicy
+
+    if not isinstance(conf, dict) or "semantics" not in conf:
+        return from_conf(conf)
+    try:
+        RerunPolicy.from_context({"dag_run": Run(conf), "params": AUTHORING.params}, "backfill__x", TASK)
+    except (GuardRefusal, EffectError) as refusal:
+        return str(refusal)
+    return None
+
+
+#: Every reader of a backfill's conf (the UI form's check is in tests/test_ui.py, which has the app).
+CHECKERS: list[tuple[str, Checker]] = [
+    ("middleware", middleware),
+    ("task", task),
+    ("from_conf", from_conf),
+    ("effects", effects),
+]
 
 #: (conf, None if accepted else a part of the refusal every checker gives)
 CONFS: list[tuple[Any, str | None]] = [

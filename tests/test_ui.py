@@ -41,6 +41,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     InputError,
 )
 from airflow_idempotent.plugins.ui.security import CSRF_MAX_AGE, SECURITY_HEADERS
+from tests.test_intent import CONFS as INTENT_CONFS
 from tests.ui_env import airflow_api_app, august_write
 
 GUARDED = "ui_guarded"
@@ -1010,3 +1011,45 @@ def test_history_query_parsing() -> None:
     with pytest.raises(InputError) as err:
         HistoryQuery.parse({"from": "2026-08-02", "to": "2026-08-01", "limit": "0", "flag": "x"})
     assert {p[1] for p in err.value.problems} == {"to", "limit", "flag"}
+
+
+FORM_FIELDS = {"semantics", "reason", "policy_version", "approve_windows", "thresholds"}
+
+
+def _form_expressible(conf: Any) -> bool:
+    """A conf the backfill form can send: a JSON object of the form's fields, with semantics."""
+    if not isinstance(conf, dict) or not set(conf) <= FORM_FIELDS or "semantics" not in conf:
+        return False
+    try:
+        json.dumps(conf, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
+FORM_CONFS = [(conf, expected) for conf, expected in INTENT_CONFS if _form_expressible(conf)]
+
+
+@pytest.mark.parametrize(("conf", "expected"), FORM_CONFS, ids=[f"conf{i}" for i in range(len(FORM_CONFS))])
+def test_the_ui_form_accepts_or_refuses_a_conf_as_the_guard_does(
+    env: dict[str, Any], conf: dict[str, Any], expected: str | None
+) -> None:
+    """The backfill form's preview, for every conf of the guard's table the form can express: the
+    form's own 422 only where the guard refuses too, else the guard's refusal (or none) verbatim."""
+    assert len(FORM_CONFS) >= 15
+    answer = call(
+        env,
+        "POST",
+        f"/idempotent/api/dags/{GUARDED}/backfills/preview",
+        {"from_date": "2026-08-10", "to_date": "2026-08-11", **conf},
+        headers=bearer(env),
+    )
+    if answer.status_code == 422:
+        assert expected is not None, answer.text  # the form refuses only what the guard refuses
+        return
+    assert answer.status_code == 200, answer.text
+    refusal = answer.json()["refusal"]
+    if expected is None:
+        assert refusal is None
+    else:
+        assert refusal is not None and expected in refusal

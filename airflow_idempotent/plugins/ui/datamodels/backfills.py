@@ -1,8 +1,8 @@
 """The backfill routes' bodies and answers.
 
-`BackfillForm` / `ThresholdsForm` are the UI's form of a backfill's declaration; `backfill_conf`
-is the one place a form becomes the DAG run conf the guard reads. When the guard's own intent
-model replaces the forms, that function (and `airflow_backfill_body`) is the seam.
+`BackfillForm` is the UI's form of a backfill: Airflow's range and options, and the declaration
+typed by the guard's `BackfillIntent`; `backfill_conf` is the one place a form becomes the DAG
+run conf the guard judges.
 """
 
 from __future__ import annotations
@@ -22,11 +22,17 @@ from pydantic import (
     StringConstraints,
 )
 
-from airflow_idempotent.plugins.ui.datamodels.common import MEASURE_RE, Record, refuse
+from airflow_idempotent.guard import Thresholds
+from airflow_idempotent.guard.intent import (
+    CONTROL_CHARACTERS,
+    MAX_REASON,
+    Approval,
+    PolicyVersion,
+    Semantics,
+)
+from airflow_idempotent.plugins.ui.datamodels.common import Record, refuse
 from airflow_idempotent.window import to_utc_datetime
 
-POLICY_RE = r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$"
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 BACKFILL_ID_RE = re.compile(r"^[0-9]{1,12}$")
 
 
@@ -48,19 +54,17 @@ BackfillIdPath = Annotated[
 
 
 def _text_ok(value: str) -> str:
-    if CONTROL_RE.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise ValueError("control characters are not allowed")
     return value
 
 
 #: One line of free text: 1-500 characters, no control characters (shown escaped wherever shown).
 PlainText = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), AfterValidator(_text_ok)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON),
+    AfterValidator(_text_ok),
 ]
-Count = Annotated[int, Field(ge=0, le=10**12, strict=True)]
-Amount = Annotated[float, Field(ge=0, le=1e18, strict=True, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
-Measure = Annotated[str, StringConstraints(pattern=MEASURE_RE)]
 
 
 def _iso_text(value: Any) -> Any:
@@ -79,32 +83,29 @@ def _in_utc(value: datetime) -> datetime:
 Instant = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
 
 
-class ThresholdsForm(BaseModel):
-    """Stop conditions of this backfill, on top of the DAG's own (see the guard)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_changed_rows: Count | None = None
-    max_removed_rows: Count | None = None
-    max_added_rows: Count | None = None
-    max_shrink: Fraction | None = Field(None, description="fraction, e.g. 0.1 refuses a result 10 % smaller")
-    max_measure_abs_change: dict[Measure, Amount] = Field(default_factory=dict, max_length=32)
-    max_measure_rel_change: dict[Measure, Amount] = Field(default_factory=dict, max_length=32)
+class ThresholdsForm(Thresholds):
+    """Stop conditions of this backfill, on top of the DAG's own: the guard's `Thresholds` model,
+    named for the API's schema."""
 
 
 class BackfillForm(BaseModel):
-    """A guarded backfill: Airflow's range and options, and what the backfill declares (its conf)."""
+    """A guarded backfill: Airflow's range and options, and what the backfill declares (its conf).
+
+    The declaration's fields are typed as the guard's `BackfillIntent` types them (so the form
+    shows per-field problems), and the conf it makes (`backfill_conf`) is judged by
+    `BackfillIntent` itself: one rule for the UI, the middleware, the task and the effects.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     from_date: Instant = Field(description="first logical date (a date or an ISO 8601 instant; naive = UTC)")
     to_date: Instant = Field(description="last logical date, included")
-    semantics: Literal["replay", "corrective", "reconcile"]
+    semantics: Semantics
     reason: PlainText = Field(description="why this backfill runs (recorded in the runs' conf)")
-    policy_version: Annotated[str, StringConstraints(pattern=POLICY_RE)] | None = Field(
+    policy_version: PolicyVersion | None = Field(
         None, description="the policy the windows are recomputed under; required for corrective"
     )
-    approve_windows: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = Field(
+    approve_windows: Approval | None = Field(
         None, description="the exact number of windows approved, needed above the DAG's cap"
     )
     thresholds: ThresholdsForm | None = None
@@ -115,14 +116,16 @@ class BackfillForm(BaseModel):
 
 def backfill_conf(form: BackfillForm) -> dict[str, Any]:
     """The DAG run conf the guard reads, with only what the form gave: the one place a form
-    becomes a backfill's declaration (the preview, Airflow's checks and the creation all use it)."""
+    becomes a backfill's declaration. The preview, Airflow's checks and the creation all use it,
+    and the guard's `BackfillIntent` decides whether it stands (the preview shows its refusal)."""
     conf: dict[str, Any] = {"semantics": form.semantics, "reason": form.reason}
     if form.policy_version is not None:
         conf["policy_version"] = form.policy_version
     if form.approve_windows is not None:
         conf["approve_windows"] = form.approve_windows
     if form.thresholds is not None:
-        thresholds = {k: v for k, v in form.thresholds.model_dump().items() if v not in (None, {})}
+        thresholds = form.thresholds.model_dump(exclude_unset=True, exclude_none=True)
+        thresholds = {k: v for k, v in thresholds.items() if v != {}}
         if thresholds:
             conf["thresholds"] = thresholds
     return conf
