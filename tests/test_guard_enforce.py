@@ -17,17 +17,18 @@ import pendulum
 import pytest
 import sqlalchemy as sa
 
-DAG_FILE = '''
+DAG_FILE = """
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 from airflow_idempotent.guard import GuardConfig
 
-for dag_id, params in (("enf_guarded", GuardConfig(cap=3).param()), ("enf_plain", {})):
+GUARDED = {**GuardConfig(cap=3).param(), "note": Param("", type="string")}
+for dag_id, params in (("enf_guarded", GUARDED), ("enf_plain", {})):
     with DAG(dag_id, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
              end_date=pendulum.datetime(2026, 3, 1, tz="UTC"), catchup=False, params=params):
         EmptyOperator(task_id="noop")
-'''
+"""
 DECLARED = {"semantics": "replay", "reason": "incident reconstruction"}
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -85,10 +86,12 @@ def finish(dag_id: str) -> None:
 @pytest.mark.parametrize(
     ("conf", "expected"),
     [
-        (DECLARED, 'over the DAG\'s cap of 3: split it, or approve exactly this count by adding "approve_windows": 4'),
+        (DECLARED, "over the DAG's cap of 3: split it, or approve exactly this count by adding"),
         (None, "a backfill must declare its rerun semantics"),
         ({**DECLARED, "approve_windows": 5}, '"approve_windows": 4'),
-        ({"semantics": "replay", "reason": "nul \x00 byte"}, "control character"),
+        ({"semantics": "replay", "reason": "nul \x00 byte"}, "conf reason must be one line of plain text"),
+        ({**DECLARED, "note": "nul \x00 byte"}, "conf key 'note' holds a character the metadata database"),
+        ({**DECLARED, "note": "lone \ud800 surrogate"}, "cannot store"),
     ],
 )
 def test_airflows_own_create_refuses_with_the_guards_message_and_leaves_nothing(
@@ -121,12 +124,12 @@ def test_unguarded_dags_are_untouched(synced: None) -> None:
 
 def test_the_refusal_is_airflows_422_on_its_rest_route(synced: None) -> None:
     """The route maps InvalidBackfillConf to RequestValidationError: the guard's words as `detail`."""
-    from fastapi.exceptions import RequestValidationError
+    import asyncio
+
     from fastapi.exception_handlers import request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
 
     from airflow_idempotent.guard.enforce import BackfillRefused
-
-    import asyncio
 
     refusal = BackfillRefused("the guard's sentence")
     response = asyncio.run(request_validation_exception_handler(None, RequestValidationError(str(refusal))))  # type: ignore[arg-type]
@@ -135,12 +138,11 @@ def test_the_refusal_is_airflows_422_on_its_rest_route(synced: None) -> None:
 
 
 def test_the_policy_module_installed_the_listener_once() -> None:
+    import airflow.settings  # noqa: F401  (initialises Airflow: loads the policy entry point)
     from sqlalchemy import event
     from sqlalchemy.orm import Session
 
     from airflow_idempotent.plugins import catchup
-
-    import airflow.settings  # noqa: F401  (initialises Airflow: loads the policy entry point)
 
     assert event.contains(Session, "before_flush", catchup.enforce_backfill_guard)
     catchup.install_backfill_guard()  # idempotent
