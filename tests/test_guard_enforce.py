@@ -110,15 +110,21 @@ def test_airflows_own_create_refuses_with_the_guards_message_and_leaves_nothing(
 
 
 def test_an_approved_or_capped_backfill_is_created_with_its_runs(synced: None) -> None:
+    from airflow_idempotent.guard.sizes import measure
+
     created = create("enf_guarded", 4, {**DECLARED, "approve_windows": 4})
     assert created.id is not None
     assert counts("enf_guarded")[1] == 4
+    assert measure(created.id) == (4, 4)  # what the listener records for its tasks to check
     finish("enf_guarded")
 
 
 def test_unguarded_dags_are_untouched(synced: None) -> None:
-    create("enf_plain", 10, None)
+    from airflow_idempotent.guard.sizes import measure
+
+    created = create("enf_plain", 10, None)
     assert counts("enf_plain") == (1, 10)
+    assert measure(created.id) == (10, None)
     finish("enf_plain")
 
 
