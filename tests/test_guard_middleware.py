@@ -745,3 +745,177 @@ def test_window_end_of_each_kind_of_run() -> None:
     assert end(keyed, "week") == pendulum.datetime(2026, 8, 31, tz="UTC")  # ISO week from Monday 24th
     with pytest.raises(WindowError, match="declares no granularity"):
         end(DagRunInfo(run_after=six, data_interval=DataInterval(six, six)), None)
+
+
+# --------------------------------------------------------------------------------------------
+# Credentials resolved exactly as Airflow resolves them (F1); bounded bodies (F7, F8).
+# --------------------------------------------------------------------------------------------
+
+GOOD = "a.valid.jwt"
+
+
+@pytest.fixture
+def tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's token check, stubbed: GOOD is a user, anything else Airflow's 403."""
+    from airflow.api_fastapi.core_api import security
+    from fastapi import HTTPException
+
+    async def resolve(token: str | None) -> str:
+        if token != GOOD:
+            raise HTTPException(status_code=403, detail="Invalid JWT token")
+        return "admin"
+
+    monkeypatch.setattr(security, "resolve_user_from_token", resolve)
+
+
+def scope_with(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    scope = http_scope("/api/v2/backfills")
+    scope["headers"] = [*scope["headers"], *headers]
+    return scope
+
+
+AIRFLOW_ACCEPTS = {
+    "Bearer": [(b"authorization", b"Bearer " + GOOD.encode())],
+    "Bearer + two spaces": [(b"authorization", b"Bearer  " + GOOD.encode())],
+    "Bearer + space + tab": [(b"authorization", b"Bearer \t" + GOOD.encode())],
+    "lower-case scheme": [(b"authorization", b"bearer " + GOOD.encode())],
+    "upper-case scheme": [(b"authorization", b"BEARER " + GOOD.encode())],
+    "trailing whitespace": [(b"authorization", b"Bearer " + GOOD.encode() + b" \t")],
+    "the UI's cookie": [(b"cookie", b"_token=" + GOOD.encode())],
+    "Basic header, then the cookie": [
+        (b"authorization", b"Basic YWRtaW46YWRtaW4="),
+        (b"cookie", b"_token=" + GOOD.encode()),
+    ],
+    "empty Bearer, then the cookie": [
+        (b"authorization", b"Bearer "),
+        (b"cookie", b"_token=" + GOOD.encode()),
+    ],
+}
+AIRFLOW_REFUSES = {
+    "no credentials": [],
+    "Bearer + tab only": [(b"authorization", b"Bearer\t" + GOOD.encode())],
+    "Basic": [(b"authorization", b"Basic YWRtaW46YWRtaW4=")],
+    "a bad Bearer beats a good cookie": [
+        (b"authorization", b"Bearer nope"),
+        (b"cookie", b"_token=" + GOOD.encode()),
+    ],
+}
+
+
+@pytest.mark.parametrize("form", list(AIRFLOW_ACCEPTS))
+def test_every_credential_form_airflow_accepts_is_the_same_caller(tokens: None, form: str) -> None:
+    """The guard's caller is Airflow's: the forms its HTTPBearer + get_user accept get a user."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+    from starlette.requests import Request
+
+    scope = scope_with(AIRFLOW_ACCEPTS[form])
+
+    async def airflows() -> Any:
+        request = Request(scope)
+        return await get_user(request, None, await bearer_scheme(request))
+
+    assert asyncio.run(airflows()) == "admin"
+    assert asyncio.run(guard_middleware.airflow_caller(scope)) == "admin"
+
+
+@pytest.mark.parametrize("form", list(AIRFLOW_REFUSES))
+def test_a_form_airflow_refuses_is_left_to_airflows_401(tokens: None, form: str) -> None:
+    assert asyncio.run(guard_middleware.airflow_caller(scope_with(AIRFLOW_REFUSES[form]))) is None
+
+
+@pytest.mark.parametrize("form", list(AIRFLOW_ACCEPTS))
+@pytest.mark.parametrize("path", ["/api/v2/backfills", "/api/v2/backfills/dry_run"])
+def test_an_over_cap_request_gets_the_guards_422_whatever_the_credential_form(
+    tokens: None, dag: Any, form: str, path: str
+) -> None:
+    downstream = Downstream()
+    middleware = BackfillGuardMiddleware(downstream, decide=Recorder({"guarded": dag}))
+    scope = scope_with(AIRFLOW_ACCEPTS[form])
+    scope["path"] = scope["raw_path"] = path  # type: ignore[assignment]
+    status, answer = call(middleware, scope, [json.dumps(body(6)).encode()])
+    assert status == 422
+    assert '"approve_windows": 6' in json.loads(answer)["detail"]
+    assert downstream.calls == []
+
+
+class Chunks:
+    """A receive handing out `chunks`, counting how many were asked for."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks, self.read = chunks, 0
+
+    async def __call__(self) -> dict[str, Any]:
+        self.read += 1
+        more = self.read < len(self.chunks)
+        return {"type": "http.request", "body": self.chunks[self.read - 1], "more_body": more}
+
+
+def answer_of(middleware: BackfillGuardMiddleware, scope: dict[str, Any], receive: Any) -> tuple[int, Any]:
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    asyncio.run(middleware(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
+
+
+def never_authenticate(scope: Any) -> Any:
+    raise AssertionError("authentication work before the body was bounded")
+
+
+@pytest.mark.parametrize("path", ["/api/v2/backfills", "/api/v2/backfills/dry_run"])
+def test_a_declared_length_over_64_kb_is_413_without_reading_the_body(dag: Any, path: str) -> None:
+    downstream = Downstream()
+    middleware = BackfillGuardMiddleware(downstream, authenticate=never_authenticate, decide=Recorder({}))
+    scope = http_scope(path)
+    scope["headers"].append((b"content-length", str(50 * 1024 * 1024).encode()))
+    receive = Chunks([b"x" * 1024] * 10)
+    status, answer = answer_of(middleware, scope, receive)
+    assert status == 413 and "64 KB" in answer["detail"]
+    assert receive.read == 0 and downstream.calls == []
+
+
+def test_a_streamed_body_is_cut_at_64_kb(dag: Any) -> None:
+    downstream = Downstream()
+    middleware = BackfillGuardMiddleware(downstream, authenticate=never_authenticate, decide=Recorder({}))
+    receive = Chunks([b" " * 16 * 1024] * 3200)  # 50 MB, no Content-Length
+    status, _ = answer_of(middleware, http_scope("/api/v2/backfills"), receive)
+    assert status == 413
+    assert receive.read == 5  # 80 KB read of 50 MB: one chunk past the limit, then stop
+    assert downstream.calls == []
+
+
+def test_a_body_of_exactly_64_kb_is_read(stack: Any) -> None:
+    middleware, _, _ = stack
+    raw = json.dumps(body(2)).encode()
+    raw = raw + b" " * (guard_middleware.MAX_BODY - len(raw))
+    assert call(middleware, http_scope("/api/v2/backfills"), [raw]) == (201, b"created")
+
+
+@pytest.mark.parametrize("authenticated", [True, False])
+@pytest.mark.parametrize("path", ["/api/v2/backfills", "/api/v2/backfills/dry_run"])
+def test_deep_nesting_is_a_422_never_a_recursion_error(
+    dag: Any, caplog: pytest.LogCaptureFixture, authenticated: bool, path: str
+) -> None:
+    async def nobody(scope: Any) -> None:
+        return None
+
+    downstream = Downstream()
+    middleware = BackfillGuardMiddleware(
+        downstream, authenticate=admin if authenticated else nobody, decide=Recorder({"guarded": dag})
+    )
+    deep = b'{"dag_id": "guarded", "dag_run_conf": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    with caplog.at_level(logging.INFO):
+        status, answer = call(middleware, http_scope(path), [deep])
+    assert status == 422
+    assert "deeper than 64 levels" in json.loads(answer)["detail"]
+    assert downstream.calls == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+
+
+def test_nesting_is_counted_outside_strings_only() -> None:
+    assert not guard_middleware.nesting_exceeds(b'{"a": "[[[[[[[[[[\\"[[[["}', 3)
+    assert guard_middleware.nesting_exceeds(b'{"a": [[[1]]]}', 3)
+    assert not guard_middleware.nesting_exceeds(b'{"a": [[1]]}', 3)

@@ -27,6 +27,7 @@ from airflow_idempotent.examples.payouts import (
 )
 from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds, killswitch
 from airflow_idempotent.history import HistoryStore
+from airflow_idempotent.history.store import BackfillSizeRecord
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 from airflow_idempotent.operators.base import WindowWriteOperator
 from tests.test_operators import START, amount, context, day_truth
@@ -84,8 +85,27 @@ def guarded(
     return cls(**common)
 
 
-def backfill(day: date, n: int, **conf: Any) -> dict[str, Any]:
-    return context(day, run_id=f"backfill__{day}_{n}", dag_run=Run("backfill", conf))
+def backfill(day: date, n: int, windows: int | None = 1, **conf: Any) -> dict[str, Any]:
+    """A backfill run's context, its backfill's size recorded as the scheduler's listener records
+    it (`windows` None: nothing recorded, a backfill the scheduler never saw start)."""
+    run_id = f"backfill__{day}_{n}"
+    if windows is not None:
+        for strategy in ("overwrite", "merge"):
+            record_size(f"guarded_{strategy}", run_id, windows, conf.get("approve_windows"))
+    return context(day, run_id=run_id, dag_run=Run("backfill", conf))
+
+
+def record_size(dag_id: str, run_id: str, windows: int, approve: Any = None) -> None:
+    HistoryStore.from_airflow().record(
+        BackfillSizeRecord(
+            dag_id=dag_id,
+            run_id=run_id,
+            backfill_id=7,
+            windows=windows,
+            approve_windows=approve,
+            recorded_at=pendulum.now("UTC"),
+        )
+    )
 
 
 def scheduled(day: date, n: int) -> dict[str, Any]:
@@ -226,3 +246,43 @@ def test_conf_prefilled_by_the_ui_dialog_is_accepted(loaded: Any, history: Histo
     out = guarded(policy="v2").execute(backfill(DAY, 2, **conf))
     assert out["semantics"] == "corrective"
     assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+
+
+# --------------------------------------------------------------------------------------------
+# The backfill's size, checked in every guarded task (a backfill created behind the guard).
+# --------------------------------------------------------------------------------------------
+
+
+def rows_of(warehouse: Any, day: date) -> int:
+    with warehouse.engine.connect() as conn:
+        count = conn.execute(sa.text("SELECT count(*) FROM payouts WHERE sale_date = :d"), {"d": day})
+        return int(count.scalar() or 0)
+
+
+@pytest.mark.parametrize(
+    ("windows", "approve", "expected"),
+    [
+        (None, None, "has no recorded backfill size"),
+        (61, None, "covers 61 windows, over the DAG's cap of 31, with no approval"),
+        (61, 60, 'with "approve_windows": 60'),
+    ],
+)
+def test_a_backfill_over_the_cap_without_its_exact_approval_writes_nothing(
+    loaded: Any, history: HistoryStore, windows: int | None, approve: int | None, expected: str
+) -> None:
+    before = rows_of(loaded, DAY)
+    conf = {**CORRECTIVE, **({"approve_windows": approve} if approve else {})}
+    run = backfill(DAY, 40, windows=None, **conf)
+    if windows is not None:
+        record_size("guarded_overwrite", run["run_id"], windows, approve)
+    with pytest.raises(GuardRefusal, match=r"no window of it is written|nothing was written") as raised:
+        guarded(policy="v2").execute(run)
+    assert expected in str(raised.value)
+    assert rows_of(loaded, DAY) == before
+    assert history.writes(dag_id="guarded_overwrite", run_id=run["run_id"]) == []
+
+
+def test_a_backfill_over_the_cap_with_its_exact_approval_writes(loaded: Any, history: HistoryStore) -> None:
+    run = backfill(DAY, 41, windows=61, **CORRECTIVE, approve_windows=61)
+    out = guarded(policy="v2").execute(run)
+    assert out["rows_inserted"] == 2000

@@ -640,3 +640,37 @@ def test_dags_test_with_history_down_succeeds_spools_and_delivers_once(
             2: [("running", "running"), ("success", "success")],
         }
     assert [e["event"] for e in store.dag_runs(dag_id=dag_id)] == ["success", "success"]
+
+
+def test_a_starting_backfill_run_records_its_backfills_size(
+    sqlite_history: HistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guarded tasks of the run read it before they write (guard.sizes)."""
+    from airflow_idempotent.guard import sizes
+
+    measured: list[int] = []
+
+    def measure(backfill_id: int) -> tuple[int, int | None]:
+        measured.append(backfill_id)
+        return 61, 61
+
+    monkeypatch.setattr(sizes, "measure", measure)
+    start = datetime(2026, 8, 25, tzinfo=timezone.utc)
+    dag_run = SimpleNamespace(
+        dag_id="idem_unit",
+        run_id="backfill__2026-08-25",
+        run_type="backfill",
+        backfill_id=5,
+        start_date=start,
+        state="running",
+        logical_date=start,
+        conf={},
+    )
+    listener.HistoryListener().on_dag_run_running(dag_run=dag_run, msg="started")
+    assert measured == [5]
+    size = sqlite_history.backfill_size("idem_unit", "backfill__2026-08-25")
+    assert size is not None
+    assert (size["backfill_id"], size["windows"], size["approve_windows"]) == (5, 61, 61)
+    scheduled = SimpleNamespace(**{**vars(dag_run), "run_type": "scheduled", "run_id": "scheduled__x"})
+    listener.HistoryListener().on_dag_run_running(dag_run=scheduled, msg="started")
+    assert measured == [5]  # only backfill runs are measured

@@ -6,9 +6,13 @@
 - `scope`: a backfill's windows, its cap and which windows have closed;
 - `backfills`: the decision on an Airflow backfill request (the API server's middleware, the UI);
 - `diff` and `write`: a window staged, diffed against production and swapped within the limits;
-- `killswitch`: the flag that stops every remaining guarded write.
+- `killswitch`: the flag that stops every remaining guarded write;
+- `enforce`: the one enforcement point, where Airflow's ORM creates a backfill (imported by the
+  `airflow.policy` module's listener only: it imports Airflow's models);
+- `sizes`: a backfill run's recorded size, checked by every guarded task before it writes.
 """
 
+from airflow_idempotent.guard import sizes
 from airflow_idempotent.guard.backfills import evaluate_backfill_request, guard_of
 from airflow_idempotent.guard.config import DEFAULT_CAP, GUARD_PARAM, GuardConfig, Thresholds
 from airflow_idempotent.guard.diff import WindowDiff
@@ -36,4 +40,5 @@ __all__ = [
     "guard_of",
     "guarded_write",
     "is_open",
+    "sizes",
 ]

@@ -40,6 +40,9 @@ POLICY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$"
 MAX_APPROVE = 100_000
 #: Characters a one-line reason may not hold (shown escaped wherever it is shown).
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Characters a metadata database refuses in a JSON conf anywhere (PostgreSQL's jsonb: NUL; every
+#: UTF-8 driver: an unpaired surrogate): a conf holding one would leave a backfill without runs.
+UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 EXAMPLE = '{"semantics": "corrective", "reason": "contract fix: v2 rates", "policy_version": "v2"}'
 MISSING_SEMANTICS = (
@@ -167,11 +170,13 @@ class BackfillIntent(BaseModel):
         with them, so they are not "unknown keys".
         """
         try:
-            return cls.model_validate(
+            intent = cls.model_validate(
                 conf, context={"where": "conf", "declared_params": frozenset(declared_params)}
             )
         except ValidationError as err:
             raise GuardRefusal(_first_problem(err)) from None
+        check_storable(conf)  # the DAG's own params too, which the intent does not read
+        return intent
 
     def to_conf(self) -> dict[str, Any]:
         """The DAG run conf declaring this intent (what the UI sends to Airflow): only what was given,
@@ -186,6 +191,31 @@ class BackfillIntent(BaseModel):
         if self.resend_effects:
             conf["resend_effects"] = True
         return conf
+
+
+def check_storable(conf: Any) -> None:
+    """Refuse a conf holding, in any key or string value at any depth, a character the metadata
+    database refuses (UNSTORABLE): Airflow would store the backfill and then fail on its runs."""
+    top = conf.items() if isinstance(conf, Mapping) else [("", conf)]
+    for name, item in top:
+        where = f"conf key {str(name)[:64]!r}" if name else "conf"
+        pending: list[Any] = [name, item]
+        while pending:
+            value = pending.pop()
+            if isinstance(value, Mapping):
+                pending.extend(value.keys())
+                pending.extend(value.values())
+            elif isinstance(value, list | tuple):
+                pending.extend(value)
+            elif isinstance(value, str) and UNSTORABLE.search(value):
+                raise GuardRefusal(unstorable(where))
+
+
+def unstorable(where: str) -> str:
+    return (
+        f"{where} holds a character the metadata database cannot store (a NUL byte or an unpaired "
+        "surrogate): remove it."
+    )
 
 
 def _first_problem(err: ValidationError) -> str:

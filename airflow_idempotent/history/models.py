@@ -169,6 +169,26 @@ class KillSwitch(Base):
     cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
+class BackfillSize(Base):
+    """How many windows a backfill run's backfill covers and approves, as the scheduler saw it.
+
+    Recorded by the listener when a backfill run starts (Airflow's BackfillDagRun rows, read in a
+    session of its own); every guarded task of that run reads it before it writes, so a backfill
+    created behind the guard's back writes nothing (`guard.sizes`).
+    """
+
+    __tablename__ = "idem_backfill_size"
+    __table_args__ = (sa.UniqueConstraint("dag_id", "run_id", "backfill_id"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    backfill_id: Mapped[int] = mapped_column(sa.Integer)
+    windows: Mapped[int] = mapped_column(sa.Integer)
+    approve_windows: Mapped[int | None] = mapped_column(sa.Integer)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 # ----------------------------------------------------------------------------------- effects
 # The effect ledger's tables (see airflow_idempotent.effects.ledger for the state machine).
 class EffectRecord(Base):

@@ -23,7 +23,14 @@ from sqlalchemy.engine import Connection, Engine
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import ADAPTERS, EngineAdapter, adapter_class, adapter_for
 from airflow_idempotent.errors import UnsupportedConnectionError
-from airflow_idempotent.history.models import Base, DagRunEvent, TaskAttempt, WindowWrite, column_length
+from airflow_idempotent.history.models import (
+    BackfillSize,
+    Base,
+    DagRunEvent,
+    TaskAttempt,
+    WindowWrite,
+    column_length,
+)
 from airflow_idempotent.window import Window, to_utc, to_utc_datetime
 
 log = logging.getLogger(__name__)
@@ -154,7 +161,24 @@ class WriteRecord(Record):
     package_version: str = __version__
 
 
-RECORD_KINDS: dict[str, type[Record]] = {c.kind: c for c in (DagRunRecord, AttemptRecord, WriteRecord)}
+@dataclass
+class BackfillSizeRecord(Record):
+    """A backfill run's backfill: how many windows it covers and how many its conf approves."""
+
+    kind: ClassVar[str] = "backfill_size"
+    model: ClassVar[type[Base]] = BackfillSize
+
+    dag_id: str
+    run_id: str
+    backfill_id: int
+    windows: int
+    approve_windows: int | None
+    recorded_at: datetime
+
+
+RECORD_KINDS: dict[str, type[Record]] = {
+    c.kind: c for c in (DagRunRecord, AttemptRecord, WriteRecord, BackfillSizeRecord)
+}
 
 
 @dataclass(frozen=True)
@@ -334,6 +358,21 @@ class HistoryStore:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c.at, table.c.id)).all()
         return [dict(r._mapping) for r in rows]
+
+    def backfill_size(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
+        """The latest size recorded for run `run_id` of `dag_id` (a run a later backfill reruns
+        gets a newer record), or None when none was recorded."""
+        self.migrate()
+        table = BackfillSize.__table__
+        query = (
+            sa.select(table)
+            .where(table.c.dag_id == dag_id, table.c.run_id == run_id)
+            .order_by(table.c.recorded_at.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else dict(row._mapping)
 
     def dag_runs(self, **filters: Any) -> list[dict[str, Any]]:
         self.migrate()

@@ -20,6 +20,7 @@ from airflow_idempotent.guard import (
     GuardRefusal,
     check_window_closed,
     killswitch,
+    sizes,
 )
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID, utcnow
@@ -184,6 +185,7 @@ class WindowWriteOperator(BaseOperator):
             # defence in depth: the API server's middleware checked the same conf and windows
             intent = self.backfill_intent(context)
             check_window_closed(window)
+            self.check_backfill_size(history, guard, identity.dag_id, identity.run_id)
         self.check_kill_switch(
             history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
         )
@@ -298,6 +300,23 @@ class WindowWriteOperator(BaseOperator):
         """What this guarded backfill's run declares in its conf (`BackfillIntent.from_conf`, the
         middleware's rule), or GuardRefusal saying what to fix."""
         return BackfillIntent.from_conf(_conf(context), declared_params=set(self.dag.params))
+
+    def check_backfill_size(
+        self, history: SafeHistory | None, guard: GuardConfig, dag_id: str, run_id: str
+    ) -> None:
+        """Refuse when this backfill run's backfill is over the cap without the exact approval, or
+        its size was never recorded (`guard.sizes`): a backfill created behind the guard writes
+        nothing. A store that cannot answer refuses too (fail closed)."""
+        store = (history or SafeHistory(self.history_conn_id)).store
+        try:
+            size = store.backfill_size(dag_id, run_id)
+        except Exception as err:
+            raise GuardRefusal(
+                f"the backfill's size cannot be checked (history store {self.history_conn_id!r}: "
+                f"{type(err).__name__}): a guarded backfill does not write blind. Bring the store back "
+                "and clear the task to retry."
+            ) from err
+        sizes.check_size(guard, size, dag_id, run_id)
 
     def check_kill_switch(
         self, history: SafeHistory | None, dag_id: str, backfill: bool, fail_closed: bool, when: str

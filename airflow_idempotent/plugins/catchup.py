@@ -22,15 +22,24 @@ It runs when the DAG processor bags each parsed DAG (Airflow's `dag_policy`, plu
 
 It never breaks parsing by accident: anything that goes wrong while counting is logged at DEBUG
 and the DAG loads as it is.
+
+Being the module Airflow loads in every process (`airflow.settings.initialize()`: API server,
+scheduler, DAG processor, CLI, workers), it also installs the backfill guard's one enforcement
+point on import: a SQLAlchemy `before_flush` listener on every Session that hands a flush adding
+an Airflow `Backfill` to `airflow_idempotent.guard.enforce` (which refuses it, rolling the
+transaction back, when the guard refuses it). Every other flush costs a dict lookup.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.policies import hookimpl
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 # Nothing of this package is imported at module level: Airflow loads this policy module while
 # `import airflow` is still initialising, and our modules import airflow themselves.
@@ -126,3 +135,26 @@ def dag_policy(dag: Any) -> None:
 
         raise AirflowClusterPolicyViolation(message)
     log.warning("%s", message)
+
+
+#: The module defining Airflow's Backfill model: until it is imported no backfill can be flushed.
+BACKFILL_MODULE = "airflow.models.backfill"
+
+
+def enforce_backfill_guard(session: Session, flush_context: Any, instances: Any) -> None:
+    """SQLAlchemy `before_flush` on every Session: a flush adding a Backfill goes through the guard
+    (`guard.enforce.check_new_backfills`, which raises its refusal); any other flush returns at once."""
+    if BACKFILL_MODULE not in sys.modules or not session.new:
+        return
+    from airflow_idempotent.guard.enforce import check_new_backfills
+
+    check_new_backfills(session, flush_context, instances)
+
+
+def install_backfill_guard() -> None:
+    """Register `enforce_backfill_guard` on every Session of this process (once)."""
+    if not event.contains(Session, "before_flush", enforce_backfill_guard):
+        event.listen(Session, "before_flush", enforce_backfill_guard)
+
+
+install_backfill_guard()

@@ -1,4 +1,4 @@
-"""The backfill guard where a backfill is created: in front of Airflow's REST API.
+"""The backfill guard's friendly answer in front of Airflow's REST API (and its dry run's verdict).
 
 `POST /api/v2/backfills` (the UI's backfill dialog, airflowctl and any REST client) and
 `POST /api/v2/backfills/dry_run` pass through `BackfillGuardMiddleware`, a plain ASGI middleware
@@ -29,8 +29,18 @@ carries. Failing that dry run would also disable the dialog's Run button (it nee
 If the guard itself cannot decide (the metadata database does not answer), it answers 503 and
 lets nothing through: a guard that opens when it breaks is not a guard.
 
-The CLI `airflow backfill create` does not go through the API server (it calls Airflow's
-`_create_backfill` in-process), so only the checks inside every guarded task see it.
+The caller is resolved by Airflow's own code (`HTTPBearer` + `get_user`): every credential form
+Airflow accepts (any case of `Bearer`, extra whitespace around the token, the UI's `_token`
+cookie) gets the guard's verdict, and a form Airflow refuses is left to Airflow's 401/403.
+
+Bodies are bounded before anything else (no parsing, no authentication): a Content-Length or a
+streamed body over MAX_BODY (64 KB) is a 413, JSON nested deeper than MAX_DEPTH a 422.
+
+This middleware is not the line that holds: the guard is enforced where every backfill comes
+into existence, Airflow's ORM (`airflow_idempotent.guard.enforce`, installed in every Airflow
+process), so `airflow backfill create`, a future route and any client are refused with the same
+message and nothing created; and inside every guarded task (`guard.sizes`). The middleware gives
+the UI's dialog its 422 and the dry run its verdict.
 """
 
 from __future__ import annotations
@@ -58,25 +68,30 @@ BACKFILL_ROUTES = {"/api/v2/backfills": False, "/api/v2/backfills/dry_run": True
 REFUSED = 422
 #: HTTP status when the guard cannot decide (it fails closed).
 UNAVAILABLE = 503
+#: HTTP status of a body over MAX_BODY.
+TOO_LARGE = 413
+#: The largest body the guard's routes accept (a backfill request is a few hundred bytes).
+MAX_BODY = 64 * 1024
+#: The deepest JSON nesting the guard's routes accept (the body is 2 deep, a conf's thresholds 4).
+MAX_DEPTH = 64
 
 
 async def airflow_caller(scope: Scope) -> Any | None:
-    """The user Airflow will authenticate this request as (Bearer header first, then the UI's
-    cookie, exactly as its `get_user`), or None when Airflow will answer 401/403 itself."""
-    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-    from airflow.api_fastapi.core_api.security import resolve_user_from_token
+    """The user Airflow will authenticate this request as, or None when Airflow answers 401/403.
+
+    Airflow's own resolution, called rather than copied: its `HTTPBearer` reads the Authorization
+    header (scheme case-insensitive, the credentials stripped of surrounding whitespace, so
+    `Bearer` followed by two spaces or a tab still authenticates), and `get_user` prefers it to the
+    UI's `_token` cookie, exactly as every route of Airflow's REST API does.
+    """
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
     from fastapi import HTTPException
     from starlette.requests import Request
 
     request = Request(scope)
-    token: str | None = None
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials:
-        token = credentials
-    else:
-        token = request.cookies.get(COOKIE_NAME_JWT_TOKEN)
     try:
-        return await resolve_user_from_token(token)
+        credentials = await bearer_scheme(request)
+        return await get_user(request, None, credentials)
     except HTTPException:
         return None
 
@@ -124,8 +139,24 @@ class BackfillGuardMiddleware:
         if dry_run is None:
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        # Bounded before anything else (no parsing, no authentication, no audit log): the
+        # declared length first, then the body as it streams in, cut at the limit.
+        if declared_length(scope) > MAX_BODY:
+            await _respond(send, TOO_LARGE, too_large())
+            return
+        body = await _read_body(receive, MAX_BODY)
         if body is None:  # the client went away before sending its body
+            return
+        if len(body) > MAX_BODY:
+            await _respond(send, TOO_LARGE, too_large())
+            return
+        if nesting_exceeds(body, MAX_DEPTH):
+            await _respond(
+                send,
+                REFUSED,
+                f"the request body nests JSON deeper than {MAX_DEPTH} levels; a backfill request is a "
+                "flat object with a small conf: send that.",
+            )
             return
         replay = _replay(body, receive)
         try:
@@ -185,14 +216,60 @@ def _utcnow() -> datetime:
     return timezone.utcnow()
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+def declared_length(scope: Scope) -> int:
+    """The request's Content-Length (0 when absent or not a number: the stream is bounded anyway)."""
+    for name, value in scope.get("headers") or ():
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def too_large() -> str:
+    """The 413's detail."""
+    return (
+        f"the request body is larger than {MAX_BODY // 1024} KB; a backfill request is a few hundred bytes."
+    )
+
+
+def nesting_exceeds(body: bytes, limit: int) -> bool:
+    """Whether the JSON text `body` nests arrays/objects deeper than `limit`, scanned without parsing
+    (Python's parser raises RecursionError on deep input, which must never reach a request)."""
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The body, or its first chunks once they exceed `limit` bytes (the rest is never read)."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit or not message.get("more_body", False):
             return b"".join(chunks)
 
 
@@ -225,4 +302,11 @@ async def _respond(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
-__all__ = ["BACKFILL_ROUTES", "BackfillGuardMiddleware", "airflow_caller"]
+__all__ = [
+    "BACKFILL_ROUTES",
+    "MAX_BODY",
+    "MAX_DEPTH",
+    "BackfillGuardMiddleware",
+    "airflow_caller",
+    "nesting_exceeds",
+]

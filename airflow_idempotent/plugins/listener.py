@@ -23,6 +23,10 @@ Rules every hook follows:
 * It never touches Airflow's ORM session: only attributes already loaded on an ORM object are
   read (through the instance's state dict), so nothing is lazily loaded, flushed or committed.
 
+When a backfill's DAG run starts, the listener also records its backfill's size (the runs it
+reruns and the conf's approval, counted in a session of its own): every guarded task of the run
+checks it before writing, so a backfill created behind the guard writes nothing (`guard.sizes`).
+
 One hook does more than record: when a backfill's DAG run ends (failed or success) while a kill
 switch covers that DAG's backfill (a guard breach trips one, `airflow-idempotent stop` sets one),
 the backfill is paused through Airflow, so the scheduler starts none of its queued runs (each of
@@ -490,6 +494,54 @@ def pause_if_switched(dag_run: Any, event: str, msg: str | None) -> None:
         )
 
 
+def record_backfill_size(dag_run: Any) -> None:
+    """Record how many windows a starting backfill run's backfill covers and approves, for its
+    guarded tasks to check before they write (`guard.sizes`).
+
+    Read in the hook (loaded attributes only); Airflow's BackfillDagRun rows are counted in a
+    short session of its own and the record stored on the helper thread, waited for at most
+    HARD_LIMIT seconds (then it goes on in the background; a task that finds no record refuses).
+    """
+    backfill_id = backfill_of(dag_run)
+    if backfill_id is None:
+        return
+    dag_id, run_id = _identity(dag_run, "dag_id", "run_id")
+    safe = history()
+    state = _state
+
+    def work() -> None:
+        from airflow_idempotent.guard.sizes import measure
+        from airflow_idempotent.history.store import BackfillSizeRecord, utcnow
+
+        windows, approve = measure(backfill_id)
+        record = BackfillSizeRecord(
+            dag_id=dag_id,
+            run_id=run_id,
+            backfill_id=backfill_id,
+            windows=windows,
+            approve_windows=approve,
+            recorded_at=utcnow(),
+        )
+        with state.store_lock:
+            safe.record(record)  # spooled if the store fails now; never raises
+
+    if not _in_helper_thread(work, HARD_LIMIT, f"recording the size of backfill {backfill_id}"):
+        log.warning(
+            "backfill guard: the size of backfill %s of %s was not recorded within %.1f s; it goes on "
+            "in the background (a guarded task that finds no record refuses to write)",
+            backfill_id,
+            dag_id,
+            HARD_LIMIT,
+        )
+
+
+def _size_guard(dag_run: Any) -> None:
+    try:
+        record_backfill_size(dag_run)
+    except Exception as err:
+        log.warning("backfill guard: backfill size not recorded (%s: %s)", type(err).__name__, err)
+
+
 def _pause_guard(hook: str, dag_run: Any, event: str, msg: str | None) -> None:
     try:
         pause_if_switched(dag_run, event, msg)
@@ -511,6 +563,7 @@ class HistoryListener:
     @hookimpl
     def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
         _guard("on_dag_run_running", lambda: dag_run_record(dag_run, "running", msg))
+        _size_guard(dag_run)  # a backfill run: its backfill's size, which its guarded tasks check
 
     # A backfill run ending while a kill switch covers the DAG's backfill pauses that backfill.
     @hookimpl
