@@ -250,10 +250,9 @@ def checksum_window(
     (None, None without `spec.checksum` or a partition column): what history records."""
     if not spec.checksum or spec.partition_column is None:
         return None, None
-    columns = [c.name for c in info.columns.values()]
-    query = adapter.window_checksum(spec.table, spec.partition_column, columns)
+    query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
     count, total = adapter.execute(conn, query, params).one()
-    return int(count), f"{int(count)}:{total}"
+    return int(count), adapter.checksum_text(int(count), total)
 
 
 def _window_count(
