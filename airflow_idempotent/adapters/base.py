@@ -137,6 +137,11 @@ class EngineAdapter(StagingStatements):
     #: The definition `window_checksum` computes (docs/checksum.md): "v1" hashes each row's text
     #: form, "v2" combines the database's typed per-column hashes. Part of the checksum's text.
     checksum_version: ClassVar[str] = LEGACY_VERSION
+    #: The native upsert itself fails on a source holding one key twice (PostgreSQL's ON CONFLICT
+    #: DO UPDATE "cannot affect row a second time"), in the statement, before anything commits.
+    #: With NOT NULL key columns (which every engine enforces) a merge then skips its key
+    #: pre-check pass and runs it only to name the keys after such a failure (`strategies.merge`).
+    upsert_refuses_repeated_keys: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -463,6 +468,18 @@ class EngineAdapter(StagingStatements):
             .order_by(*[c.copy() for c in key_cols])
             .limit(limit)
         )
+
+    def source_profile(self, query: exp.Expr, partition_column: str | None) -> exp.Select:
+        """One pass over the source: its row count and how many rows fall outside the window."""
+        outside: exp.Expr = exp.Literal.number(0)
+        if partition_column is not None:
+            col = self.column(partition_column, SOURCE_ALIAS)
+            miss = exp.or_(
+                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))),
+                exp.Is(this=col.copy(), expression=exp.null()),
+            )
+            outside = exp.Count(this=exp.Case(ifs=[exp.If(this=miss, true=exp.Literal.number(1))]))
+        return exp.select(exp.Count(this=exp.Star()), outside).from_(self.source(query))
 
     def count_source(self, query: exp.Expr) -> exp.Select:
         return exp.select(exp.Count(this=exp.Star())).from_(self.source(query))

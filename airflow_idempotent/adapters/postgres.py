@@ -28,6 +28,7 @@ class PostgresAdapter(EngineAdapter):
     upsert_style = "on_conflict"
     lock_style = "advisory"
     checksum_version = "v2"
+    upsert_refuses_repeated_keys = True
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hashtextextended", expressions=[text, exp.Literal.number(0)])
