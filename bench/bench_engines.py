@@ -71,34 +71,30 @@ class Database:
             self.conn = {"conn_type": "mysql", "host": "127.0.0.1", "port": 3306, "login": "root"}
             self.conn["schema"] = self.name
 
-    def create(self) -> None:
+    def admin(self, postgres_sql: str, mariadb_sql: str) -> None:
+        """Run one server-level statement (CREATE / DROP DATABASE) outside any transaction."""
         import sqlalchemy as sa
 
-        if self.kind == "postgres":
-            admin = sa.create_engine(f"postgresql+psycopg2://{PG}/postgres", isolation_level="AUTOCOMMIT")
-            with admin.connect() as c:
-                c.execute(sa.text(f'CREATE DATABASE "{self.name}"'))
-            admin.dispose()
-        elif self.kind == "mariadb":
-            admin = sa.create_engine(f"mysql+pymysql://{MARIADB}/")
-            with admin.begin() as c:
-                c.execute(sa.text(f"CREATE DATABASE `{self.name}`"))
-            admin.dispose()
+        if self.kind == "duckdb":
+            return
+        url = (
+            f"postgresql+psycopg2://{PG}/postgres"
+            if self.kind == "postgres"
+            else f"mysql+pymysql://{MARIADB}/"
+        )
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as c:
+            c.execute(sa.text(postgres_sql if self.kind == "postgres" else mariadb_sql))
+        engine.dispose()
+
+    def create(self) -> None:
+        self.admin(f'CREATE DATABASE "{self.name}"', f"CREATE DATABASE `{self.name}`")
 
     def drop(self) -> None:
-        import sqlalchemy as sa
-
-        if self.kind == "postgres":
-            admin = sa.create_engine(f"postgresql+psycopg2://{PG}/postgres", isolation_level="AUTOCOMMIT")
-            with admin.connect() as c:
-                c.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
-            admin.dispose()
-        elif self.kind == "mariadb":
-            admin = sa.create_engine(f"mysql+pymysql://{MARIADB}/")
-            with admin.begin() as c:
-                c.execute(sa.text(f"DROP DATABASE IF EXISTS `{self.name}`"))
-            admin.dispose()
-        else:
+        self.admin(
+            f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', f"DROP DATABASE IF EXISTS `{self.name}`"
+        )
+        if self.kind == "duckdb":
             self.path.unlink(missing_ok=True)
 
     def statements(self) -> dict[str, str]:
