@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
@@ -182,7 +183,12 @@ def _raise_outside(
 def merge(
     adapter: EngineAdapter, spec: WriteSpec, keys: Sequence[str], delete_missing: bool = False
 ) -> WriteResult:
-    """Upsert the SELECT's rows on `keys`; optionally delete the window's rows the source lacks."""
+    """Upsert the SELECT's rows on `keys`; optionally delete the window's rows the source lacks.
+
+    Repeated or NULL source keys are refused naming them, with nothing written: found by a pass
+    before the upsert, or, where the database refuses them itself (`database_refuses_bad_keys`), by
+    the same query run after the upsert failed and the transaction rolled back.
+    """
     if not keys:
         raise SchemaError("merge needs key_columns: the columns that identify a row, e.g. ['sale_id'].")
     for key in keys:
@@ -192,44 +198,62 @@ def merge(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
             "the source is complete for."
         )
-    with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
-        info, columns, params = prepare(adapter, conn, spec)
-        key_names = [info.column(k, "key column").name for k in keys]
-        missing = [k for k in key_names if k not in columns]
-        if missing:
-            raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
-        if frozenset(k.lower() for k in key_names) not in info.unique_keys:
-            raise SchemaError(
-                f"{info.qualified} has no primary key or unique index on ({', '.join(key_names)}), so an "
-                f"upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
-                f"{info.qualified} ({', '.join(key_names)})."
+    # Set when the database itself refuses repeated or NULL keys: the keys and binds to name them by.
+    diagnosis: dict[str, Any] = {}
+    try:
+        with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+            info, columns, params = prepare(adapter, conn, spec)
+            key_names = [info.column(k, "key column").name for k in keys]
+            missing = [k for k in key_names if k not in columns]
+            if missing:
+                raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
+            if frozenset(k.lower() for k in key_names) not in info.unique_keys:
+                raise SchemaError(
+                    f"{info.qualified} has no primary key or unique index on ({', '.join(key_names)}), so "
+                    f"an upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
+                    f"{info.qualified} ({', '.join(key_names)})."
+                )
+            if database_refuses_bad_keys(adapter, info, key_names):
+                diagnosis.update(keys=key_names, params=params)
+                profile = adapter.source_profile(spec.query, spec.partition_column)
+                count, outside = adapter.execute(conn, profile, params).one()
+                source_rows = int(count)
+                if int(outside or 0):
+                    _raise_outside(adapter, conn, spec, params, int(outside))
+            else:
+                check_keys(adapter, conn, spec, key_names, params)
+                source_rows = int(
+                    adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one()
+                )
+            window_only = window_binds(params)
+            deleted = 0
+            if delete_missing:
+                assert spec.partition_column is not None
+                stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
+                deleted = rowcount(adapter.execute(conn, stmt, params))
+            before = _window_count(adapter, conn, spec, window_only)
+            adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
+            row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
+            after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
+            inserted = after - before if before >= 0 else source_rows
+            result = WriteResult(
+                "merge",
+                spec.table,
+                spec.window.label(),
+                deleted,
+                inserted,
+                source_rows - inserted,
+                source_rows,
+                row_count,
+                checksum,
             )
-        check_keys(adapter, conn, spec, key_names, params)
-        source_rows = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
-        window_only = window_binds(params)
-        deleted = 0
-        if delete_missing:
-            assert spec.partition_column is not None
-            stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
-            deleted = rowcount(adapter.execute(conn, stmt, params))
-        before = _window_count(adapter, conn, spec, window_only)
-        adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
-        row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
-        after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
-        inserted = after - before if before >= 0 else source_rows
-        result = WriteResult(
-            "merge",
-            spec.table,
-            spec.window.label(),
-            deleted,
-            inserted,
-            source_rows - inserted,
-            source_rows,
-            row_count,
-            checksum,
-        )
-        if spec.before_commit is not None:
-            spec.before_commit()
+            if spec.before_commit is not None:
+                spec.before_commit()
+    except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
+        if diagnosis:  # rolled back; name the keys the database refused (check_keys raises)
+            with adapter.engine.connect() as conn:
+                check_keys(adapter, conn, spec, diagnosis["keys"], diagnosis["params"])
+        raise
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
         spec.table,
@@ -243,6 +267,14 @@ def merge(
     return result
 
 
+def database_refuses_bad_keys(adapter: EngineAdapter, info: TableInfo, keys: Sequence[str]) -> bool:
+    """The upsert statement itself fails on repeated keys (the adapter's flag) and on NULL keys
+    (NOT NULL key columns), so its failure, not a pass before it, is when to look for them."""
+    return adapter.upsert_refuses_repeated_keys and not any(
+        info.column(k, "key column").nullable for k in keys
+    )
+
+
 def checksum_window(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo, params: Mapping[str, Any]
 ) -> tuple[int | None, str | None]:
@@ -250,10 +282,9 @@ def checksum_window(
     (None, None without `spec.checksum` or a partition column): what history records."""
     if not spec.checksum or spec.partition_column is None:
         return None, None
-    columns = [c.name for c in info.columns.values()]
-    query = adapter.window_checksum(spec.table, spec.partition_column, columns)
+    query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
     count, total = adapter.execute(conn, query, params).one()
-    return int(count), f"{int(count)}:{total}"
+    return int(count), adapter.checksum_text(int(count), total)
 
 
 def _window_count(

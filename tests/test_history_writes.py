@@ -218,3 +218,34 @@ def test_a_duckdb_history_store_is_refused_with_the_fix(tmp_path: Path) -> None:
         HistoryStore(engine).migrate()
     assert sa.inspect(engine).get_table_names() == []  # refused before anything was made
     engine.dispose()
+
+
+def test_skip_sees_an_amount_moved_between_rows(loaded: Any, history: HistoryStore) -> None:
+    """The checksum is not a per-column sum: two rows trading values (totals unchanged) is a change."""
+    make("overwrite", skip_if_unchanged=True).execute(run_ctx(1))
+    with loaded.engine.begin() as conn:
+        rows = conn.execute(
+            sa.text("SELECT sale_id, amount_eur FROM payouts ORDER BY amount_eur, sale_id")
+        ).all()
+        (low_id, low), (high_id, high) = rows[0], rows[-1]
+        assert low != high
+        swap = sa.text("UPDATE payouts SET amount_eur = :amount WHERE sale_id = :sale_id")
+        conn.execute(swap, {"amount": high, "sale_id": low_id})
+        conn.execute(swap, {"amount": low, "sale_id": high_id})
+    again = make("overwrite", skip_if_unchanged=True).execute(run_ctx(2))
+    assert "skipped" not in again and window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY)
+
+
+def test_a_window_checksummed_before_the_upgrade_is_not_nondeterministic(
+    loaded: Any, history: HistoryStore
+) -> None:
+    """A checksum of another version says nothing: a new dataset version, never a nondeterminism flag."""
+    first = make("overwrite").execute(run_ctx(1))
+    assert first["checksum"].startswith("v2:")
+    with history.engine.begin() as conn:  # as version 1 (unprefixed, the row's text hashed) stored it
+        conn.execute(sa.text("UPDATE idem_window_write SET checksum = '2000:123456789'"))
+    second = make("overwrite").execute(run_ctx(2))
+    assert (second["ordinal"], second["dataset_version"], second["nondeterministic"]) == (2, 2, False)
+    third = make("overwrite").execute(run_ctx(3))
+    assert (third["dataset_version"], third["nondeterministic"]) == (2, False)
+    assert third["checksum"] == second["checksum"]

@@ -24,6 +24,7 @@ from sqlglot import exp
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.locks import LockId, LockStyle
 from airflow_idempotent.adapters.staging import StagingStatements
+from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
 from airflow_idempotent.errors import (
     InvalidIdentifierError,
     LockTimeoutError,
@@ -133,6 +134,14 @@ class EngineAdapter(StagingStatements):
     merge_refusal: ClassVar[str] = ""
     #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
     has_native_lock: ClassVar[bool] = True
+    #: The definition `window_checksum` computes (docs/checksum.md): "v1" hashes each row's text
+    #: form, "v2" combines the database's typed per-column hashes. Part of the checksum's text.
+    checksum_version: ClassVar[str] = LEGACY_VERSION
+    #: The native upsert itself fails on a source holding one key twice (PostgreSQL's ON CONFLICT
+    #: DO UPDATE "cannot affect row a second time"), in the statement, before anything commits.
+    #: With NOT NULL key columns (which every engine enforces) a merge then skips its key
+    #: pre-check pass and runs it only to name the keys after such a failure (`strategies.merge`).
+    upsert_refuses_repeated_keys: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -460,6 +469,18 @@ class EngineAdapter(StagingStatements):
             .limit(limit)
         )
 
+    def source_profile(self, query: exp.Expr, partition_column: str | None) -> exp.Select:
+        """One pass over the source: its row count and how many rows fall outside the window."""
+        outside: exp.Expr = exp.Literal.number(0)
+        if partition_column is not None:
+            col = self.column(partition_column, SOURCE_ALIAS)
+            miss = exp.or_(
+                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))),
+                exp.Is(this=col.copy(), expression=exp.null()),
+            )
+            outside = exp.Count(this=exp.Case(ifs=[exp.If(this=miss, true=exp.Literal.number(1))]))
+        return exp.select(exp.Count(this=exp.Star()), outside).from_(self.source(query))
+
     def count_source(self, query: exp.Expr) -> exp.Select:
         return exp.select(exp.Count(this=exp.Star())).from_(self.source(query))
 
@@ -481,28 +502,48 @@ class EngineAdapter(StagingStatements):
         """A 64-bit (or narrower) integer hash of a text expression, computed by the database."""
         raise NotImplementedError
 
-    def window_checksum(self, table: str, partition_column: str, columns: Sequence[str]) -> exp.Select:
-        """Row count and an order-independent sum of row hashes over the window, in the database.
-
-        Compared only with checksums from the same database: it answers "is the window's result
-        the same as after the last write", not "equal across engines".
-        """
+    def row_text(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """The row's text form: each column as text ('<null>' for NULL), joined by '|'."""
         parts: list[exp.Expr] = []
-        for i, name in enumerate(sorted(columns, key=str.lower)):
+        for i, col in enumerate(columns):
             if i:
                 parts.append(exp.Literal.string("|"))
             parts.append(
-                exp.func("COALESCE", exp.cast(self.column(name), "TEXT"), exp.Literal.string("<null>"))
+                exp.func("COALESCE", exp.cast(self.column(col.name), "TEXT"), exp.Literal.string("<null>"))
             )
-        row_text = exp.Concat(expressions=parts, safe=True)
+        return exp.Concat(expressions=parts, safe=True)
+
+    def row_checksum(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """One row's hash for the window checksum, columns in sorted order (`checksum_version` names it).
+
+        The base is version 1: `row_hash` of the row's text form. Adapters whose database has typed
+        hash functions override it (version 2), which skips the text conversion of every value.
+        """
+        return self.row_hash(self.row_text(columns))
+
+    def window_checksum(
+        self, table: str, partition_column: str, columns: Sequence[str | ColumnInfo]
+    ) -> exp.Select:
+        """Row count and an order-independent sum of row hashes over the window, in the database.
+
+        Compared only with checksums from the same database and version: it answers "is the
+        window's result the same as after the last write", not "equal across engines". A column
+        given by name alone is hashed as text.
+        """
+        infos = [c if isinstance(c, ColumnInfo) else ColumnInfo(c, "", "other", True) for c in columns]
+        ordered = sorted(infos, key=lambda c: c.name.lower())
         return (
             exp.select(
                 exp.Count(this=exp.Star()),
-                exp.func("COALESCE", exp.Sum(this=self.row_hash(row_text)), exp.Literal.number(0)),
+                exp.func("COALESCE", exp.Sum(this=self.row_checksum(ordered)), exp.Literal.number(0)),
             )
             .from_(self.table(table))
             .where(self.in_window(partition_column))
         )
+
+    def checksum_text(self, count: int, total: object) -> str:
+        """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""
+        return format_checksum(self.checksum_version, count, total)
 
     def delete_missing(
         self, table: str, partition_column: str, keys: Sequence[str], query: exp.Expr

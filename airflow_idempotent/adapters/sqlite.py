@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -10,16 +11,22 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter
 
 BUSY_TIMEOUT_MS = 60_000
 HASH_FUNCTION = "idem_hash"
+ROW_HASH_FUNCTION = "idem_row_hash"
 DECIMAL_SUM = "idem_decimal_sum"
 
 
 def _hash31(text: str | None) -> int:
     """31 bits of SHA-256, so a SUM over millions of rows stays inside SQLite's 64-bit integers."""
     return int.from_bytes(hashlib.sha256((text or "").encode()).digest()[:4], "big") >> 1
+
+
+def _row_hash31(*values: Any) -> int:
+    """31 bits of SHA-256 of the row's stored values (typed: 1 and '1' differ), for checksum v2."""
+    return int.from_bytes(hashlib.sha256(repr(values).encode()).digest()[:4], "big") >> 1
 
 
 class _DecimalSum:
@@ -48,6 +55,7 @@ class SQLiteAdapter(EngineAdapter):
     lock_style = "file"
     upsert_select_needs_where = True
     binds_temporal_as_text = True
+    checksum_version = "v2"
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -77,12 +85,17 @@ class SQLiteAdapter(EngineAdapter):
         """SQLite has no hash function: a 31-bit one is registered on every connection."""
         return exp.Anonymous(this=HASH_FUNCTION, expressions=[text])
 
+    def row_checksum(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """v2: the stored values passed to a registered function as they are (no text in SQL)."""
+        return exp.Anonymous(this=ROW_HASH_FUNCTION, expressions=[self.column(c.name) for c in columns])
+
     @staticmethod
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         """Let SQLAlchemy, not pysqlite, open transactions; wait for other writers; add the hash."""
         dbapi_conn.isolation_level = None
         dbapi_conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         dbapi_conn.create_function(HASH_FUNCTION, 1, _hash31, deterministic=True)
+        dbapi_conn.create_function(ROW_HASH_FUNCTION, -1, _row_hash31, deterministic=True)
 
     @staticmethod
     def _on_begin(conn: Any) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import ADAPTERS, EngineAdapter, adapter_class, adapter_for
+from airflow_idempotent.checksum import comparable
 from airflow_idempotent.errors import UnsupportedConnectionError
 from airflow_idempotent.history.models import (
     BackfillSize,
@@ -303,8 +304,13 @@ class HistoryStore:
             version = last[1]
         else:
             version = last[1] + 1
+        # Only checksums of the same definition compare: a window written before the checksum's
+        # version changed is a new dataset version (its result may differ), never nondeterministic.
         nondeterministic = any(
-            row[3] == record.fingerprint and row[2] is not None and row[2] != record.checksum
+            row[3] == record.fingerprint
+            and row[2] is not None
+            and row[2] != record.checksum
+            and (record.checksum is None or comparable(row[2], record.checksum))
             for row in written
         )
         return StoredWrite(ordinal, version, nondeterministic, last[2] if last else None)

@@ -557,11 +557,9 @@ class WindowWriteOperator(BaseOperator):
         with adapter.engine.connect() as conn:
             info = adapter.describe(conn, spec.table)
             kind = info.column(spec.partition_column, "partition_column").kind
-            query = adapter.window_checksum(
-                spec.table, spec.partition_column, [c.name for c in info.columns.values()]
-            )
+            query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
             count, total = adapter.execute(conn, query, adapter.window_params(spec.window, kind)).one()
-        if f"{int(count)}:{total}" != last["checksum"]:
+        if adapter.checksum_text(int(count), total) != last["checksum"]:
             self.log.info(
                 "window %s changed since write #%s: writing again", spec.window.label(), last["ordinal"]
             )
