@@ -53,6 +53,20 @@ GUARDED_RESULT = {
 }
 
 
+def payouts_lineage(table: str = "payouts", strategy: str = "overwrite", **kwargs: Any) -> Any:
+    """The lineage of a write of the scenario's SELECT into `table` for 2026-08-25 (PostgreSQL naming)."""
+    return window_lineage(
+        naming=PG,
+        query=parse_one_statement(PAYOUT_SQL, "postgres"),
+        sql=PAYOUT_SQL,
+        table=table,
+        partition_column="sale_date",
+        window=DAY,
+        strategy=strategy,
+        **kwargs,
+    )
+
+
 def as_json(obj: Any) -> dict[str, Any]:
     return json.loads(Serde.to_json(obj))
 
@@ -67,17 +81,7 @@ def test_input_tables_skip_ctes_and_keep_schemas() -> None:
 
 
 def test_guarded_write_facets() -> None:
-    lineage = window_lineage(
-        naming=PG,
-        query=parse_one_statement(PAYOUT_SQL, "postgres"),
-        sql=PAYOUT_SQL,
-        table="payouts",
-        partition_column="sale_date",
-        window=DAY,
-        strategy="overwrite",
-        partition_key="2026-08-25T00:00:00",
-        result=GUARDED_RESULT,
-    )
+    lineage = payouts_lineage(partition_key="2026-08-25T00:00:00", result=GUARDED_RESULT)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [
         ("postgres://db.example:5432", "wh.public.sales")
     ]
@@ -120,17 +124,7 @@ def test_guarded_write_facets() -> None:
 
 
 def test_failed_write_has_no_statistics() -> None:
-    lineage = window_lineage(
-        naming=PG,
-        query=parse_one_statement(PAYOUT_SQL, "postgres"),
-        sql=PAYOUT_SQL,
-        table="analytics.payouts",
-        partition_column="sale_date",
-        window=DAY,
-        strategy="merge",
-        policy_version="v1",
-        semantics="replay",
-    )
+    lineage = payouts_lineage("analytics.payouts", "merge", policy_version="v1", semantics="replay")
     (out,) = lineage.outputs
     assert out.name == "wh.analytics.payouts"
     assert "outputStatistics" not in out.outputFacets and "version" not in (out.facets or {})
