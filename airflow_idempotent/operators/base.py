@@ -570,6 +570,9 @@ class WindowWriteOperator(BaseOperator):
         self, context: Context | Mapping[str, Any], window: Window, out: Mapping[str, Any]
     ) -> None:
         """Tell downstream DAGs and lineage which window of the target changed, and to which version."""
+        self.lineage_result: dict[str, Any] = dict(
+            out
+        )  # for the OpenLineage provider's listener (it cannot pull XCom)
         if not self.emit_asset or "outlet_events" not in context:
             return
         extra = {
@@ -582,8 +585,24 @@ class WindowWriteOperator(BaseOperator):
             "checksum": out.get("checksum"),
             "fingerprint": out.get("fingerprint"),
             "policy_version": out.get("policy_version"),
+            "partition_key": context.get("partition_key"),
         }
-        context["outlet_events"][target_asset(self.conn_id, self.table)].extra.update(extra)  # type: ignore[index]
+        event = context["outlet_events"][target_asset(self.conn_id, self.table)]  # type: ignore[index]
+        event.extra.update(extra)
+        if isinstance(extra["partition_key"], str):  # a partitioned run: downstream runs per partition
+            event.add_partitions(extra["partition_key"])
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """What the attempt read and wrote, for the OpenLineage provider (see airflow_idempotent.lineage)."""
+        from airflow_idempotent.lineage import operator_lineage
+
+        return operator_lineage(self, task_instance, completed=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The same lineage for a failed attempt, without statistics: nothing was written."""
+        from airflow_idempotent.lineage import operator_lineage
+
+        return operator_lineage(self, task_instance, completed=False)
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         raise NotImplementedError
