@@ -219,7 +219,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, A
     code = main(["history", "--json", *args])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return json.loads(out)
+    document = json.loads(out)
+    assert set(document) == {"runs", "windows"}
+    return document["windows"]
 
 
 def keys(windows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -411,8 +413,9 @@ def test_no_match_says_so(cli: History, capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["history", "--dag", "no_such_dag", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out) == []
+    assert json.loads(out) == {"runs": [], "windows": []}
     assert "no window writes match --dag no_such_dag" in err
+    assert "no DAG runs match --dag no_such_dag" in err
 
     assert main(["history", "--dag", "[bold]x[/oops]"]) == 0  # names are text, never rich markup
     assert "No window writes match --dag [bold]x[/oops] in" in capsys.readouterr().out
@@ -585,7 +588,7 @@ def test_console_script(history: History) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    windows = json.loads(proc.stdout)  # nothing but the document on stdout: logs go to stderr
+    windows = json.loads(proc.stdout)["windows"]  # nothing but the document on stdout: logs go to stderr
     assert keys(windows) == [(TARGET, "2026-08-24"), (TARGET, "2026-08-25")]
     assert [w["ordinal"] for w in windows[1]["writes"]] == [1, 2, 2]
     assert windows[1]["writes"][1]["flags"] == ["nondeterministic"]

@@ -95,6 +95,8 @@ class HistoryFilter:
 
     dag_id: str | None = None
     task_id: str | None = None
+    #: the run_id of one DAG run
+    run_id: str | None = None
     #: the table part of a target (``conn_id:table``), or the whole target
     table: str | None = None
     #: windows ending after this instant (inclusive start of the period asked for)
@@ -151,6 +153,8 @@ def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
         clauses.append(_W.c.dag_id == flt.dag_id)
     if flt.task_id is not None:
         clauses.append(_W.c.task_id == flt.task_id)
+    if flt.run_id is not None:
+        clauses.append(_W.c.run_id == flt.run_id)
     if flt.table is not None:
         clauses.append(
             sa.or_(_W.c.target == flt.table, _W.c.target.endswith(":" + flt.table, autoescape=True))
