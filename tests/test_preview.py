@@ -214,3 +214,58 @@ def test_verdicts_name_the_append_finding_and_the_kill_switch(
     text = capsys.readouterr().out
     assert "write_payouts (PartitionOverwriteOperator): SAFE" in text
     assert "0 added, 0 removed, 0 changed, 2000 unchanged" in text and "nothing was written" in text
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_completeness_and_effects(
+    airflow_home: Path,
+    warehouse: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A guarded write whose source check passes, then fails; a file effect before and after it was sent."""
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    monkeypatch.setenv("GUARDED_PREVIEW_DIR", str(outdir))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "h.db")})
+    )
+    create_sales(warehouse.engine)
+    create_payouts(warehouse.engine)
+    dags = REPO / "tests" / "dags"
+    args = ["rerun", "--dag", "guarded_preview", "--window", DAY.isoformat(), "--dry-run", "--json"]
+
+    def tasks() -> dict[str, Any]:
+        code = main([*args, "--dags-folder", str(dags)])
+        out, err = capsys.readouterr()
+        assert code in (0, 3), err
+        return {t["task_id"]: t for t in json.loads(out)["tasks"]}
+
+    found = tasks()
+    write, effect = found["write_payouts"], found["deliver_file"]
+    assert write["verdict"] == "safe" and write["preview"]["source_complete"] is True
+    assert "source complete (its completeness check is true)" in write["reasons"]
+    assert write["preview"]["diff"]["added"] == 2000  # an empty window: everything would be added
+    assert effect["kind"] == "effect" and effect["verdict"] == "safe"
+    assert [e["would_send"] for e in effect["effects"]] == [True]
+    assert list(outdir.iterdir()) == []  # nothing was sent
+
+    task = load_dag("guarded_preview", dags).get_task("deliver_file")
+    context = run_context(task, day_range(DAY, DAY), f"manual__{DAY}", 1, {}, {}, {})
+    task.render_template_fields(context)
+    task.execute(context)
+    capsys.readouterr()  # the delivery's own log lines
+    sent = sorted(p.name for p in outdir.iterdir())
+    assert sent == ["payouts-2026-08-25.txt"]
+    (entry,) = tasks()["deliver_file"]["effects"]
+    assert (
+        entry["state"] == "done" and entry["would_send"] is False and "a rerun sends nothing" in entry["why"]
+    )
+    assert sorted(p.name for p in outdir.iterdir()) == sent
+
+    with warehouse.engine.begin() as conn:  # the source loses a row: the day is incomplete
+        conn.execute(sa.text("DELETE FROM sales WHERE sale_id = :i"), {"i": FIRST})
+    write = tasks()["write_payouts"]
+    assert write["verdict"] == "not safe" and write["preview"]["source_complete"] is False
+    assert any(r.startswith("source incomplete") for r in write["reasons"])

@@ -88,22 +88,23 @@ def run_events_query(flt: HistoryFilter) -> Select[Any]:
     return sa.select(_R).join(runs, _of_runs(_R, runs)).order_by(_R.c.at, _R.c.id)
 
 
+def _task_rows_query(table: Any, flt: HistoryFilter, *order: Any) -> Select[Any]:
+    """Every row of `table` in the runs of `flt` (of its task, when given), in `order`."""
+    runs = _run_keys(flt).subquery("runs")
+    query = sa.select(table).join(runs, _of_runs(table, runs))
+    if flt.task_id is not None:
+        query = query.where(table.c.task_id == flt.task_id)
+    return query.order_by(*order)
+
+
 def run_attempts_query(flt: HistoryFilter) -> Select[Any]:
     """Every task attempt event of the runs of `flt` (of its task, when given), in order."""
-    runs = _run_keys(flt).subquery("runs")
-    query = sa.select(_A).join(runs, _of_runs(_A, runs))
-    if flt.task_id is not None:
-        query = query.where(_A.c.task_id == flt.task_id)
-    return query.order_by(_A.c.at, _A.c.id)
+    return _task_rows_query(_A, flt, _A.c.at, _A.c.id)
 
 
 def run_writes_query(flt: HistoryFilter) -> Select[Any]:
     """Every window write of the runs of `flt` (of its task, when given), in order."""
-    runs = _run_keys(flt).subquery("runs")
-    query = sa.select(_W).join(runs, _of_runs(_W, runs))
-    if flt.task_id is not None:
-        query = query.where(_W.c.task_id == flt.task_id)
-    return query.order_by(_W.c.written_at, _W.c.id)
+    return _task_rows_query(_W, flt, _W.c.written_at, _W.c.id)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
