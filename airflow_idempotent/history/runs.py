@@ -5,10 +5,11 @@ runs it had, which try of which task failed where, on which host and with what e
 window-centric view (`report.window_history`) answers "what happened to this window"; this one
 answers "what happened in this run".
 
-Runs are read from both the DAG run events and the task attempts (a run whose DAG run events
-the scheduler did not record, e.g. a ``dag.test()`` run on a worker, still shows up), in three
-set-based statements with bound values: the matching runs (newest first, at most ``limit``),
-then every DAG run event, task attempt and window write of those runs.
+Runs are read from the DAG run events, the task attempts and the window writes (a run whose DAG
+run events the scheduler did not record still shows up; with days, a run matches by its logical
+date or by a window it wrote overlapping them). Three set-based statements with bound values
+read every DAG run event, task attempt and window write of the matching runs (newest first, at
+most ``limit``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _W = WindowWrite.__table__
 
 
 def _run_keys(flt: HistoryFilter) -> Select[Any]:
-    """(dag_id, run_id, first seen) of every run matching `flt`, from both tables."""
+    """(dag_id, run_id, first seen) of every run matching `flt`, from the three tables."""
     parts: list[Select[Any]] = []
     tables = (_A,) if flt.task_id is not None else (_R, _A)
     for table in tables:
@@ -68,6 +69,17 @@ def _run_keys(flt: HistoryFilter) -> Select[Any]:
         if flt.end is not None:
             clauses.append(table.c.logical_date < flt.end)
         parts.append(sa.select(table.c.dag_id, table.c.run_id, table.c.at).where(*clauses))
+    # and the runs that wrote a window overlapping the days (whatever their logical date)
+    writes: list[sa.ColumnElement[bool]] = [
+        _W.c[name] == value
+        for name, value in (("dag_id", flt.dag_id), ("run_id", flt.run_id), ("task_id", flt.task_id))
+        if value is not None
+    ]
+    if flt.start is not None:
+        writes.append(_W.c.window_end > flt.start)
+    if flt.end is not None:
+        writes.append(_W.c.window_start < flt.end)
+    parts.append(sa.select(_W.c.dag_id, _W.c.run_id, _W.c.written_at.label("at")).where(*writes))
     both = sa.union_all(*parts).subquery("seen")
     first = sa.func.min(both.c.at).label("first_at")
     return (
@@ -200,7 +212,7 @@ def shape_runs(
 
     for run in runs.values():
         known = [*run["events"], *run["attempts"]]
-        run["run_type"] = next((r["run_type"] for r in known if r.get("run_type")), None)
+        run["run_type"] = next((r["run_type"] for r in [*known, *run["writes"]] if r.get("run_type")), None)
         run["logical_date"] = next((r["logical_date"] for r in known if r.get("logical_date")), None)
         times = [r["at"] for r in known] + [w["written_at"] for w in run["writes"]]
         run["started_at"] = min(times) if times else None
