@@ -183,7 +183,8 @@ with DAG(
         "The 09:00 bank file of yesterday's payouts and a notification, each at most once per window: "
         "a retry or rerun is skipped (logged with the original result); a crash between the call and "
         "its record is reconciled, or waits for `airflow-idempotent effects resolve`. A corrective "
-        'backfill re-sends nothing unless its conf says {"semantics": "corrective", "resend_effects": true}.'
+        "backfill re-sends nothing unless its conf says so: "
+        '{"semantics": "corrective", "reason": "...", "policy_version": "v2", "resend_effects": true}.'
     ),
 ):
     notify_payouts_team(deliver_bank_file())

@@ -41,6 +41,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     InputError,
 )
 from airflow_idempotent.plugins.ui.security import CSRF_MAX_AGE, SECURITY_HEADERS
+from tests.ui_env import airflow_api_app, august_write
 
 GUARDED = "ui_guarded"
 OTHER = "ui_other"
@@ -117,19 +118,8 @@ def _diff(before: str, after: str, rows: int = 40, changed: int = 12) -> str:
 
 
 def _write(day: int, run_id: str, **fields: Any) -> WriteRecord:
-    start = datetime(2026, 8, day, tzinfo=UTC)
     values: dict[str, Any] = {
-        "dag_id": GUARDED,
-        "run_id": run_id,
-        "task_id": "write_payouts",
-        "map_index": -1,
-        "try_number": 1,
         "target": TARGET,
-        "window_start": start,
-        "window_end": start + timedelta(days=1),
-        "window_label": start.date().isoformat(),
-        "strategy": "overwrite",
-        "status": "written",
         "fingerprint": f"f{day}" + "0" * 62,
         "written_at": _at(day),
         "rows_deleted": 0,
@@ -142,7 +132,7 @@ def _write(day: int, run_id: str, **fields: Any) -> WriteRecord:
         "policy_version": "v1",
     }
     values.update(fields)
-    return WriteRecord(**values)
+    return august_write(values.pop("dag_id", GUARDED), day, run_id, **values)
 
 
 def seed_history(store: HistoryStore) -> None:
@@ -199,43 +189,18 @@ def seed_history(store: HistoryStore) -> None:
 @pytest.fixture(scope="module")
 def env(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Airflow's API app with the plugin mounted, the DAGs in its database, a seeded history."""
-    from airflow.api_fastapi import app as airflow_app
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
     from fastapi.testclient import TestClient
 
-    folder = tmp_path_factory.mktemp("ui_dags")
-    (folder / "ui_dags.py").write_text(DAG_FILE)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW__CORE__AUTH_MANAGER", f"{__name__}.ScopedAuthManager")
-        mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
-        mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin,outsider:op,viewer:viewer")
-        mp.setenv("AIRFLOW__API__BASE_URL", "http://testserver")
-        mp.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(32))
-        DagBundlesManager().sync_bundles_to_db()
-        bag = DagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
-        assert not bag.import_errors, bag.import_errors
-        assert {GUARDED, OTHER, UNGUARDED} <= set(bag.dags)
-        sync_bag_to_db(bag, "dags-folder", None)
-
-        store = HistoryStore(
-            engine=sa.create_engine(f"sqlite:///{tmp_path_factory.mktemp('ui_history')}/h.db")
-        )
-        seed_history(store)
-        airflow_app.purge_cached_app()
-        app = airflow_app.create_app("core")
-        ui.app.state.history_store = store
-        manager = airflow_app.get_auth_manager()
-        tokens = {
-            name: manager.generate_jwt(SimpleAuthManagerUser(username=name, role=role))
-            for name, role in (("admin", "admin"), ("outsider", "op"), ("viewer", "viewer"))
-        }
-        try:
-            yield {"app": app, "client": TestClient(app), "store": store, "tokens": tokens}
-        finally:
-            ui.app.state.history_store = None
-            airflow_app.purge_cached_app()
+    store = HistoryStore(engine=sa.create_engine(f"sqlite:///{tmp_path_factory.mktemp('ui_history')}/h.db"))
+    seed_history(store)
+    users = {"admin": "admin", "outsider": "op", "viewer": "viewer"}
+    with airflow_api_app(tmp_path_factory, DAG_FILE, f"{__name__}.ScopedAuthManager", users, store) as (
+        app,
+        tokens,
+        dags,
+    ):
+        assert {GUARDED, OTHER, UNGUARDED} <= dags
+        yield {"app": app, "client": TestClient(app), "store": store, "tokens": tokens}
 
 
 def bearer(env: dict[str, Any], user: str = "admin") -> dict[str, str]:

@@ -106,6 +106,9 @@ class HistoryFilter:
     #: one of FLAG_CHOICES
     flag: str | None = None
     limit: int = DEFAULT_LIMIT
+    #: only the writes (and their attempts and effects) of these DAGs, e.g. the DAGs a reader may
+    #: see: it chooses the windows too, so no other DAG's write decides which windows are shown
+    dag_ids: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.flag is not None and self.flag not in FLAG_CHOICES:
@@ -147,8 +150,13 @@ def _failed_attempt_exists(flt: HistoryFilter) -> sa.Exists:
     )
 
 
+def _scope_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
+    """The writes `flt.dag_ids` allows (every write when it is None)."""
+    return [] if flt.dag_ids is None else [_W.c.dag_id.in_(sorted(flt.dag_ids))]
+
+
 def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
-    clauses: list[sa.ColumnElement[bool]] = []
+    clauses = _scope_clauses(flt)
     if flt.dag_id is not None:
         clauses.append(_W.c.dag_id == flt.dag_id)
     if flt.task_id is not None:
@@ -192,17 +200,19 @@ def _on_window(win: Any) -> sa.ColumnElement[bool]:
 
 
 def writes_query(flt: HistoryFilter) -> Select[Any]:
-    """Every write of the windows of `flt`, by window, then in the order they happened."""
+    """Every write (of `flt.dag_ids`) of the windows of `flt`, by window, then in the order they happened."""
     win = windows_query(flt).subquery("win")
     return (
         sa.select(_W)
         .join(win, _on_window(win))
+        .where(*_scope_clauses(flt))
         .order_by(_W.c.target, _W.c.window_start, _W.c.window_end, _W.c.written_at, _W.c.id)
     )
 
 
 def attempts_query(flt: HistoryFilter) -> Select[Any]:
-    """The attempts (every try) of each task instance that wrote one of the windows of `flt`."""
+    """The attempts (every try) of each task instance (of `flt.dag_ids`) that wrote one of the windows of
+    `flt`."""
     win = windows_query(flt).subquery("win")
     instances = (
         sa.select(
@@ -215,6 +225,7 @@ def attempts_query(flt: HistoryFilter) -> Select[Any]:
             _W.c.map_index,
         )
         .join(win, _on_window(win))
+        .where(*_scope_clauses(flt))
         .distinct()
         .subquery("ti")
     )
@@ -346,7 +357,7 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
     reached.
     """
     flt = flt or HistoryFilter()
-    if store_is_empty(store):
+    if (flt.dag_ids is not None and not flt.dag_ids) or store_is_empty(store):
         return []
     store.migrate()
     with store.engine.connect() as conn:
@@ -360,7 +371,7 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
     by_window = effects_for_windows(
         store.engine,
         [(w["window"]["start"], w["window"]["end"]) for w in windows],
-        dag_ids=[flt.dag_id] if flt.dag_id else None,
+        dag_ids=[flt.dag_id] if flt.dag_id else (sorted(flt.dag_ids) if flt.dag_ids is not None else None),
     )
     for w in windows:
         w["effects"] = by_window.get((w["window"]["start"], w["window"]["end"]), [])

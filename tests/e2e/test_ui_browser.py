@@ -3,8 +3,9 @@
 A real API server (with this package's plugin: its FastAPI app, external views and guard
 middleware), scheduler, DAG processor and LocalExecutor workers on fresh PostgreSQL databases,
 started with tests/e2e/conftest.py's helpers but with real users instead of "everyone is admin":
-Airflow's simple auth manager with passwords, plus one per-DAG restriction (what a production
-auth manager has): `outsider` may not access the DAG `idem_ui_payouts`; `viewer` may only read.
+Airflow's simple auth manager with passwords, plus per-DAG access (what a production auth manager
+has; tests/authmanager.py): `outsider` may not access the DAG `idem_ui_payouts`; `viewer` may
+only read.
 
 Headless Chromium (Debian's /usr/bin/chromium, driven by Playwright) logs in on Airflow's login
 page, opens Browse > Run history, then the DAG's "Guarded backfill" tab: a corrective backfill of
@@ -45,6 +46,7 @@ import sqlalchemy as sa
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
 from airflow_idempotent.guard.killswitch import active_switches
 from airflow_idempotent.history.store import HistoryStore
+from tests.authmanager import SCOPES_ENV
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT
 from tests.e2e.conftest import (
     AIRFLOW,
@@ -112,23 +114,6 @@ with DAG(
     )
 '''
 
-# Airflow's simple auth manager, plus what every real auth manager has: per-DAG access.
-AUTH_MANAGER_SOURCE = f'''
-from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
-
-DENIED = {{"outsider": {{"{DAG_ID}"}}}}
-
-
-class ScopedAuthManager(SimpleAuthManager):
-    def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
-        if details is not None and details.id in DENIED.get(user.get_name(), set()):
-            return False
-        return super().is_authorized_dag(
-            method=method, user=user, access_entity=access_entity, details=details
-        )
-'''
-
-
 # --------------------------------------------------------------------------------------------
 # The cluster (real users), the warehouse, the seed
 # --------------------------------------------------------------------------------------------
@@ -142,7 +127,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster
     home = tmp_path_factory.mktemp("ui_home")
     dags = tmp_path_factory.mktemp("ui_dags")
     (dags / f"{DAG_ID}.py").write_text(DAG_SOURCE)
-    (home / "idem_ui_auth.py").write_text(AUTH_MANAGER_SOURCE)
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
     port = free_port()
     admin = pg_admin()
@@ -153,8 +137,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,outsider:op",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-            "AIRFLOW__CORE__AUTH_MANAGER": "idem_ui_auth.ScopedAuthManager",
-            "PYTHONPATH": str(home),
+            # tests/authmanager.py (the repository on the servers' path): outsider may reach no DAG.
+            "AIRFLOW__CORE__AUTH_MANAGER": "tests.authmanager.PerDagAuthManager",
+            SCOPES_ENV: "outsider=",
+            "PYTHONPATH": str(REPO_ROOT),
         }
     )
     cluster = AirflowCluster(

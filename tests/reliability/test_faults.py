@@ -652,7 +652,9 @@ def test_database_restarted_during_a_backfill(
                         "seconds": time.monotonic() - t0,
                     }
                 )
-                time.sleep(1.0)  # the retry delay
+                # the retry delay, exponential as Airflow's retry_exponential_backoff: a restart on a
+                # loaded machine takes 5 s and more, longer than five 1 s retries
+                time.sleep(min(2 ** (try_number - 1), 8))
             finally:
                 if restore is not None:
                     restore()

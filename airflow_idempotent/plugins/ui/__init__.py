@@ -42,14 +42,22 @@ Security:
   ``get_user`` (Bearer header, else the UI's JWT cookie: 401 without, 403 for a bad token) and,
   for a DAG, ``requires_access_dag`` (403 without access): reading history and backfill status
   needs GET on the DAG's runs, an attempt GET on its task instances, preview and create POST on
-  its runs (as Airflow's dry run and create), stop and clear PUT (as Airflow's pause). The history
-  page without a DAG shows only the DAGs the user may read (403 if none). A backfill id in a path
-  must belong to the path's DAG (else 404), so access to one DAG never reaches another's backfill.
+  its runs (as Airflow's dry run and create), stop and clear PUT (as Airflow's pause). Every
+  history answer (JSON, page, chart; with or without a DAG) holds only the writes, attempts and
+  effects of the DAGs the user may read, and only their writes choose the windows shown (403 if
+  none). A backfill id in a path must belong to the path's DAG (else 404), so access to one DAG
+  never reaches another's backfill; its status is that DAG's runs' writes, keyed (dag_id, run_id).
 * **CSRF**: every state-changing route is a POST with a JSON body (415 otherwise), refused when
   the browser says it is cross-site (``Sec-Fetch-Site``, ``Origin``), and, when the caller is
   authenticated by the UI's cookie (not by an ``Authorization: Bearer`` header, which a browser
   never attaches by itself), it must carry the ``X-Idempotent-CSRF`` header: a token the page
-  embeds, signed with Airflow's ``[api] secret_key``, bound to the user and valid 12 hours.
+  embeds, signed with Airflow's ``[api] secret_key``, bound to the user and to the session (the
+  Airflow token the page was opened with): valid 12 hours, and never after that session ends
+  (Airflow's logout revokes the token; or it expires).
+* **Bodies**: at most 64,000 bytes, refused with 413 before anything reads them (``BodyLimit``,
+  so neither a parser nor Airflow's audit log sees them); nested at most 32 levels (422), checked
+  by pydantic's parser before the audit step and the form's model. An unexpected error is a 500
+  with the security headers and no exception text.
 * **Escaping**: pages are Jinja2 templates with autoescape on; data for scripts is embedded with
   ``tojson`` in a ``<script type="application/json">`` block and the script builds the DOM with
   ``textContent`` only. Every query parameter and form field is validated (422 on anything else,

@@ -14,19 +14,22 @@ from starlette.exceptions import HTTPException
 
 from airflow_idempotent import __version__
 from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS
+from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, MAX_DEPTH
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
 from airflow_idempotent.plugins.ui.routes import api, backfills, pages
-from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS
+from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS, BodyLimit
 
-API_DESCRIPTION = """\
+API_DESCRIPTION = f"""\
 The JSON API of airflow-idempotent's pages in the Airflow UI, mounted in Airflow's API server
 under `/idempotent`. Authenticate as for Airflow's own REST API: `Authorization: Bearer <JWT>`
 (from `POST /auth/token`), or the UI's session cookie. Every route needs a logged-in user (401)
 with access to the DAG it names (403): history and status GET on the DAG's runs, attempts GET
 on its task instances, preview and create POST on its runs, stop and clear PUT on its runs.
-POST bodies are JSON; a browser session (cookie) must also send the page's `X-Idempotent-CSRF`
-token. Errors: `{"detail": "<message>"}` or, for invalid input, `{"detail": [{"loc", "msg"}]}`
-(422, nothing is done).
+POST bodies are JSON (415 otherwise), at most {MAX_BODY:,} bytes (413, before anything reads
+them) and nested at most {MAX_DEPTH} levels (422); a browser session (cookie) must also send the
+page's `X-Idempotent-CSRF` token, which ends with the session it was issued to. Errors:
+`{{"detail": "<message>"}}` or, for invalid input, `{{"detail": [{{"loc", "msg", "type"}}]}}` (422,
+nothing is done); every status a route can answer is listed with it.
 """
 
 #: The external views of Airflow's UI (hrefs relative to Airflow's base URL, as Airflow requires).
@@ -71,6 +74,8 @@ def create_app() -> FastAPI:
         openapi_url=None,
     )
 
+    app.add_middleware(BodyLimit)  # inside the headers' middleware, so its 413 gets them too
+
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
         response: Response = await call_next(request)
@@ -81,6 +86,14 @@ def create_app() -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return error_response(request, exc.status_code, exc.detail, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # Starlette answers this outside every middleware (then re-raises, so the server logs the
+        # traceback): the headers are added here, and no exception text is shown.
+        return error_response(
+            request, 500, "internal server error: see the API server's log", SECURITY_HEADERS
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -365,7 +365,7 @@ def backfill_status(session: Session, store: HistoryStore, dag_id: str, backfill
         # try): only the writes since this backfill was created are this backfill's.
         since = to_utc_datetime(backfill.created_at, "created_at")
         for entry in windows:
-            mine = [w for w in by_run.get(entry["run_id"] or "", []) if w["written_at"] >= since]
+            mine = [w for w in by_run.get((dag_id, entry["run_id"] or ""), []) if w["written_at"] >= since]
             entry["writes"] = sorted(mine, key=lambda w: w["written_at"])
         switches = switches_json(store, dag_id)
     except Exception as err:

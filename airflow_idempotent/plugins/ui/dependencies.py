@@ -1,5 +1,6 @@
 """The FastAPI dependencies the routes share: Airflow's metadata session, the history store, and a
-JSON body parsed only once the caller is authenticated.
+JSON body parsed only once the caller is authenticated (its size bounded before anything reads it,
+`security.BodyLimit`; its nesting here, before Airflow's audit step or a model parses it).
 
 Airflow is imported when a route first runs, not when this module is: the plugin that mounts the
 app is also loaded by schedulers and workers, which never serve these routes.
@@ -9,20 +10,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from functools import cache
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 from sqlalchemy.orm import Session
-from starlette.exceptions import HTTPException
 
 from airflow_idempotent.history.store import HistoryStore
 
 #: Seconds the pages wait for the history store (and for one statement on PostgreSQL).
 STORE_TIMEOUT = 10.0
-#: The largest body a POST may carry.
+#: The largest body a POST may carry (bytes).
 MAX_BODY = 64_000
+#: The deepest JSON a body may nest (every form is 3 levels deep; Airflow's audit step parses the
+#: body with the standard library, which recurses).
+MAX_DEPTH = 32
 
 
 def metadata_session() -> Iterator[Session]:
@@ -66,14 +71,48 @@ def store_error(err: BaseException) -> str:
     )
 
 
+def nesting_depth(document: Any) -> int:
+    """How deep `document` nests objects and arrays (a scalar: 0), without recursing."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _body_error(message: str, kind: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body",), "msg": message, "type": kind}])
+
+
+async def json_document(request: Request) -> Any:
+    """The body as a JSON document (an empty body is ``{}``), parsed once per request by pydantic's
+    parser (no Python recursion): 422 when it is not JSON or nests deeper than MAX_DEPTH. What the
+    audit step and the body's model may then read safely."""
+    raw = await request.body()
+    try:
+        document = from_json(raw or b"{}")
+    except ValueError as err:
+        raise _body_error(f"Invalid JSON: {err}", "json_invalid") from None
+    if nesting_depth(document) > MAX_DEPTH:
+        raise _body_error(f"the body nests deeper than {MAX_DEPTH} levels", "json_too_deep")
+    return document
+
+
+#: The request's JSON document (see `json_document`).
+JsonDocumentDep = Annotated[Any, Depends(json_document)]
+
+
+@cache
 def json_body(model: type[BaseModel]) -> Callable[..., Any]:
     """A dependency parsing the JSON body into `model` *after* the auth and CSRF dependencies
-    (FastAPI would otherwise parse a declared body before any dependency runs)."""
+    (FastAPI would otherwise parse a declared body before any dependency runs), and after
+    `json_document` bounded it."""
 
-    async def parse(request: Request) -> Any:
+    async def parse(request: Request, document: JsonDocumentDep) -> Any:
         raw = await request.body()
-        if len(raw) > MAX_BODY:
-            raise HTTPException(413, "request body too large")
         try:
             return model.model_validate_json(raw or b"{}")
         except ValidationError as err:

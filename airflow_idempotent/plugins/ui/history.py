@@ -16,9 +16,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from airflow_idempotent.history.report import (
-    FLAG_CHOICES,
-    FLAG_FAILED,
-    FLAG_REFUSED,
     HistoryFilter,
     attempt_failed,
     first_line,
@@ -69,37 +66,23 @@ def attach_diffs(store: HistoryStore, flt: HistoryFilter, windows: list[dict[str
             w["diff"] = diffs.get(key)
 
 
-def only_dags(windows: list[dict[str, Any]], allowed: set[str]) -> list[dict[str, Any]]:
-    """The windows as a user who may read only `allowed` sees them: other DAGs' writes and
-    attempts removed, windows left empty dropped, flags recomputed."""
-    out = []
-    for win in windows:
-        writes = [w for w in win["writes"] if w["dag_id"] in allowed]
-        if not writes:
-            continue
-        attempts = [a for a in win["attempts"] if a["dag_id"] in allowed]
-        seen = {flag for w in writes for flag in w.get("flags", [])}
-        if any(attempt_failed(a) for a in attempts):
-            seen.add(FLAG_FAILED)
-        flags = [f for f in (*FLAG_CHOICES, FLAG_REFUSED) if f in seen]
-        out.append({**win, "writes": writes, "attempts": attempts, "flags": flags})
-    return out
-
-
-def read_history(store: HistoryStore, query: HistoryQuery, allowed: set[str] | None) -> list[dict[str, Any]]:
-    """The CLI's history (window_history) plus each write's diff, limited to `allowed` DAGs."""
-    flt = query.filter()
+def read_history(store: HistoryStore, query: HistoryQuery, allowed: set[str]) -> list[dict[str, Any]]:
+    """The CLI's history (window_history) plus each write's diff, of the `allowed` DAGs only: they
+    choose the windows, and no other DAG's write, attempt or effect is read."""
+    flt = query.filter(dag_ids=allowed)
     windows = window_history(store, flt)
     attach_diffs(store, flt, windows)
     for win in windows:
         for write in win["writes"]:
             write["table"] = win["table"]
-    return only_dags(windows, allowed) if allowed is not None else windows
+    return windows
 
 
 def _spans_filter(dag_id: str, spans: Sequence[Span]) -> HistoryFilter:
+    """The windows `spans` cover that `dag_id` wrote, with only its own writes."""
     return HistoryFilter(
         dag_id=dag_id,
+        dag_ids=frozenset({dag_id}),
         start=min(s for s, _ in spans),
         end=max(e for _, e in spans),
         limit=min(10_000, 20 * len(spans)),
@@ -115,7 +98,7 @@ def existing_writes(
     out: dict[Span, list[dict[str, Any]]] = {}
     for win in window_history(store, _spans_filter(dag_id, spans)):
         key = (win["window"]["start"], win["window"]["end"])
-        written = [w for w in win["writes"] if w["status"] == "written" and w["dag_id"] == dag_id]
+        written = [w for w in win["writes"] if w["status"] == "written"]
         if written:
             last = written[-1]
             out.setdefault(key, []).append(
@@ -151,17 +134,25 @@ STATUS_WRITE_FIELDS = (
 )
 
 
-def writes_by_run(store: HistoryStore, dag_id: str, spans: Sequence[Span]) -> dict[str, list[dict[str, Any]]]:
-    """Every write of `dag_id` in the windows `spans` cover, by run id, with its diff and flags."""
+#: A DAG run: (dag_id, run_id). A run id alone names a run of every DAG (backfill runs are named
+#: by date only), so writes are always looked up by both.
+RunKey = tuple[str, str]
+
+
+def writes_by_run(
+    store: HistoryStore, dag_id: str, spans: Sequence[Span]
+) -> dict[RunKey, list[dict[str, Any]]]:
+    """Every write of `dag_id` in the windows `spans` cover, by (dag_id, run_id), with its diff and
+    flags."""
     if not spans:
         return {}
     flt = _spans_filter(dag_id, spans)
     found = window_history(store, flt)
     attach_diffs(store, flt, found)
-    by_run: dict[str, list[dict[str, Any]]] = {}
+    by_run: dict[RunKey, list[dict[str, Any]]] = {}
     for win in found:
         for write in win["writes"]:
-            by_run.setdefault(write["run_id"], []).append(
+            by_run.setdefault((write["dag_id"], write["run_id"]), []).append(
                 {
                     "target": win["target"],
                     "table": win["table"],

@@ -142,7 +142,9 @@ def error_response(
             if isinstance(detail, list)
             else [str(detail)]
         )
-        return render(
+        page = render(
             request, "error.html", status=status, status_code=status, messages=messages, title="Error"
         )
+        page.headers.update(headers or {})
+        return page
     return JSONResponse({"detail": detail}, status_code=status, headers=dict(headers or {}))

@@ -1,5 +1,5 @@
 """Who may do what: Airflow's own authentication and DAG access, the CSRF token, security headers,
-and Airflow's audit log for state changes.
+the body limit, and Airflow's audit log for state changes.
 
 Airflow's security modules are imported when a route first runs (the plugin is also loaded by
 schedulers and workers, which never serve these routes).
@@ -7,7 +7,6 @@ schedulers and workers, which never serve these routes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlparse
@@ -17,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, NOT_A_DAG_ID, InputError
-from airflow_idempotent.plugins.ui.dependencies import SessionDep
+from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, JsonDocumentDep, SessionDep
 
 CSRF_HEADER = "X-Idempotent-CSRF"
 CSRF_SALT = "airflow-idempotent-ui-csrf"
@@ -92,12 +91,11 @@ def readable_dag_ids(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
-def history_scope(user: Any, dag_id: str | None) -> set[str] | None:
-    """The DAGs a history answer may show: None (any) when it names a DAG, whose access the
-    route's dependency checked; else the DAGs the user may read (403 when there are none)."""
-    if dag_id is not None:
-        return None
-    allowed = readable_dag_ids(user)
+def history_scope(user: Any, dag_id: str | None) -> set[str]:
+    """The DAGs whose writes, attempts and effects a history answer may show: those the user may
+    read (plus the DAG it names, whose access the route's dependency checked), in every path. A
+    window two DAGs wrote is shown with only the readable DAG's part. 403 when there are none."""
+    allowed = readable_dag_ids(user) | ({dag_id} if dag_id is not None else set())
     if not allowed:
         raise HTTPException(403, "Forbidden")
     return allowed
@@ -118,14 +116,49 @@ def _signer() -> Any:
     return URLSafeTimedSerializer(get_signing_key("api", "secret_key"), salt=CSRF_SALT)
 
 
-def csrf_token(user: Any) -> str:
-    """The token a page embeds for its POSTs: signed, bound to the user, valid CSRF_MAX_AGE."""
-    return str(_signer().dumps(str(user.get_id())))
-
-
 def _bearer_authenticated(request: Request) -> bool:
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and bool(credentials.strip())
+
+
+def session_claims(request: Request) -> dict[str, Any]:
+    """The claims of the Airflow token this request was authenticated with (as `get_user` chooses
+    it: a Bearer header, else the UI's cookie). Read without checking the signature: `get_user`
+    checked it in this request, before any route runs."""
+    import jwt
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    if _bearer_authenticated(request):
+        token = request.headers["authorization"].partition(" ")[2].strip()
+    else:
+        token = request.cookies.get(COOKIE_NAME_JWT_TOKEN, "")
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def csrf_token(request: Request, user: Any) -> str:
+    """The token a page embeds for its POSTs: signed, bound to the user and to the session (the
+    Airflow token, by its id `jti`) the page was opened in; valid CSRF_MAX_AGE, and never after
+    that session ends (Airflow's logout revokes it, or it expires)."""
+    claims = session_claims(request)
+    return str(
+        _signer().dumps({"user": str(user.get_id()), "jti": claims.get("jti"), "exp": claims.get("exp")})
+    )
+
+
+def _session_ended(subject: dict[str, Any]) -> bool:
+    """The session a CSRF token was issued to is over: revoked (logout), expired, or unknown."""
+    import time
+
+    from airflow.models.revoked_token import RevokedToken
+
+    jti, exp = subject.get("jti"), subject.get("exp")
+    if not isinstance(jti, str) or not jti or not isinstance(exp, int | float) or exp < time.time():
+        return True
+    return bool(RevokedToken.is_revoked(jti))
 
 
 def _same_origin(request: Request, origin: str) -> bool:
@@ -162,23 +195,65 @@ async def csrf_protect(request: Request, user: UserDep) -> None:
         subject = _signer().loads(token, max_age=CSRF_MAX_AGE)
     except BadSignature:
         raise HTTPException(403, "invalid or expired CSRF token: reload the page and try again") from None
-    if subject != str(user.get_id()):
+    if not isinstance(subject, dict) or subject.get("user") != str(user.get_id()):
         raise HTTPException(403, "the CSRF token belongs to another user: reload the page")
+    if _session_ended(subject):
+        raise HTTPException(403, "the session this page was opened in has ended: reload the page")
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over MAX_BODY (413)."""
+
+    def __init__(self) -> None:
+        super().__init__(413, f"request body too large (at most {MAX_BODY:,} bytes)")
+
+
+class BodyLimit:
+    """ASGI middleware: a body over MAX_BODY is refused with 413 before anything reads it, so no
+    parser and no audit log ever sees it. A declared Content-Length over the limit is answered at
+    once (nothing is read, not even the credentials checked); a chunked body as soon as what has
+    arrived passes the limit."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+            from airflow_idempotent.plugins.ui.render import error_response
+
+            exc = BodyTooLarge()
+            response = error_response(Request(scope), exc.status_code, exc.detail, SECURITY_HEADERS)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def bounded() -> Any:
+            nonlocal received
+            message = await receive()
+            if message.get("type") == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY:
+                    raise BodyTooLarge()
+            return message
+
+        await self.app(scope, bounded, send)
 
 
 def audit(event: str) -> Callable[..., Any]:
-    """Airflow's audit log entry (`action_logging`, the Event Log page) for a state change.
+    """Airflow's audit log entry (`action_logging`, the Event Log page) for a state change, once the
+    body is known to be bounded JSON (`json_document`: Airflow's logger parses it again, with the
+    standard library); a body refused before that (413, 422) is not logged.
 
     Committed at once, so the Event Log shows the attempt even when the action is then refused.
     """
 
-    async def log(request: Request, user: UserDep, session: SessionDep) -> None:
+    async def log(request: Request, user: UserDep, session: SessionDep, document: JsonDocumentDep) -> None:
         from airflow.api_fastapi.logging.decorators import action_logging
 
-        try:  # Airflow's logger parses the body; one that is not JSON is refused (422) right after
-            json.loads(await request.body() or b"{}")
-        except ValueError:
-            return
         await action_logging(event)(request, session, user)
         session.commit()
 

@@ -30,7 +30,10 @@ from airflow_idempotent.plugins.ui.datamodels.common import (
     RUN_ID_RE,
     TABLE_RE,
     TASK_ID_RE,
+    DagIdPath,
+    ErrorResponse,
     InputError,
+    error_responses,
 )
 from airflow_idempotent.plugins.ui.datamodels.history import (
     HISTORY_PARAMS,
@@ -59,6 +62,8 @@ __all__ = [
     "ClearForm",
     "ClearedResponse",
     "CreatedResponse",
+    "DagIdPath",
+    "ErrorResponse",
     "GuardResponse",
     "HistoryQuery",
     "HistoryResponse",
@@ -68,4 +73,5 @@ __all__ = [
     "ThresholdsForm",
     "airflow_backfill_body",
     "backfill_conf",
+    "error_responses",
 ]

@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -36,7 +37,14 @@ def _backfill_id(value: object) -> int:
 
 
 #: A backfill id in a path: digits only (the DAG it belongs to is checked by the route).
-BackfillIdPath = Annotated[int, BeforeValidator(_backfill_id)]
+BackfillIdPath = Annotated[
+    int,
+    BeforeValidator(_backfill_id),
+    Path(
+        description="an Airflow backfill id (of this DAG)",
+        json_schema_extra={"minimum": 0, "maximum": 10**12 - 1},
+    ),
+]
 
 
 def _text_ok(value: str) -> str:

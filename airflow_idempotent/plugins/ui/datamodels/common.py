@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
+
+from airflow_idempotent.plugins.ui.dependencies import MAX_BODY
 
 # What the routes accept. Airflow's own rule for DAG and task ids (KEY_REGEX), at most 250 chars.
 DAG_ID_RE = re.compile(r"^[\w.-]{1,250}$")
@@ -21,6 +24,13 @@ TABLE_RE = re.compile(r"^[\w.:-]{1,500}$")
 #: A measure column (diffs, charts, a backfill's thresholds).
 MEASURE_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 NOT_A_DAG_ID = "not a DAG id (letters, digits, _ . - ; at most 250)"
+
+
+#: A DAG id in a path, as the document shows it: the route's access dependency checks the pattern
+#: (Python's ``re``: pydantic's regex engine cannot compile a Unicode ``\w{1,250}``).
+DagIdPath = Annotated[
+    str, Path(description="a DAG id (Airflow's rule)", json_schema_extra={"pattern": DAG_ID_RE.pattern})
+]
 
 
 class InputError(RequestValidationError):
@@ -68,6 +78,47 @@ def matching(pattern: re.Pattern[str], message: str, required: bool = False) -> 
         return value
 
     return check
+
+
+class ErrorItem(BaseModel):
+    """One problem of an invalid input: where (``["query", "limit"]``), what, and its kind."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: a message (a refusal: the guard's, Airflow's), or the input's problems."""
+
+    detail: str | list[ErrorItem]
+
+
+#: What each error status means, for every route that can answer it.
+ERRORS = {
+    401: "Not authenticated: no Airflow token (header or the UI's cookie).",
+    403: (
+        "Forbidden: a token Airflow rejects, no access to the DAG for this action, or (a state "
+        "change) a cross-site request or a missing, another user's or ended session's CSRF token."
+    ),
+    404: "No such DAG, or no such backfill of this DAG.",
+    409: (
+        "Conflict: a kill switch covers the DAG's backfills, another backfill of the DAG runs, or "
+        "the backfill already completed."
+    ),
+    413: f"The body is over {MAX_BODY:,} bytes: refused before it is read.",
+    415: "The body is not application/json.",
+    422: "Invalid input (each problem listed), or the guard's (or Airflow's) refusal: nothing was done.",
+    503: "The history store cannot be read (details in the API server's log).",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route for these error statuses (401, 403 and 422 always)."""
+    return {
+        status: {"model": ErrorResponse, "description": ERRORS[status]}
+        for status in sorted({401, 403, 422, *statuses})
+    }
 
 
 class Record(BaseModel):

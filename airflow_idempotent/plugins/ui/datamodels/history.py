@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import date, datetime
 from typing import Annotated, Any
 
@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -90,6 +91,12 @@ def _map_index(value: object) -> int:
     raise refuse("expected -1 or a whole number")
 
 
+def documented(kind: str = "string", pattern: re.Pattern[str] | None = None, **schema: Any) -> WithJsonSchema:
+    """A query parameter as the OpenAPI document shows it: its type, and the pattern (or bounds)
+    its validator checks, with its own message (a value left out is a value not given)."""
+    return WithJsonSchema({"type": kind, **({"pattern": pattern.pattern} if pattern else {}), **schema})
+
+
 def _history_id(what: str, pattern: re.Pattern[str]) -> Any:
     return BeforeValidator(matching(pattern, f"not {what} (letters, digits, _ . - :)"))
 
@@ -99,24 +106,28 @@ class HistoryQuery(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    dag_id: Annotated[str | None, _history_id("a DAG id", DAG_ID_RE)] = Field(
+    dag_id: Annotated[str | None, _history_id("a DAG id", DAG_ID_RE), documented(pattern=DAG_ID_RE)] = Field(
         None, description="a DAG id (validated on a DAG's own route too, where the path's DAG wins)"
     )
-    task_id: Annotated[str | None, _history_id("a task id", TASK_ID_RE)] = None
-    table: Annotated[str | None, _history_id("a table, schema.table or conn_id:table", TABLE_RE)] = Field(
-        None, description="table, schema.table or conn_id:table"
+    task_id: Annotated[str | None, _history_id("a task id", TASK_ID_RE), documented(pattern=TASK_ID_RE)] = (
+        None
     )
-    first: Annotated[date | None, BeforeValidator(_day)] = Field(
+    table: Annotated[
+        str | None,
+        _history_id("a table, schema.table or conn_id:table", TABLE_RE),
+        documented(pattern=TABLE_RE),
+    ] = Field(None, description="table, schema.table or conn_id:table")
+    first: Annotated[date | None, BeforeValidator(_day), documented(pattern=DAY_RE, format="date")] = Field(
         None, alias="from", description="first day YYYY-MM-DD (UTC), included"
     )
-    last: Annotated[date | None, BeforeValidator(_day)] = Field(
+    last: Annotated[date | None, BeforeValidator(_day), documented(pattern=DAY_RE, format="date")] = Field(
         None, alias="to", description="last day YYYY-MM-DD (UTC), included"
     )
-    flag: Annotated[str | None, BeforeValidator(_flag)] = Field(
+    flag: Annotated[str | None, BeforeValidator(_flag), documented(enum=list(FLAG_CHOICES))] = Field(
         None, description=f"one of {', '.join(FLAG_CHOICES)}"
     )
-    limit: Annotated[int, BeforeValidator(_limit)] = Field(
-        DEFAULT_LIMIT, description=f"windows, 1-{MAX_LIMIT}: the newest"
+    limit: Annotated[int, BeforeValidator(_limit), documented("integer", minimum=1, maximum=MAX_LIMIT)] = (
+        Field(DEFAULT_LIMIT, description=f"windows, 1-{MAX_LIMIT}: the newest")
     )
 
     @field_validator("last")
@@ -141,9 +152,11 @@ class HistoryQuery(BaseModel):
         """The same filters for the DAG of the path (it wins over ?dag_id=)."""
         return self.model_copy(update={"dag_id": dag_id})
 
-    def filter(self) -> HistoryFilter:
-        """As the history query's filter: the days as [first midnight, midnight after last) UTC."""
+    def filter(self, dag_ids: Collection[str] | None = None) -> HistoryFilter:
+        """As the history query's filter: the days as [first midnight, midnight after last) UTC,
+        of the DAGs `dag_ids` only (every DAG when None)."""
         return HistoryFilter(
+            dag_ids=frozenset(dag_ids) if dag_ids is not None else None,
             dag_id=self.dag_id,
             task_id=self.task_id,
             table=self.table,
@@ -173,14 +186,18 @@ class AttemptQuery(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     run_id: Annotated[
-        str, BeforeValidator(matching(RUN_ID_RE, "not a run id (letters, digits, _ . ~ : + @ -)", True))
+        str,
+        BeforeValidator(matching(RUN_ID_RE, "not a run id (letters, digits, _ . ~ : + @ -)", True)),
+        documented(pattern=RUN_ID_RE),
     ] = Field("", validate_default=True)
     task_id: Annotated[
-        str, BeforeValidator(matching(TASK_ID_RE, "not a task id (letters, digits, _ . -)", True))
+        str,
+        BeforeValidator(matching(TASK_ID_RE, "not a task id (letters, digits, _ . -)", True)),
+        documented(pattern=TASK_ID_RE),
     ] = Field("", validate_default=True)
-    map_index: Annotated[int, BeforeValidator(_map_index)] = Field(
-        -1, description=f"-1 (default, also for {MAP_INDEX_PLACEHOLDER}) or the mapped index"
-    )
+    map_index: Annotated[
+        int, BeforeValidator(_map_index), documented("integer", minimum=-1, maximum=999_999)
+    ] = Field(-1, description=f"-1 (default, also for {MAP_INDEX_PLACEHOLDER}) or the mapped index")
 
 
 # Answers. Instants are ISO 8601 strings (as `history.report.jsonable` writes them).

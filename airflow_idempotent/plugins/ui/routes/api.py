@@ -15,8 +15,10 @@ from airflow_idempotent.plugins.ui.datamodels import (
     MAX_LIMIT,
     AttemptQuery,
     AttemptsResponse,
+    DagIdPath,
     HistoryQuery,
     HistoryResponse,
+    error_responses,
 )
 from airflow_idempotent.plugins.ui.dependencies import StoreDep, store_error
 from airflow_idempotent.plugins.ui.history import attempt_data, read_history
@@ -42,8 +44,8 @@ HISTORY_DOC = (
 )
 
 
-def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str] | None) -> dict[str, Any]:
-    """The history as the API answers it (503 when the store cannot be read)."""
+def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str]) -> dict[str, Any]:
+    """The history of the `allowed` DAGs as the API answers it (503 when the store cannot be read)."""
     try:
         windows = read_history(store, query, allowed)
     except Exception as err:
@@ -62,6 +64,7 @@ def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str] |
     description=HISTORY_DOC,
     response_model=HistoryResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(503),
 )
 def api_history(
     user: HistoryUserDep, query: Annotated[HistoryQuery, Query()], store: StoreDep
@@ -77,9 +80,12 @@ def api_history(
     dependencies=[READ_RUNS],
     response_model=HistoryResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 503),
 )
-def api_dag_history(dag_id: str, query: Annotated[HistoryQuery, Query()], store: StoreDep) -> dict[str, Any]:
-    return history_answer(store, query.for_dag(dag_id), None)
+def api_dag_history(
+    dag_id: DagIdPath, user: UserDep, query: Annotated[HistoryQuery, Query()], store: StoreDep
+) -> dict[str, Any]:
+    return history_answer(store, query.for_dag(dag_id), history_scope(user, dag_id))
 
 
 @router.get(
@@ -89,8 +95,11 @@ def api_dag_history(dag_id: str, query: Annotated[HistoryQuery, Query()], store:
     dependencies=[READ_TASK_INSTANCES],
     response_model=AttemptsResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 503),
 )
-def api_attempts(dag_id: str, query: Annotated[AttemptQuery, Query()], store: StoreDep) -> dict[str, Any]:
+def api_attempts(
+    dag_id: DagIdPath, query: Annotated[AttemptQuery, Query()], store: StoreDep
+) -> dict[str, Any]:
     """Query: `run_id`, `task_id`, `map_index` (default -1). Per try: its window writes (every
     recorded field, the parsed `diff` and `fingerprint_parts`) and its attempt events."""
     try:
@@ -104,7 +113,11 @@ def api_attempts(dag_id: str, query: Annotated[AttemptQuery, Query()], store: St
 
 
 @router.get(
-    "/openapi.json", tags=["meta"], summary="This API's OpenAPI document", response_model=dict[str, Any]
+    "/openapi.json",
+    tags=["meta"],
+    summary="This API's OpenAPI document",
+    response_model=dict[str, Any],
+    responses=error_responses(),
 )
 def api_openapi(request: Request, user: UserDep) -> dict[str, Any]:
     return request.app.openapi()  # type: ignore[no-any-return]

@@ -22,9 +22,11 @@ from airflow_idempotent.plugins.ui.datamodels import (
     ClearedResponse,
     ClearForm,
     CreatedResponse,
+    DagIdPath,
     GuardResponse,
     PreviewResponse,
     StopForm,
+    error_responses,
 )
 from airflow_idempotent.plugins.ui.dependencies import SessionDep, StoreDep, body_doc, json_body
 from airflow_idempotent.plugins.ui.security import (
@@ -46,8 +48,9 @@ router = APIRouter(prefix="/api/dags/{dag_id}", tags=["backfill"])
     dependencies=[READ_RUNS],
     response_model=GuardResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404),
 )
-def api_guard(dag_id: str, session: SessionDep, store: StoreDep) -> dict[str, Any]:
+def api_guard(dag_id: DagIdPath, session: SessionDep, store: StoreDep) -> dict[str, Any]:
     """The guard the DAG declares (cap, thresholds, measures), the kill switches covering its
     backfills, and its latest backfill (if any)."""
     return guard_state(session, store, dag_id)
@@ -60,9 +63,10 @@ def api_guard(dag_id: str, session: SessionDep, store: StoreDep) -> dict[str, An
     openapi_extra=body_doc(BackfillForm),
     response_model=PreviewResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 413, 415),
 )
 def api_preview(
-    dag_id: str,
+    dag_id: DagIdPath,
     form: Annotated[BackfillForm, Depends(json_body(BackfillForm))],
     session: SessionDep,
     store: StoreDep,
@@ -82,10 +86,11 @@ def api_preview(
     openapi_extra=body_doc(BackfillForm),
     response_model=CreatedResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 409, 413, 415, 503),
 )
 def api_create(
     request: Request,
-    dag_id: str,
+    dag_id: DagIdPath,
     user: UserDep,
     form: Annotated[BackfillForm, Depends(json_body(BackfillForm))],
     session: SessionDep,
@@ -104,9 +109,10 @@ def api_create(
     dependencies=[READ_RUNS],
     response_model=BackfillStatus,
     response_model_exclude_unset=True,
+    responses=error_responses(404),
 )
 def api_status(
-    dag_id: str, backfill_id: BackfillIdPath, session: SessionDep, store: StoreDep
+    dag_id: DagIdPath, backfill_id: BackfillIdPath, session: SessionDep, store: StoreDep
 ) -> dict[str, Any]:
     """`phase` (running, paused, stopped, completed), counts of run `states`, and per window its
     run (state, run_id), and every write recorded for it so far (status, rows, checksum,
@@ -122,9 +128,10 @@ def api_status(
     openapi_extra=body_doc(StopForm),
     response_model=BackfillStatus,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 409, 413, 415, 503),
 )
 def api_stop(
-    dag_id: str,
+    dag_id: DagIdPath,
     backfill_id: BackfillIdPath,
     user: UserDep,
     form: Annotated[StopForm, Depends(json_body(StopForm))],
@@ -146,9 +153,10 @@ def api_stop(
     openapi_extra=body_doc(ClearForm),
     response_model=ClearedResponse,
     response_model_exclude_unset=True,
+    responses=error_responses(404, 413, 415, 503),
 )
 def api_clear(
-    dag_id: str,
+    dag_id: DagIdPath,
     user: UserDep,
     form: Annotated[ClearForm, Depends(json_body(ClearForm))],
     store: StoreDep,

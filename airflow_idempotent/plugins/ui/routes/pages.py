@@ -45,7 +45,7 @@ def history_page(request: Request, user: Any, store: HistoryStore, dag_id: str |
     charts: list[dict[str, Any]] = []
     status = 200
     query: HistoryQuery | None = None
-    allowed: set[str] | None = None
+    allowed: set[str] = set()
     store_problem = None
     try:
         query = HistoryQuery.parse(raw)
@@ -67,7 +67,7 @@ def history_page(request: Request, user: Any, store: HistoryStore, dag_id: str |
         form = dict.fromkeys(form, "")
     if dag_id is not None:
         form["dag_id"] = dag_id
-    dag_choices = sorted(allowed) if allowed is not None else []
+    dag_choices = sorted(allowed)
     return render(
         request,
         "history.html",
@@ -128,7 +128,7 @@ def page_backfill(
         switches=state["switches"],
         store_problem=state["history_error"],
         data=data,
-        csrf=csrf_token(user),
+        csrf=csrf_token(request, user),
         user=user_name(user),
     )
 
