@@ -52,12 +52,17 @@ _A = TaskAttempt.__table__
 _W = WindowWrite.__table__
 
 
+def _scope(table: Any, flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
+    """Only the DAGs `flt.dag_ids` allows (every DAG when it is None): what a UI user may read."""
+    return [] if flt.dag_ids is None else [table.c.dag_id.in_(sorted(flt.dag_ids))]
+
+
 def _run_keys(flt: HistoryFilter) -> Select[Any]:
     """(dag_id, run_id, first seen) of every run matching `flt`, from the three tables."""
     parts: list[Select[Any]] = []
     tables = (_A,) if flt.task_id is not None else (_R, _A)
     for table in tables:
-        clauses: list[sa.ColumnElement[bool]] = []
+        clauses: list[sa.ColumnElement[bool]] = _scope(table, flt)
         if flt.dag_id is not None:
             clauses.append(table.c.dag_id == flt.dag_id)
         if flt.run_id is not None:
@@ -70,7 +75,7 @@ def _run_keys(flt: HistoryFilter) -> Select[Any]:
             clauses.append(table.c.logical_date < flt.end)
         parts.append(sa.select(table.c.dag_id, table.c.run_id, table.c.at).where(*clauses))
     # and the runs that wrote a window overlapping the days (whatever their logical date)
-    writes: list[sa.ColumnElement[bool]] = [
+    writes: list[sa.ColumnElement[bool]] = _scope(_W, flt) + [
         _W.c[name] == value
         for name, value in (("dag_id", flt.dag_id), ("run_id", flt.run_id), ("task_id", flt.task_id))
         if value is not None
@@ -231,11 +236,12 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
     """The DAG runs matching `flt` (dag, run, task, logical date), each with its DAG run events,
     every task attempt and try, and its window writes; newest run first, at most ``limit``.
 
-    The filters ``table`` and ``flag`` select windows and do not apply here. Raises SQLAlchemy's
+    The filters ``table`` and ``flag`` select windows and do not apply here; ``dag_ids`` (the DAGs
+    a UI user may read) limits every table read. Raises SQLAlchemy's
     errors when the store cannot be reached.
     """
     flt = flt or HistoryFilter()
-    if store_is_empty(store):
+    if (flt.dag_ids is not None and not flt.dag_ids) or store_is_empty(store):
         return []
     store.migrate()
     with store.engine.connect() as conn:
