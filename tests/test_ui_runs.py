@@ -63,3 +63,24 @@ def test_runs_of_a_dag_without_window_writes_scoped_to_the_reader(env: dict[str,
     assert FLAKY_RUN in everything and HIDDEN_RUN in everything
     outsider = call(env, "GET", "/idempotent/history", headers=bearer(env, "outsider")).text
     assert FLAKY_RUN in outsider and HIDDEN_RUN not in outsider  # may not read ui_guarded
+
+
+def test_the_history_api_answers_runs_scoped_to_the_reader(env: dict[str, Any]) -> None:  # noqa: F811
+    seed_runs(env["store"])
+    answer = call(env, "GET", f"/idempotent/api/dags/{UNGUARDED}/history", headers=bearer(env)).json()
+    (run,) = [r for r in answer["runs"] if r["run_id"] == FLAKY_RUN]
+    assert run["state"] == "success" and answer["windows"] == []
+    assert [(a["try_number"], a["state"]) for a in run["attempts"]] == [
+        (1, "running"),
+        (1, "up_for_retry"),
+        (2, "running"),
+        (2, "success"),
+    ]
+    assert all({"dag_id", "task_id", "run_id", "try_number", "state"} <= set(a) for a in run["attempts"])
+    assert [(t["try_number"], t["state"], t["duration_seconds"]) for t in run["tries"]] == [
+        (1, "up_for_retry", 60.0),
+        (2, "success", 60.0),
+    ]
+    outsider = call(env, "GET", "/idempotent/api/history", headers=bearer(env, "outsider")).json()
+    assert {r["dag_id"] for r in outsider["runs"]} <= {UNGUARDED, "ui_other"}
+    assert FLAKY_RUN in {r["run_id"] for r in outsider["runs"]}

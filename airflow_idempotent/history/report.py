@@ -155,6 +155,12 @@ def _scope_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     return [] if flt.dag_ids is None else [_W.c.dag_id.in_(sorted(flt.dag_ids))]
 
 
+def target_matches(table: str) -> sa.ColumnElement[bool]:
+    """A write's target is `table`: the whole target (``conn_id:table``) or its table part (LIKE
+    wildcards in the name are literal)."""
+    return sa.or_(_W.c.target == table, _W.c.target.endswith(":" + table, autoescape=True))
+
+
 def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     clauses = _scope_clauses(flt)
     if flt.dag_id is not None:
@@ -164,9 +170,7 @@ def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     if flt.run_id is not None:
         clauses.append(_W.c.run_id == flt.run_id)
     if flt.table is not None:
-        clauses.append(
-            sa.or_(_W.c.target == flt.table, _W.c.target.endswith(":" + flt.table, autoescape=True))
-        )
+        clauses.append(target_matches(flt.table))
     if flt.start is not None:  # windows overlapping [start, end)
         clauses.append(_W.c.window_end > flt.start)
     if flt.end is not None:

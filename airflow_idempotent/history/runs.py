@@ -28,6 +28,7 @@ from airflow_idempotent.history.report import (
     HistoryFilter,
     attempt_failed,
     store_is_empty,
+    target_matches,
 )
 from airflow_idempotent.history.store import HistoryStore
 
@@ -60,7 +61,8 @@ def _scope(table: Any, flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
 def _run_keys(flt: HistoryFilter) -> Select[Any]:
     """(dag_id, run_id, first seen) of every run matching `flt`, from the three tables."""
     parts: list[Select[Any]] = []
-    tables = (_A,) if flt.task_id is not None else (_R, _A)
+    # a table filter: the runs that wrote it; a task filter: the runs that task had an attempt in
+    tables = () if flt.table is not None else (_A,) if flt.task_id is not None else (_R, _A)
     for table in tables:
         clauses: list[sa.ColumnElement[bool]] = _scope(table, flt)
         if flt.dag_id is not None:
@@ -80,6 +82,8 @@ def _run_keys(flt: HistoryFilter) -> Select[Any]:
         for name, value in (("dag_id", flt.dag_id), ("run_id", flt.run_id), ("task_id", flt.task_id))
         if value is not None
     ]
+    if flt.table is not None:
+        writes.append(target_matches(flt.table))
     if flt.start is not None:
         writes.append(_W.c.window_end > flt.start)
     if flt.end is not None:
@@ -236,7 +240,7 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
     """The DAG runs matching `flt` (dag, run, task, logical date), each with its DAG run events,
     every task attempt and try, and its window writes; newest run first, at most ``limit``.
 
-    The filters ``table`` and ``flag`` select windows and do not apply here; ``dag_ids`` (the DAGs
+    ``table`` keeps the runs that wrote that table; ``flag`` selects windows only; ``dag_ids`` (the DAGs
     a UI user may read) limits every table read. Raises SQLAlchemy's
     errors when the store cannot be reached.
     """
