@@ -219,7 +219,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, A
     code = main(["history", "--json", *args])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return json.loads(out)
+    document = json.loads(out)
+    assert set(document) == {"runs", "windows"}
+    return document["windows"]
 
 
 def keys(windows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -411,8 +413,9 @@ def test_no_match_says_so(cli: History, capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["history", "--dag", "no_such_dag", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out) == []
+    assert json.loads(out) == {"runs": [], "windows": []}
     assert "no window writes match --dag no_such_dag" in err
+    assert "no DAG runs match --dag no_such_dag" in err
 
     assert main(["history", "--dag", "[bold]x[/oops]"]) == 0  # names are text, never rich markup
     assert "No window writes match --dag [bold]x[/oops] in" in capsys.readouterr().out
@@ -585,7 +588,25 @@ def test_console_script(history: History) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    windows = json.loads(proc.stdout)  # nothing but the document on stdout: logs go to stderr
+    windows = json.loads(proc.stdout)["windows"]  # nothing but the document on stdout: logs go to stderr
     assert keys(windows) == [(TARGET, "2026-08-24"), (TARGET, "2026-08-25")]
     assert [w["ordinal"] for w in windows[1]["writes"]] == [1, 2, 2]
     assert windows[1]["writes"][1]["flags"] == ["nondeterministic"]
+
+
+def test_runs_of_the_days_by_the_windows_they_wrote(cli: History, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs matching a day: the seeded attempts carry no logical date, so the windows they wrote decide."""
+    assert main(["history", "--json", "--dag", DAG, "--window", "2026-08-25"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["run_id"] for r in runs] == [RUN_BACKFILL, RUN_MANUAL, RUN_25]  # newest first
+    scheduled = runs[2]
+    assert scheduled["run_type"] == "scheduled" and scheduled["state"] == "success"
+    assert [(t["try_number"], t["state"], t["duration_seconds"]) for t in scheduled["tries"]] == [
+        (1, "failed", 60.0),
+        (2, "success", 120.0),
+    ]
+    assert scheduled["tries"][0]["error"] == ERROR and scheduled["tries"][0]["failed"] is True
+    assert [(w["try_number"], w["status"]) for w in scheduled["writes"]] == [(2, "written")]
+    assert main(["history", "--json", "--run", RUN_MANUAL]) == 0
+    (manual,) = json.loads(capsys.readouterr().out)["runs"]
+    assert [a["event"] for a in manual["attempts"]] == ["running", "success"]

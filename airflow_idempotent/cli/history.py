@@ -1,13 +1,15 @@
-"""``airflow-idempotent history``: every write of each (table, window), in order, with its attempts.
+"""``airflow-idempotent history``: DAG runs and task attempts, and every write of each window.
 
-    airflow-idempotent history [--dag DAG] [--task TASK] [--table TABLE]
+    airflow-idempotent history [--dag DAG] [--task TASK] [--run RUN] [--table TABLE]
                                [--window DATE | --from DATE --to DATE]
                                [--flag {nondeterministic,skipped,failed}] [--limit N] [--json]
                                [--conn-id CONN_ID]
 
-Rich tables in a terminal, plain text otherwise (one line per row), one JSON document with
-``--json``. Exit codes: 0 done (also when nothing matches), 1 the history store cannot be used,
-2 bad usage (unknown option, bad date, empty period).
+First the DAG runs (each try of each task: state, duration, host, error; any DAG, window
+writes or not), then per (table, window) every write in order with its attempts. Rich tables in
+a terminal, plain text otherwise (one line per row), one JSON document with ``--json``
+(``{"runs": [...], "windows": [...]}``). Exit codes: 0 done (also when nothing matches), 1 the
+history store cannot be used, 2 bad usage (unknown option, bad date, empty period).
 """
 
 from __future__ import annotations
@@ -51,19 +53,23 @@ from airflow_idempotent.history.report import (
     short,
     window_history,
 )
+from airflow_idempotent.history.runs import run_history
 from airflow_idempotent.history.store import EMBEDDED_FILE
 
 
 # ------------------------------------------------------------------------------- arguments
 def add_history_parser(commands: Any) -> None:
-    """`history`: every write of each (table, window), in order, with its task attempts."""
+    """`history`: DAG runs and task attempts, then every write of each (table, window)."""
     p = commands.add_parser(
         "history",
-        help="every write of each (table, window), in order, with its task attempts",
+        help="DAG runs and task attempts, and every write of each (table, window)",
         description=(
-            "Show, per target table and window, every write in order (ordinal, run, try, strategy, "
-            "status, row counts, checksum, fingerprint, dataset version, flags) and the task "
-            "attempts beneath it. The filters choose windows; each chosen window is shown whole."
+            "Show the DAG runs (every try of every task: state, duration, host, error), for any "
+            "DAG, whether it writes windows or not; then, per target table and window, every write "
+            "in order (ordinal, run, try, strategy, status, row counts, checksum, fingerprint, "
+            "dataset version, flags) and the task attempts beneath it. --dag, --task, --run and "
+            "the days (a run's logical date) choose runs; all filters choose windows, and each "
+            "chosen window is shown whole."
         ),
         epilog=(
             "Dates are UTC days; a window matches when it overlaps the days asked for "
@@ -72,7 +78,8 @@ def add_history_parser(commands: Any) -> None:
         ),
     )
     p.add_argument("--dag", metavar="DAG", help="only windows this DAG wrote")
-    p.add_argument("--task", metavar="TASK", help="only windows this task wrote")
+    p.add_argument("--task", metavar="TASK", help="only this task's attempts, and windows it wrote")
+    p.add_argument("--run", metavar="RUN", help="only this DAG run (its run_id), and windows it wrote")
     p.add_argument(
         "--table",
         metavar="TABLE",
@@ -90,9 +97,11 @@ def add_history_parser(commands: Any) -> None:
         metavar="N",
         type=positive_int,
         default=DEFAULT_LIMIT,
-        help=f"at most N windows, those with the latest window start (default {DEFAULT_LIMIT})",
+        help=f"at most N runs (the latest) and N windows (the latest window start; default {DEFAULT_LIMIT})",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document (a list of windows)")
+    p.add_argument(
+        "--json", action="store_true", help='print one JSON document: {"runs": [...], "windows": [...]}'
+    )
     add_conn_arg(p)
     p.set_defaults(handler=cmd_history)
 
@@ -104,6 +113,7 @@ def history_filter(args: argparse.Namespace) -> HistoryFilter:
     return HistoryFilter(
         dag_id=args.dag,
         task_id=args.task,
+        run_id=args.run,
         table=args.table,
         start=start,
         end=end,
@@ -118,6 +128,7 @@ def _described_filters(args: argparse.Namespace) -> str:
         for name, value in (
             ("dag", args.dag),
             ("task", args.task),
+            ("run", args.run),
             ("table", args.table),
             ("window", args.window),
             ("from", args.date_from),
@@ -135,6 +146,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         store = open_store(args.conn_id)
         where = describe_store(args.conn_id, store)
         try:
+            runs = run_history(store, flt)
             windows = window_history(store, flt)
         except sa.exc.SQLAlchemyError as err:
             raise CliError(
@@ -144,12 +156,21 @@ def cmd_history(args: argparse.Namespace) -> int:
             store.engine.dispose()
 
     if args.json:
-        json.dump(jsonable(windows), sys.stdout, indent=2)
+        json.dump(jsonable({"runs": runs, "windows": windows}), sys.stdout, indent=2)
         sys.stdout.write("\n")
+        if not runs:
+            print(f"no DAG runs match {_described_filters(args)} in {where}", file=sys.stderr)
         if not windows:
             print(f"no window writes match {_described_filters(args)} in {where}", file=sys.stderr)
         return 0
     console = make_console()
+    if runs:
+        render_runs(console, runs)
+        tries = sum(len(r["tries"]) for r in runs)
+        console.print(f"{len(runs)} DAG run(s), {tries} task attempt(s) in {where}", markup=False)
+        console.print()
+    else:
+        console.print(f"No DAG runs match {_described_filters(args)} in {where}.", markup=False)
     if not windows:
         console.print(f"No window writes match {_described_filters(args)} in {where}.", markup=False)
         return 0
@@ -358,6 +379,82 @@ def _attempts_table(console: Any, attempts: list[dict[str, Any]]) -> Any:
         )
         table.add_row(*(_text((v, style)) for v in values))
     return table
+
+
+TRY_COLUMNS = (
+    ("task", "left", 0),
+    ("try", "right", 0),
+    ("state", "left", 0),
+    ("started (UTC)", "left", 0),
+    ("duration", "right", 0),
+    ("host", "left", 0),
+    ("window write", "left", 0),
+    ("error", "left", 0),
+)
+
+
+def duration(seconds: float | None) -> str:
+    """A duration as people read it: ``0.42 s``, ``12.3 s``, ``4 min 05 s``; ``-`` while running."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def _run_header(run: dict[str, Any]) -> Any:
+    from rich.text import Text
+
+    header = Text()
+    header.append(run["dag_id"], style="bold cyan")
+    header.append(f"  run {run['run_id']}", style="bold")
+    header.append(f"  {cell(run['run_type'])}, state ")
+    header.append(cell(run["state"]), style="red" if run["state"] == "failed" else "")
+    header.append(f"  started {when(run['started_at'])}, {duration(run['duration_seconds'])}")
+    header.append(f"  {len(run['tries'])} task attempt(s), {len(run['writes'])} window write(s)")
+    return header
+
+
+def _tries_table(console: Any, run: dict[str, Any]) -> Any:
+    table = _table(console, TRY_COLUMNS)
+    for t in run["tries"]:
+        wrote = [
+            f"{w['target']} {w['window_label']} {w['status']}"
+            for w in run["writes"]
+            if (w["task_id"], w["map_index"], w["try_number"])
+            == (t["task_id"], t["map_index"], t["try_number"])
+        ]
+        style = "red" if t["failed"] else ""
+        values = (
+            _task(t),
+            t["try_number"],
+            t["state"],
+            when(t["started_at"]),
+            duration(t["duration_seconds"]),
+            t["hostname"],
+            "; ".join(wrote) or None,
+            first_line(t["error"]),
+        )
+        table.add_row(*(_text((v, style)) for v in values))
+    return table
+
+
+def render_runs(console: Any, runs: list[dict[str, Any]]) -> None:
+    """Per DAG run: a header line, then one row per try of each task."""
+
+    def render() -> None:
+        for run in runs:
+            console.print(_run_header(run))
+            if run["tries"]:
+                console.print(_tries_table(console, run))
+            else:
+                console.print("  task attempts: none recorded", style="dim")
+            console.print()
+
+    print_plain(console, render)
 
 
 def render_history(console: Any, windows: list[dict[str, Any]]) -> None:

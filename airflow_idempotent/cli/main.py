@@ -1,6 +1,8 @@
 """The ``airflow-idempotent`` command line: one subparser and one small handler per command.
 
-    airflow-idempotent history ...    every write of each (table, window), with its attempts
+    airflow-idempotent history ...    DAG runs and task attempts, every write of each window
+    airflow-idempotent spool list|requeue|drop ...    history records the store refused
+    airflow-idempotent rerun --dag D --window DATE --dry-run ...    what a rerun would change
     airflow-idempotent stop|resume|switches ...    the kill switch
     airflow-idempotent effects list|resolve ...    the effect ledger
     airflow-idempotent lint PATH ...    the DAG linter
@@ -15,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from airflow_idempotent import __version__
-from airflow_idempotent.cli import effects, history, switches
+from airflow_idempotent.cli import effects, history, rerun, spool, switches
 from airflow_idempotent.cli.common import PROG, CliError, report_error
 from airflow_idempotent.lint import cli as lint_cli
 
@@ -32,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     switches.add_switch_parsers(commands)
     lint_cli.register(commands)
     effects.register(commands)
+    spool.register(commands)
+    rerun.register(commands)
     return parser
 
 

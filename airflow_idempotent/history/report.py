@@ -95,6 +95,8 @@ class HistoryFilter:
 
     dag_id: str | None = None
     task_id: str | None = None
+    #: the run_id of one DAG run
+    run_id: str | None = None
     #: the table part of a target (``conn_id:table``), or the whole target
     table: str | None = None
     #: windows ending after this instant (inclusive start of the period asked for)
@@ -153,16 +155,22 @@ def _scope_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     return [] if flt.dag_ids is None else [_W.c.dag_id.in_(sorted(flt.dag_ids))]
 
 
+def target_matches(table: str) -> sa.ColumnElement[bool]:
+    """A write's target is `table`: the whole target (``conn_id:table``) or its table part (LIKE
+    wildcards in the name are literal)."""
+    return sa.or_(_W.c.target == table, _W.c.target.endswith(":" + table, autoescape=True))
+
+
 def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     clauses = _scope_clauses(flt)
     if flt.dag_id is not None:
         clauses.append(_W.c.dag_id == flt.dag_id)
     if flt.task_id is not None:
         clauses.append(_W.c.task_id == flt.task_id)
+    if flt.run_id is not None:
+        clauses.append(_W.c.run_id == flt.run_id)
     if flt.table is not None:
-        clauses.append(
-            sa.or_(_W.c.target == flt.table, _W.c.target.endswith(":" + flt.table, autoescape=True))
-        )
+        clauses.append(target_matches(flt.table))
     if flt.start is not None:  # windows overlapping [start, end)
         clauses.append(_W.c.window_end > flt.start)
     if flt.end is not None:

@@ -10,12 +10,16 @@ parked in `rejected/` with the reason instead of blocking the records behind it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import socket
 import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.exc import DataError, IntegrityError
 
@@ -32,6 +36,54 @@ log = logging.getLogger(__name__)
 
 SPOOL_DIR = "idempotent_spool"
 REJECTED_DIR = "rejected"
+#: Characters of a parked record's id (a digest of its line: stable while other lines come and go).
+REJECTED_ID_LENGTH = 12
+#: The fields of a record that say which run, task and try it belongs to.
+RECORD_SUMMARY_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "try_number", "event", "target")
+
+
+@dataclass(frozen=True)
+class RejectedRecord:
+    """One record the store refused, as parked in ``rejected/``: why, and what it was."""
+
+    #: a digest of the parked line; what `requeue` and `drop` are given
+    id: str
+    #: the file it is parked in
+    path: Path
+    #: the store's refusal, ``ErrorType: first line``
+    reason: str
+    #: the record as the spool holds it (one JSON line)
+    record: str
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The record's kind and the fields naming its run, task and try (empty when unreadable)."""
+        try:
+            data = json.loads(self.record)
+        except ValueError:
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: data[k] for k in ("kind", *RECORD_SUMMARY_FIELDS) if data.get(k) is not None}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "file": str(self.path),
+            "reason": self.reason,
+            **self.fields,
+            "record": self.record,
+        }
+
+
+def _write_whole(path: Path, lines: list[str]) -> None:
+    """Write `lines` to `path` through a temporary file and a rename: the file is whole or absent."""
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with temp.open("w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()
+        os.fsync(out.fileno())
+    temp.rename(path)
 
 
 class Spool:
@@ -111,6 +163,71 @@ class Spool:
             return 0
         return sum(1 for p in folder.glob("*.jsonl") for line in p.read_text().splitlines() if line.strip())
 
+    def rejected_records(self) -> list[RejectedRecord]:
+        """Every parked record with the reason it was refused, oldest file first."""
+        folder = self.directory / REJECTED_DIR
+        if not folder.exists():
+            return []
+        found: list[RejectedRecord] = []
+        for path in sorted(folder.glob("*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name)):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    found.append(_parked(path, line))
+        return found
+
+    def requeue(self, ids: Collection[str]) -> list[RejectedRecord]:
+        """Put the parked records `ids` back in the spool, to be delivered by the next successful
+        write (or `deliver`). Written to the spool (fsync'd) before they leave ``rejected/``, so a
+        crash in between costs at most a duplicate, which the store's natural keys absorb."""
+        chosen = self._choose(ids)
+        if chosen:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            name = f"{socket.gethostname()}-{os.getpid()}-requeued-{uuid.uuid4().hex[:8]}.jsonl"
+            _write_whole(self.directory / name, [r.record for r in chosen])
+            self._remove(chosen)
+            log.info("requeued %d rejected history record(s) into %s", len(chosen), self.directory)
+        return chosen
+
+    def drop(self, ids: Collection[str]) -> list[RejectedRecord]:
+        """Delete the parked records `ids` for good (a human decided they are not worth keeping)."""
+        chosen = self._choose(ids)
+        self._remove(chosen)
+        if chosen:
+            log.warning("dropped %d rejected history record(s) from %s", len(chosen), self.directory)
+        return chosen
+
+    def _choose(self, ids: Collection[str]) -> list[RejectedRecord]:
+        """The parked records with these ids; a KeyError naming any id that is not parked."""
+        parked = self.rejected_records()
+        known = {r.id for r in parked}
+        unknown = sorted(set(ids) - known)
+        if unknown:
+            raise KeyError(f"no rejected record has the id {', '.join(unknown)}")
+        return [r for r in parked if r.id in set(ids)]
+
+    def _remove(self, records: list[RejectedRecord]) -> None:
+        """Rewrite each rejected file without `records`' lines (whole or absent; empty files go)."""
+        by_file: dict[Path, set[str]] = {}
+        for r in records:
+            by_file.setdefault(r.path, set()).add(r.id)
+        for path, ids in by_file.items():
+            # claimed by rename, as delivery claims a spool file: a process parking a record now
+            # starts a new file under the old name instead of appending to the one rewritten here
+            claimed = path.with_name(f"{path.name}.{uuid.uuid4().hex}.editing")
+            try:
+                path.rename(claimed)
+            except FileNotFoundError:
+                continue
+            kept = [
+                line
+                for line in claimed.read_text(encoding="utf-8").splitlines()
+                if line.strip() and _parked(path, line).id not in ids
+            ]
+            if kept:
+                name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+                _write_whole(path.with_name(name), kept)
+            claimed.unlink()
+
     def _put_back(self, lines: list[str]) -> None:
         """Write undelivered lines to a new spool file (temp then rename: whole or absent). The name
         is made afresh, never derived from the old one, so it does not grow with each failure."""
@@ -121,6 +238,18 @@ class Spool:
             out.flush()
             os.fsync(out.fileno())
         temp.rename(self.directory / f"{name}.jsonl")
+
+
+def _parked(path: Path, line: str) -> RejectedRecord:
+    """A line of a rejected file: ``{"rejected": reason, "record": line}`` (or, if unreadable, the
+    line itself as the record)."""
+    digest = hashlib.sha256(line.encode("utf-8")).hexdigest()[:REJECTED_ID_LENGTH]
+    try:
+        data = json.loads(line)
+        reason, record = str(data["rejected"]), str(data["record"])
+    except (ValueError, KeyError, TypeError):
+        reason, record = "unreadable line in the rejected folder", line
+    return RejectedRecord(id=digest, path=path, reason=reason, record=record)
 
 
 def refused(err: BaseException) -> bool:

@@ -23,6 +23,7 @@ from airflow_idempotent.history.report import (
     window_history,
     writes_query,
 )
+from airflow_idempotent.history.runs import run_history
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.plugins.ui.datamodels import HistoryQuery
 
@@ -76,6 +77,12 @@ def read_history(store: HistoryStore, query: HistoryQuery, allowed: set[str]) ->
         for write in win["writes"]:
             write["table"] = win["table"]
     return windows
+
+
+def read_runs(store: HistoryStore, query: HistoryQuery, allowed: set[str]) -> list[dict[str, Any]]:
+    """The CLI's DAG runs (`run_history`: every try of every task, window writes or not) of the
+    `allowed` DAGs only, as the query's DAG, task and days choose them."""
+    return run_history(store, query.filter(dag_ids=allowed))
 
 
 def _spans_filter(dag_id: str, spans: Sequence[Span]) -> HistoryFilter:

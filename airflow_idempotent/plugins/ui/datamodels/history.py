@@ -274,8 +274,40 @@ class ChartSeries(BaseModel):
     windows: list[ChartRow]
 
 
+class RunTry(Record):
+    """One try of one task in a DAG run: its final state, when, how long, where, and its error."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    state: str | None
+    started_at: str | None
+    ended_at: str | None
+    duration_seconds: float | None
+    hostname: str | None
+    error: str | None
+    failed: bool
+
+
+class HistoryRun(Record):
+    """One DAG run, of any DAG (window writes or not): its events, every attempt event and try."""
+
+    dag_id: str
+    run_id: str
+    run_type: str | None
+    state: str | None
+    started_at: str | None
+    ended_at: str | None
+    duration_seconds: float | None
+    attempts: list[AttemptEvent]
+    tries: list[RunTry]
+
+
 class HistoryResponse(BaseModel):
     filters: dict[str, str]
+    runs: list[HistoryRun] = Field(default_factory=list)
     windows: list[HistoryWindow]
     charts: list[ChartSeries]
 

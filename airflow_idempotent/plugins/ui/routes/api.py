@@ -21,7 +21,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     error_responses,
 )
 from airflow_idempotent.plugins.ui.dependencies import StoreDep, store_error
-from airflow_idempotent.plugins.ui.history import attempt_data, read_history
+from airflow_idempotent.plugins.ui.history import attempt_data, read_history, read_runs
 from airflow_idempotent.plugins.ui.security import (
     READ_RUNS,
     READ_TASK_INSTANCES,
@@ -39,7 +39,8 @@ HISTORY_DOC = (
     "50: the newest windows). Answer: `windows` (by table, then window start; each with "
     "`target`, `window`, `flags`, every `writes` entry with ordinal, written_at, run_type, "
     "rows, checksum, fingerprint, dataset_version, semantics, policy_version, `diff` and "
-    "`flags`, and `attempts`) and "
+    "`flags`, and `attempts`), `runs` (every DAG run of the DAGs, window writes or not, newest "
+    "first: `attempts` events and `tries` with state, duration, host, error) and "
     "`charts` (per measure, then `rows`: each window's total per dataset version)."
 )
 
@@ -48,10 +49,12 @@ def history_answer(store: HistoryStore, query: HistoryQuery, allowed: set[str]) 
     """The history of the `allowed` DAGs as the API answers it (503 when the store cannot be read)."""
     try:
         windows = read_history(store, query, allowed)
+        runs = read_runs(store, query, allowed)
     except Exception as err:
         raise HTTPException(503, store_error(err)) from None
     return {
         "filters": query.params(),
+        "runs": jsonable(runs),
         "windows": jsonable(windows),
         "charts": [chart_json(c) for c in build_charts(windows)],
     }

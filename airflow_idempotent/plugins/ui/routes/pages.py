@@ -22,7 +22,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     InputError,
 )
 from airflow_idempotent.plugins.ui.dependencies import SessionDep, StoreDep, store_error
-from airflow_idempotent.plugins.ui.history import attempt_data, read_history
+from airflow_idempotent.plugins.ui.history import attempt_data, read_history, read_runs
 from airflow_idempotent.plugins.ui.render import STATIC, STATIC_FILES, airflow_root, render, root_path
 from airflow_idempotent.plugins.ui.security import (
     READ_RUNS,
@@ -42,6 +42,7 @@ def history_page(request: Request, user: Any, store: HistoryStore, dag_id: str |
     raw = request.query_params
     errors: list[str] = []
     windows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     charts: list[dict[str, Any]] = []
     status = 200
     query: HistoryQuery | None = None
@@ -58,6 +59,7 @@ def history_page(request: Request, user: Any, store: HistoryStore, dag_id: str |
         allowed = history_scope(user, query.dag_id)
         try:
             windows = read_history(store, query, allowed)
+            runs = read_runs(store, query, allowed)
             charts = build_charts(windows)
         except Exception as err:
             store_problem = store_error(err)
@@ -78,6 +80,7 @@ def history_page(request: Request, user: Any, store: HistoryStore, dag_id: str |
         errors=errors,
         store_problem=store_problem,
         windows=windows,
+        runs=runs,
         charts=charts,
         flags=FLAG_CHOICES,
         dag_choices=dag_choices[:500],

@@ -1,0 +1,251 @@
+"""What rerunning one window-write task would change: its rows staged, diffed with production, dropped.
+
+One read-only transaction that is always rolled back: the target's window is checksummed, the
+task's SELECT (rendered as the run renders it) goes into a TEMPORARY staging table typed like the
+target, the guard's diff (`guard.diff.diff_window`) compares it with production by key, a few keys
+of each kind are sampled, and the staging table is dropped. Nothing is written to the target,
+the history store or Airflow: no row passes through Python, and the target stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo
+from airflow_idempotent.guard.config import Thresholds
+from airflow_idempotent.guard.diff import WindowDiff, diff_window
+from airflow_idempotent.guard.write import staging_name
+from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
+
+#: Keys shown per kind (changed, added, removed).
+SAMPLE_SIZE = 10
+_NUMERIC = re.compile(r"NUMERIC|DECIMAL|INT|REAL|DOUBLE|FLOAT|MONEY|NUMBER", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class WritePreview:
+    """One task's window, as production holds it and as a rerun would write it."""
+
+    table: str
+    window: str
+    keys: list[str]
+    measures: list[str]
+    #: the guard's diff by key; None without key columns (then only counts and sums are known)
+    diff: WindowDiff | None
+    rows_before: int
+    rows_after: int
+    #: production's window and the staged rows over the same columns, by the write's checksum
+    checksum_before: str
+    checksum_after: str
+    #: per measure: (sum before, sum after), also without keys
+    measure_sums: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: sample keys: {"changed": [...], "added": [...], "removed": [...]}
+    samples: dict[str, list[Any]] = field(default_factory=dict)
+    #: the declared completeness check's answer (None when none is declared)
+    source_complete: bool | None = None
+    #: the stop conditions a guarded backfill would refuse on
+    breaches: list[str] = field(default_factory=list)
+    #: produced rows outside the window (the write would refuse them all; checked by key when keyed)
+    rows_outside_window: int = 0
+
+    @property
+    def unchanged(self) -> bool:
+        """The rerun would leave the window's rows exactly as they are."""
+        return self.checksum_before == self.checksum_after
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "table": self.table,
+            "window": self.window,
+            "keys": self.keys,
+            "measures": self.measures,
+            "rows_before": self.rows_before,
+            "rows_after": self.rows_after,
+            "unchanged": self.unchanged,
+            "checksum_before": self.checksum_before,
+            "checksum_after": self.checksum_after,
+            "source_complete": self.source_complete,
+            "breaches": self.breaches,
+            "rows_outside_window": self.rows_outside_window,
+        }
+        if self.diff is not None:
+            out["diff"] = self.diff.to_json()
+        else:
+            out["diff"] = None
+            out["measure_sums"] = {
+                m: {"before": str(before), "after": str(after)}
+                for m, (before, after) in self.measure_sums.items()
+            }
+        out["samples"] = {kind: [_plain_key(k) for k in keys] for kind, keys in self.samples.items()}
+        return out
+
+
+def _plain_key(key: Any) -> Any:
+    values = [v if isinstance(v, int | float | str) or v is None else str(v) for v in key]
+    return values[0] if len(values) == 1 else values
+
+
+def measure_columns(info: TableInfo, columns: Sequence[str], skip: Sequence[str]) -> list[str]:
+    """The numeric produced columns that are no key or partition column: summed by default."""
+    skipped = {s.lower() for s in skip}
+    return [
+        c
+        for c in columns
+        if c.lower() not in skipped and _NUMERIC.search(info.columns[c.lower()].type_name or "")
+    ]
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "f", "false", "n", "no")
+    return bool(value)
+
+
+def _key_sample(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    keys: Sequence[str],
+    compare: Sequence[str],
+    params: Mapping[str, Any],
+) -> dict[str, list[Any]]:
+    """Up to SAMPLE_SIZE keys changed, added and removed, each one set-based query."""
+    assert spec.partition_column is not None
+    stg, tgt = adapter.STAGING_ALIAS, adapter.TARGET_ALIAS
+    match = exp.and_(*[exp.EQ(this=adapter.column(k, stg), expression=adapter.column(k, tgt)) for k in keys])
+    window = adapter.in_window(spec.partition_column, tgt)
+    ordered = [adapter.column(k, stg) for k in keys]
+
+    def run(query: exp.Select) -> list[Any]:
+        return [tuple(r) for r in adapter.execute(conn, query.limit(SAMPLE_SIZE), params)]
+
+    out: dict[str, list[Any]] = {}
+    differs = (
+        exp.or_(
+            *[adapter.null_safe_distinct(adapter.column(c, stg), adapter.column(c, tgt)) for c in compare]
+        )
+        if compare
+        else exp.false()
+    )
+    out["changed"] = run(
+        exp.select(*ordered)
+        .from_(adapter.table(stage, stg))
+        .join(adapter.table(spec.table, tgt), on=match)
+        .where(exp.and_(window, exp.paren(differs)))
+        .order_by(*[o.copy() for o in ordered])
+    )
+    present = exp.Exists(
+        this=exp.select(exp.Literal.number(1))
+        .from_(adapter.table(spec.table, tgt))
+        .where(exp.and_(match, window))
+    )
+    out["added"] = run(
+        exp.select(*[o.copy() for o in ordered])
+        .from_(adapter.table(stage, stg))
+        .where(exp.not_(present))
+        .order_by(*[o.copy() for o in ordered])
+    )
+    staged = exp.Exists(
+        this=exp.select(exp.Literal.number(1)).from_(adapter.table(stage, stg)).where(match.copy())
+    )
+    mine = [adapter.column(k, tgt) for k in keys]
+    out["removed"] = run(
+        exp.select(*mine)
+        .from_(adapter.table(spec.table, tgt))
+        .where(exp.and_(window.copy(), exp.not_(staged)))
+        .order_by(*[m.copy() for m in mine])
+    )
+    return out
+
+
+def preview_write(
+    adapter: EngineAdapter,
+    spec: WriteSpec,
+    keys: Sequence[str] = (),
+    measures: Sequence[str] | None = None,
+    completeness_sql: exp.Expr | None = None,
+    thresholds: Thresholds | None = None,
+) -> WritePreview:
+    """Stage what a rerun of `spec` would write, compare it with production, and roll back.
+
+    `measures` defaults to the numeric produced columns; `thresholds` (a guarded DAG's) names the
+    stop conditions a corrective backfill would refuse on. Raises what the write would raise
+    (SchemaError, MergeKeyError, RowsOutsideWindowError), before anything would be committed.
+    """
+    if spec.partition_column is None:
+        raise ValueError("a window preview needs the task's partition_column")
+    partition = spec.partition_column
+    stage = staging_name()
+    with adapter.engine.connect() as conn:
+        transaction = conn.begin()
+        created = False
+        try:
+            adapter.prepare_connection(conn)
+            info, columns, params = prepare(adapter, conn, spec)
+            window_only = window_binds(params)
+            key_names = [info.column(k, "key column").name for k in keys]
+            if measures is None:
+                measures = measure_columns(info, columns, [*key_names, partition])
+            measure_names = [info.column(m, "measure column").name for m in measures]
+
+            complete: bool | None = None
+            if completeness_sql is not None:
+                row = adapter.execute(conn, completeness_sql, params).first()
+                complete = row is not None and _truthy(row[0])
+
+            adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
+            created = True
+            adapter.execute(conn, adapter.insert_select(stage, columns, spec.query), params)
+            staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
+            if key_names:
+                check_keys(adapter, conn, staged, key_names, window_only)
+
+            before = adapter.execute(
+                conn, adapter.window_checksum(spec.table, partition, columns), window_only
+            ).one()
+            after = adapter.execute(
+                conn, adapter.window_checksum(stage, partition, columns), window_only
+            ).one()
+            sums_before = adapter.execute(
+                conn, adapter.window_sums(spec.table, partition, measure_names), window_only
+            ).one()
+            sums_after = adapter.execute(conn, adapter.window_sums(stage, None, measure_names), {}).one()
+
+            diff: WindowDiff | None = None
+            samples: dict[str, list[Any]] = {}
+            if key_names:
+                diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+                compare = [c for c in columns if c not in key_names]
+                samples = _key_sample(adapter, conn, spec, stage, key_names, compare, window_only)
+            adapter.execute(conn, adapter.drop_staging(stage), {})
+            created = False
+        finally:
+            if created:  # MariaDB keeps a temporary table past ROLLBACK
+                with contextlib.suppress(Exception):
+                    adapter.execute(conn, adapter.drop_staging(stage), {})
+            transaction.rollback()
+    return WritePreview(
+        table=spec.table,
+        window=spec.window.label(),
+        keys=key_names,
+        measures=measure_names,
+        diff=diff,
+        rows_before=int(sums_before[0]),
+        rows_after=int(sums_after[0]),
+        checksum_before=f"{int(before[0])}:{before[1]}",
+        checksum_after=f"{int(after[0])}:{after[1]}",
+        measure_sums={m: (sums_before[i + 1], sums_after[i + 1]) for i, m in enumerate(measure_names)},
+        samples=samples,
+        source_complete=complete,
+        breaches=diff.breaches(thresholds) if diff is not None and thresholds is not None else [],
+        rows_outside_window=int(sums_after[0]) - int(after[0]),
+    )

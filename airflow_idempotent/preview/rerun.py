@@ -1,0 +1,305 @@
+""" "Can I rerun this window?": every task of a DAG, what a rerun would change, and a verdict.
+
+- A window-write task (`WindowWriteOperator`): its SQL rendered through the operator's own
+  templating for the window (params, with the run's conf on top, as Airflow resolves them), then
+  staged and diffed with production (`preview.diff.preview_write`). Safe to rerun when nothing
+  refuses it: no kill switch, the declared completeness check passes, no stop condition breached.
+- An effect task (`EffectOperator`, or a task with ledger rows for the window): would a rerun
+  send, by the ledger's state; nothing is sent.
+- Any other task: what the DAG linter (`lint.lint_paths`) finds about it, e.g. IDEM002 for a plain
+  SQL operator that appends.
+
+Nothing is written anywhere: not the target, not the history store, not Airflow's metadata.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_idempotent.effects.entry import COMPENSATED, DONE, PENDING
+from airflow_idempotent.effects.identity import EffectIdentity
+from airflow_idempotent.effects.ledger import Ledger
+from airflow_idempotent.effects.operator import EffectOperator
+from airflow_idempotent.guard import killswitch
+from airflow_idempotent.history.report import store_is_empty
+from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.hooks.warehouse import WarehouseHook
+from airflow_idempotent.lint import LintReport, check_deterministic, lint_paths
+from airflow_idempotent.operators.base import WindowWriteOperator
+from airflow_idempotent.preview.diff import WritePreview, preview_write
+from airflow_idempotent.strategies import WriteSpec
+from airflow_idempotent.testing.context import run_context
+from airflow_idempotent.window import Window
+
+SAFE, NOT_SAFE, UNVERIFIED = "safe", "not safe", "unverified"
+
+
+@dataclass
+class TaskPreview:
+    """One task's answer: what a rerun would do, and whether it is safe."""
+
+    task_id: str
+    operator: str
+    kind: str  # window_write | effect | other
+    verdict: str = UNVERIFIED
+    reasons: list[str] = field(default_factory=list)
+    write: WritePreview | None = None
+    policy_version: str | None = None
+    sql: str | None = None
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "operator": self.operator,
+            "kind": self.kind,
+            "verdict": self.verdict,
+            "safe": self.verdict == SAFE,
+            "reasons": self.reasons,
+            "policy_version": self.policy_version,
+            "sql": self.sql,
+            "preview": self.write.to_json() if self.write is not None else None,
+            "effects": self.effects,
+            "findings": self.findings,
+        }
+
+
+@dataclass
+class RerunPreview:
+    """Every task of one DAG for one window."""
+
+    dag_id: str
+    window: Window
+    conf: dict[str, Any]
+    tasks: list[TaskPreview]
+    switches: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dag_id": self.dag_id,
+            "window": {
+                "start": self.window.start.isoformat(),
+                "end": self.window.end.isoformat(),
+                "label": self.window.label(),
+            },
+            "conf": self.conf,
+            "kill_switches": self.switches,
+            "tasks": [t.to_json() for t in self.tasks],
+            "safe": all(t.verdict == SAFE for t in self.tasks),
+        }
+
+
+def load_dag(dag_id: str, dags_folder: str | Path | None = None) -> Any:
+    """The DAG `dag_id` as Airflow's DagBag parses it from the DAGs folder; LookupError if absent."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(dags_folder) if dags_folder else None)
+    dag = bag.dags.get(dag_id)
+    if dag is None:
+        errors = "; ".join(f"{path}: {str(err).splitlines()[-1]}" for path, err in bag.import_errors.items())
+        raise LookupError(
+            f"no DAG {dag_id!r} in {bag.dag_folder} (it has {', '.join(sorted(bag.dags)) or 'none'})"
+            + (f"; import errors: {errors}" if errors else "")
+        )
+    return dag
+
+
+def _context(task: Any, window: Window, conf: Mapping[str, Any]) -> dict[str, Any]:
+    """What a manual run of the window hands the task (params with the conf on top)."""
+    return run_context(task, window, f"preview__{window.label()}", 1, {}, {}, conf)
+
+
+def _window_task(
+    task: WindowWriteOperator,
+    window: Window,
+    conf: Mapping[str, Any],
+    measures: Sequence[str] | None,
+    switches: list[str],
+) -> TaskPreview:
+    out = TaskPreview(task.task_id, type(task).__name__, "window_write")
+    rendered = copy.deepcopy(task)
+    context = _context(rendered, window, conf)
+    rendered.render_template_fields(context)  # type: ignore[arg-type]
+    run_window = rendered.window(context)
+    adapter = WarehouseHook(conn_id=rendered.conn_id).adapter
+    out.policy_version = rendered.effective_policy_version()
+    guard = rendered.guard_config()
+    if rendered.partition_column is None:
+        out.reasons.append("a merge without partition_column has no window to preview; nothing compared")
+        return out
+    query = check_deterministic(rendered.sql, adapter.dialect, rendered.allow_functions)
+    out.sql = adapter.render(query)
+    spec = WriteSpec(
+        table=rendered.table,
+        query=query,
+        window=run_window,
+        partition_column=rendered.partition_column,
+        params=rendered.parameters,
+    )
+    completeness = (
+        check_deterministic(guard.completeness_sql, adapter.dialect, rendered.allow_functions)
+        if guard is not None and guard.completeness_sql
+        else None
+    )
+    chosen = list(guard.measures) if guard is not None and guard.measures else measures
+    out.write = preview_write(
+        adapter,
+        spec,
+        rendered.key_columns,
+        chosen,
+        completeness,
+        guard.thresholds if guard is not None else None,
+    )
+    problems = [f"kill switch on: {s}" for s in switches]
+    if out.write.source_complete is False:
+        problems.append("source incomplete: the declared completeness check is false for this window")
+    if out.write.rows_outside_window:
+        problems.append(
+            f"{out.write.rows_outside_window} produced row(s) fall outside the window: the write refuses"
+        )
+    problems += [f"a guarded backfill would stop: {b}" for b in out.write.breaches]
+    if problems:
+        out.verdict = NOT_SAFE
+        out.reasons += problems
+        return out
+    out.verdict = SAFE
+    out.reasons.append(
+        f"idempotent operator ({rendered.strategy}): a rerun rewrites the window, never adds to it"
+    )
+    out.reasons.append("no kill switch covers it")
+    out.reasons.append(
+        "source complete (its completeness check is true)"
+        if completeness is not None
+        else "no completeness check declared"
+    )
+    kept = out.write.diff.removed if out.write.diff is not None else 0
+    if rendered.strategy == "merge" and not getattr(rendered, "delete_missing", False) and kept:
+        out.reasons.append(
+            f"merge without delete_missing: the {kept} removed row(s) stay in an ordinary rerun "
+            "(a corrective backfill of a guarded DAG swaps them out)"
+        )
+    return out
+
+
+def _effect_state(entry: Any, resend: bool) -> tuple[bool | None, str]:
+    """Would a rerun send this effect, and why (from its ledger row)."""
+    if entry is None:
+        return True, "no ledger entry: a rerun sends it, once"
+    if entry.state == DONE or entry.state == COMPENSATED:
+        if resend:
+            return (
+                True,
+                f"{entry.state}; the conf asks resend_effects: a rerun sends generation "
+                f"{entry.generation + 1}",
+            )
+        return False, f"{entry.state} (reference {entry.reference}): a rerun sends nothing"
+    if entry.state == PENDING:
+        return None, (
+            f"pending since {entry.claimed_at:%Y-%m-%d %H:%M:%S}: a rerun reconciles it by its "
+            "idempotency key or stops; decide with `airflow-idempotent effects resolve --key "
+            f"{entry.identity_key} --as ...`"
+        )
+    return True, f"{entry.state}: it never happened, a rerun sends it, once"
+
+
+def _effects(
+    task: Any, window: Window, conf: Mapping[str, Any], ledger: Ledger | None, dag_id: str
+) -> list[dict[str, Any]]:
+    """The task's effects for the window and whether a rerun would send each."""
+    resend = bool(conf.get("resend_effects"))
+    found: dict[str, dict[str, Any]] = {}
+    entries = (
+        ledger.entries(dag_id=dag_id, task_id=task.task_id, start=window.start, end=window.end)
+        if ledger
+        else []
+    )
+    for entry in entries:
+        send, why = _effect_state(entry, resend)
+        found[entry.identity_key] = {
+            "effect": entry.effect_name,
+            "key": entry.idempotency_key,
+            "state": entry.state,
+            "would_send": send,
+            "why": why,
+        }
+    if isinstance(task, EffectOperator):
+        rendered = copy.deepcopy(task)
+        context = _context(rendered, window, conf)
+        rendered.render_template_fields(context)  # type: ignore[arg-type]
+        identity = EffectIdentity.of(
+            dag_id, rendered.task_id, rendered.window(context), rendered.effect_name, rendered.key
+        )
+        if identity.key not in found:
+            known = ledger.get(identity.key) if ledger else None
+            send, why = _effect_state(known, resend)
+            found[identity.key] = {
+                "effect": identity.effect_name,
+                "key": identity.idempotency_key(),
+                "state": getattr(known, "state", None),
+                "would_send": send,
+                "why": why,
+            }
+    return list(found.values())
+
+
+def _findings(report: LintReport, dag_id: str, task_id: str) -> list[str]:
+    """The linter's findings on the task, acknowledged ones too: an ack silences CI, not the risk."""
+    return [
+        f"{f.rule} {f.name}: {f.message} ({f.where()})"
+        + (f" [acknowledged in the DAG file: {f.reason}]" if f.acknowledged else "")
+        for f in report.findings
+        if f.dag_id == dag_id and f.task_id == task_id
+    ]
+
+
+def preview_rerun(
+    dag: Any,
+    window: Window,
+    conf: Mapping[str, Any] | None = None,
+    task_ids: Sequence[str] | None = None,
+    store: HistoryStore | None = None,
+    measures: Sequence[str] | None = None,
+) -> RerunPreview:
+    """What rerunning `window` of `dag` would do, task by task, ending in a verdict per task."""
+    conf = dict(conf or {})
+    ledger: Ledger | None = None
+    switches: list[str] = []
+    if store is not None and not store_is_empty(store):
+        store.migrate()
+        ledger = Ledger(store.engine)
+        switches = [s.describe() for s in killswitch.active_switches(store, dag.dag_id, backfill=False)]
+    report = lint_paths([dag.fileloc])
+    tasks: list[TaskPreview] = []
+    for task in dag.tasks:
+        if task_ids and task.task_id not in task_ids:
+            continue
+        if isinstance(task, WindowWriteOperator):
+            try:
+                tasks.append(_window_task(task, window, conf, measures, switches))
+            except Exception as err:  # what the write itself would refuse with, before any commit
+                preview = TaskPreview(task.task_id, type(task).__name__, "window_write", NOT_SAFE)
+                preview.reasons.append(f"a rerun would refuse to write: {type(err).__name__}: {err}")
+                tasks.append(preview)
+            continue
+        effects = _effects(task, window, conf, ledger, dag.dag_id)
+        findings = _findings(report, dag.dag_id, task.task_id)
+        kind = "effect" if effects or isinstance(task, EffectOperator) else "other"
+        preview = TaskPreview(task.task_id, type(task).__name__, kind, effects=effects, findings=findings)
+        if findings:
+            preview.verdict = NOT_SAFE
+            preview.reasons += findings
+        elif kind == "effect":
+            pending = [e for e in effects if e["would_send"] is None]
+            preview.verdict = NOT_SAFE if pending else SAFE
+            preview.reasons += [f"{e['effect']}: {e['why']}" for e in effects]
+        else:
+            preview.reasons.append(
+                "not a window write or a ledgered effect; the linter finds nothing about it"
+            )
+        tasks.append(preview)
+    return RerunPreview(dag.dag_id, window, conf, tasks, switches)

@@ -1,0 +1,115 @@
+"""The run history of any DAG, window writes or not, from a real run.
+
+`airflow dags test` of tests/dags/flaky_history.py (a plain @task failing once then succeeding
+on retry, and a window write) with the history store in a fresh PostgreSQL database; then
+`airflow-idempotent history --dag ... [--task] [--run] [--json]` must show the DAG run, all four
+attempt records of the flaky task and the window write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_idempotent.cli import main
+from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
+from tests.test_cli_history import CONN_ENV, fresh_database
+from tests.test_dagrun import REPO, airflow
+from tests.test_operators import DAY, day_truth
+
+pytestmark = pytest.mark.dagrun
+
+DAG_ID = "flaky_history"
+
+
+@pytest.fixture(scope="module")
+def history_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fresh_database("postgres", tmp_path_factory.mktemp("runs")) as (_, conn_json):
+        yield conn_json
+
+
+@pytest.fixture
+def ran(
+    airflow_home: Path, warehouse: Any, history_conn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """One real run of the DAG for DAY; returns its run_id."""
+    create_sales(warehouse.engine)
+    create_payouts(warehouse.engine)
+    monkeypatch.setenv(CONN_ENV, history_conn)
+    env = {CONN_ENV: history_conn, "FLAKY_HISTORY_MARKER": str(tmp_path / "marker")}
+    airflow("dags", "test", DAG_ID, DAY.isoformat(), dags=REPO / "tests" / "dags", env=env)
+    assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY)
+    return f"manual__{DAY.isoformat()}T00:00:00+00:00"
+
+
+def document(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code = main(["history", "--json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_flaky_plain_task_and_window_task_both_visible(ran: str, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = document(capsys, "--dag", DAG_ID)
+    (run,) = doc["runs"]
+    assert run["dag_id"] == DAG_ID and run["state"] == "success"
+    run_id = run["run_id"]
+    assert [e["state"] for e in run["events"]][-1] == "success"
+
+    flaky = [a for a in run["attempts"] if a["task_id"] == "flaky"]
+    assert [(a["try_number"], a["state"]) for a in flaky] == [
+        (1, "running"),
+        (1, "up_for_retry"),
+        (2, "running"),
+        (2, "success"),
+    ]
+    for attempt in run["attempts"]:
+        assert {"dag_id", "task_id", "run_id", "try_number", "state"} <= set(attempt)
+        assert attempt["dag_id"] == DAG_ID and attempt["run_id"] == run_id
+    tries = {(t["task_id"], t["try_number"]): t for t in run["tries"]}
+    first, second = tries[("flaky", 1)], tries[("flaky", 2)]
+    assert first["state"] == "up_for_retry" and first["failed"] is True
+    assert "transient: upstream API answered 503" in first["error"]
+    assert second["state"] == "success" and second["failed"] is False and second["error"] is None
+    for t in (first, second):
+        assert t["hostname"] and t["duration_seconds"] is not None and t["duration_seconds"] >= 0
+    assert tries[("write_payouts", 1)]["state"] == "success"
+
+    (write,) = run["writes"]
+    assert (write["task_id"], write["status"], write["window_label"]) == (
+        "write_payouts",
+        "written",
+        "2026-08-25",
+    )
+    (window,) = doc["windows"]
+    assert window["target"] == "warehouse:payouts" and window["writes"][0]["run_id"] == run_id
+
+    # the plain task alone: its runs and attempts, and no windows (it writes none)
+    only = document(capsys, "--dag", DAG_ID, "--task", "flaky")
+    assert [len(r["attempts"]) for r in only["runs"]] == [4] and only["windows"] == []
+    assert document(capsys, "--dag", DAG_ID, "--run", run_id)["runs"][0]["run_id"] == run_id
+    assert document(capsys, "--dag", DAG_ID, "--run", "no_such_run") == {"runs": [], "windows": []}
+
+    # the same in text: the run, each try with state, duration, host and error, then the window
+    assert main(["history", "--dag", DAG_ID]) == 0
+    out = capsys.readouterr().out
+    assert f"{DAG_ID}  run {run_id}" in out and "state success" in out
+    rows = [line.split("|") for line in out.splitlines() if re.match(r"\s*(flaky|write_payouts)\s+\|", line)]
+    states = [(r[0].strip(), r[1].strip(), r[2].strip()) for r in rows]
+    assert states == [
+        ("flaky", "1", "up_for_retry"),
+        ("flaky", "2", "success"),
+        ("write_payouts", "1", "success"),
+    ]
+    assert "transient: upstream API answered 503" in rows[0][7]
+    assert all(r[5].strip() not in ("", "-") for r in rows)  # the host
+    assert re.match(r"\d+\.\d\d s", rows[0][4].strip())
+    assert "warehouse:payouts 2026-08-25 written" in rows[2][6]
+    assert "1 DAG run(s), 3 task attempt(s)" in out
+    assert "warehouse:payouts  window 2026-08-25" in out
