@@ -104,7 +104,9 @@ class _RollBack(Exception):
 # --------------------------------------------------------------------------------------------
 
 
-def _truthy(value: Any) -> bool:
+def sql_true(value: Any) -> bool:
+    """Whether a completeness check's first column says "complete", as each database spells a
+    boolean (true, 1, 't', 'yes'...): the one reading the guarded write and the preview share."""
     if isinstance(value, str):
         return value.strip().lower() not in ("", "0", "f", "false", "n", "no")
     return bool(value)
@@ -331,7 +333,7 @@ def _check_complete(
         return
     row = adapter.execute(conn, completeness_sql, params).first()
     value = None if row is None else row[0]
-    if row is None or not _truthy(value):
+    if row is None or not sql_true(value):
         raise GuardRefusal(
             f"source window incomplete: the completeness check for window {spec.window.label()} returned "
             f"{'no row' if row is None else repr(value)} ({adapter.render(completeness_sql)}). Nothing was "

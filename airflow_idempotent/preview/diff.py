@@ -22,7 +22,7 @@ from sqlglot import exp
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
-from airflow_idempotent.guard.write import staging_name
+from airflow_idempotent.guard.write import sql_true, staging_name
 from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
 #: Keys shown per kind (changed, added, removed).
@@ -101,12 +101,6 @@ def measure_columns(info: TableInfo, columns: Sequence[str], skip: Sequence[str]
         for c in columns
         if c.lower() not in skipped and _NUMERIC.search(info.columns[c.lower()].type_name or "")
     ]
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in ("", "0", "f", "false", "n", "no")
-    return bool(value)
 
 
 def _key_sample(
@@ -200,7 +194,7 @@ def preview_write(
             complete: bool | None = None
             if completeness_sql is not None:
                 row = adapter.execute(conn, completeness_sql, params).first()
-                complete = row is not None and _truthy(row[0])
+                complete = row is not None and sql_true(row[0])
 
             adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
             created = True
