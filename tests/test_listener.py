@@ -235,7 +235,10 @@ def test_plugin_loads_once_without_import_errors(lazy_providers: str, tmp_path: 
     result = json.loads(proc.stdout.split("RESULT=", 1)[1])
     for side in ("core", "sdk"):
         assert result[side]["names"].count("idempotent") == 1, result
-        assert result[side]["errors"] == {}, result
+        # only our plugin's load is this test's: with the OpenLineage provider installed (an
+        # optional extra) Airflow's core manager reports that provider's own plugin "already
+        # registered", which says nothing about ours
+        assert "idempotent" not in result[side]["errors"], result
 
 
 # --------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from airflow.sdk.plugins_manager import AirflowPlugin
 
-from airflow_idempotent.adapters import adapter_class
+from airflow_idempotent.guard.pause import pause_backfill
 from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
 from airflow_idempotent.plugins.ui import EXTERNAL_VIEWS, FASTAPI_APPS
 from airflow_idempotent.window import to_utc_datetime
@@ -74,8 +74,6 @@ RETRY_AFTER = 30.0
 ERROR_CHARS = 2000
 #: Prefix of the `msg` Airflow's API server passes when a user sets a DAG run's state.
 MANUAL_DAG_RUN_MSG = "Dag Run's state was manually set"
-#: Seconds pausing a backfill may wait for its row lock in Airflow's database.
-PAUSE_LOCK_TIMEOUT = 2.0
 #: The history event recording that the listener paused a backfill.
 BACKFILL_PAUSED = "backfill_paused"
 
@@ -405,34 +403,6 @@ def backfill_of(dag_run: Any) -> int | None:
     if isinstance(backfill_id, bool) or not isinstance(backfill_id, int):
         return None
     return backfill_id
-
-
-def pause_backfill(backfill_id: int) -> bool:
-    """Pause backfill `backfill_id` as Airflow's pause route does; True if this call paused it.
-
-    A short session of its own (never the caller's, which is the scheduler's or a request's): one
-    UPDATE of the backfill row, committed at once, waiting at most PAUSE_LOCK_TIMEOUT seconds for
-    the row's lock (the database's adapter bounds the wait). A completed backfill is left alone
-    (the route answers 409 for it), and one already paused is not touched again.
-    """
-    import sqlalchemy as sa
-    from airflow.models.backfill import Backfill
-    from airflow.utils.session import create_session
-
-    with create_session(scoped=False) as session:
-        database = adapter_class(session.get_bind().dialect.name)  # its class only: not our engine
-        with database.bounded_lock_wait(session, PAUSE_LOCK_TIMEOUT):
-            result = session.execute(
-                sa.update(Backfill)
-                .where(
-                    Backfill.id == backfill_id,
-                    Backfill.completed_at.is_(None),
-                    sa.func.coalesce(Backfill.is_paused, sa.false()) == sa.false(),
-                )
-                .values(is_paused=True)
-                .execution_options(synchronize_session=False)
-            )
-    return bool(getattr(result, "rowcount", 0))
 
 
 def pause_if_switched(dag_run: Any, event: str, msg: str | None) -> None:
