@@ -363,7 +363,7 @@ def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: R
             others = [
                 (t, w)
                 for t, w in entries
-                if t is not task
+                if (t.dag_id, t.task_id) != (task.dag_id, task.task_id)  # the same task, spelled twice
                 and (w.conn_id is None or write.conn_id is None or w.conn_id == write.conn_id)
             ]
             if not others:

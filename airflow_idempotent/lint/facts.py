@@ -53,8 +53,9 @@ class Write:
 
     @property
     def resolved(self) -> bool:
-        """The table's name is known (no part of it is computed at run time)."""
-        return not is_unresolved(self.table)
+        """The table's name is known: no part of it is computed at run time (a Python value, or a
+        template such as ``{{ params.table }}`` that each task may render differently)."""
+        return not is_unresolved(self.table) and "{{" not in self.table
 
 
 @dataclass

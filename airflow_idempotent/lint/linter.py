@@ -189,10 +189,10 @@ def lint_paths(
         for path in files:
             linter.lint_file(path, repository_of(path.resolve(), argument))
     linter.finish()
-    unique: dict[tuple[str, str, int, str], RuleFinding] = {}
+    unique: dict[tuple[str, str, int, str, str | None, str | None], RuleFinding] = {}
     for f in linter.recorder.findings:
         if f.rule not in ignored:
-            unique.setdefault((f.rule, f.file, f.line, f.message), f)
+            unique.setdefault((f.rule, f.file, f.line, f.message, f.dag_id, f.task_id), f)
     findings = sorted(unique.values(), key=lambda f: (f.file, f.line, f.rule))
     linter.acknowledge(findings)
     return LintReport(

@@ -26,8 +26,9 @@ _VARIABLE = re.compile(r"\bvar\.(?:value|json)\.(?:get\(\s*['\"])?([\w-]+)")
 
 def _shown(hit: Finding) -> str:
     """The read as the user wrote it: now() stays now(), though sqlglot regenerates CURRENT_TIMESTAMP."""
-    if hit.fragment.upper().startswith(hit.function.upper()):
-        return hit.fragment
+    fragment = re.sub(r"\s*/\*.*?\*/", "", hit.fragment, flags=re.DOTALL)
+    if fragment.upper().startswith(hit.function.upper()):
+        return fragment
     if re.fullmatch(r"[a-z_][a-z0-9_]*", hit.function):
         return f"{hit.function}()"
     return hit.function

@@ -125,28 +125,30 @@ def _target(task: TaskDef) -> _Target | None:
 
     if op == "S3ToSqlOperator" and text("table"):
         table = ".".join(p for p in (text("schema"), text("table")) if p)
-        return _Target(table.lower(), "append", f"{op} inserts the file's rows into {table}", task.line)
+        return _Target(table.lower(), "append", f"{op}'s insert of the file's rows into {table}", task.line)
     if op == "GenericTransfer" and text("destination_table"):
         table = text("destination_table") or ""
         insert_args = scope.literal(kwargs.get("insert_args"))
         if isinstance(insert_args, dict) and insert_args.get("replace") is True:
-            return _Target(table.lower(), "upsert", f"{op} upserts the rows into {table}", task.line)
-        return _Target(table.lower(), "append", f"{op} inserts the rows into {table}", task.line)
+            detail = f"{op}'s upsert into {table} (insert_args replace=True)"
+            return _Target(table.lower(), "upsert", detail, task.line)
+        return _Target(table.lower(), "append", f"{op}'s insert into {table}", task.line)
     if op == "S3ToRedshiftOperator" and text("table"):
         table = ".".join(p for p in (text("schema"), text("table")) if p)
         method = (text("method") or "APPEND").upper()
         how = {"UPSERT": "upsert", "REPLACE": "replace"}.get(method, "append")
-        return _Target(table.lower(), how, f"{op} method={method} into {table}", line_of("method"))
+        return _Target(table.lower(), how, f"{op}'s COPY into {table} (method={method})", line_of("method"))
     if op == "GCSToBigQueryOperator" and text("destination_project_dataset_table"):
         table = (text("destination_project_dataset_table") or "").split("$")[0]
         disposition = (text("write_disposition") or "WRITE_EMPTY").upper()
         how = _BIGQUERY_DISPOSITION.get(disposition, "append")
-        return _Target(table.lower(), how, f"{op} {disposition} into {table}", task.line)
+        return _Target(table.lower(), how, f"{op}'s load into {table} ({disposition})", task.line)
     if op == "BigQueryExecuteQueryOperator" and text("destination_dataset_table"):
         table = (text("destination_dataset_table") or "").split("$")[0]
         disposition = (text("write_disposition") or "WRITE_EMPTY").upper()
         how = _BIGQUERY_DISPOSITION.get(disposition, "append")
-        return _Target(table.lower(), how, f"{op} {disposition} into {table}", line_of("write_disposition"))
+        detail = f"{op}'s query result into {table} ({disposition})"
+        return _Target(table.lower(), how, detail, line_of("write_disposition"))
     if op == "BigQueryInsertJobOperator":
         for kind, default in (("query", "WRITE_EMPTY"), ("load", "WRITE_APPEND"), ("copy", "WRITE_EMPTY")):
             job = scope.mapping(_job(task).get(kind))
@@ -162,5 +164,5 @@ def _target(task: TaskDef) -> _Target | None:
             line = (
                 getattr(disposition_node, "lineno", task.line) if disposition_node is not None else task.line
             )
-            return _Target(table.lower(), how, f"a BigQuery {kind} job {disposition} into {table}", line)
+            return _Target(table.lower(), how, f"a BigQuery {kind} job into {table} ({disposition})", line)
     return None
