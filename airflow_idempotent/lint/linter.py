@@ -91,7 +91,8 @@ class Linter:
                 check_catchup(dag, self.recorder)
             for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
-            check_dag_code_clock(self.recorder, scope, collector)
+            if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
+                check_dag_code_clock(self.recorder, scope, collector)
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
             del self.checks[checks:], self.dags[dags:]
             self._failed(src.display, exc)
