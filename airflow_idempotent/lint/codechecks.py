@@ -27,18 +27,11 @@ from airflow_idempotent.lint.pyfacts import (
     looks_like_sql,
     parents,
 )
-from airflow_idempotent.lint.scope import (
-    Bound,
-    Scope,
-    bind_arguments,
-    dotted,
-    keywords,
-    last_name,
-    parameters,
-)
+from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = ["check_bash", "check_call_args_clock", "check_code", "check_dag_code_clock"]
 

@@ -14,16 +14,9 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from airflow_idempotent.lint.scope import (
-    Bound,
-    FunctionNode,
-    Scope,
-    bind_arguments,
-    dotted,
-    keywords,
-    last_name,
-)
+from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
 from airflow_idempotent.lint.source import is_project_file
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = ["Collector", "DagDef", "TaskDef", "walk_no_defs"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.scope import Scope, dotted, last_name
+from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = [
     "KEY_WORDS",

@@ -12,16 +12,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
-import posixpath
-import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from airflow_idempotent.lint.pystrings import Field, Literal, scan_strings
 from airflow_idempotent.lint.pysyntax import parse_module
-from airflow_idempotent.lint.source import UNRESOLVED, Located, Source, is_project_file, module_path
+from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path
+from airflow_idempotent.lint.syntax import dotted, keywords
+from airflow_idempotent.lint.texts import text_of
 
 __all__ = [
     "Bound",
@@ -30,19 +28,11 @@ __all__ = [
     "Scope",
     "Workspace",
     "bind_arguments",
-    "dotted",
-    "keywords",
-    "last_name",
     "parameters",
 ]
 
 #: The most loop iterations (or list items) unrolled when a loop makes tasks.
 MAX_ROWS = 64
-_PATH_CALLS = frozenset({"Path", "PurePath", "PosixPath", "pathlib.Path", "os.path.join", "path.join"})
-_IDENTITY_CALLS = frozenset(
-    {"str", "os.fspath", "os.path.abspath", "os.path.realpath", "os.path.normpath", "os.path.expanduser"}
-)
-_IDENTITY_METHODS = frozenset({"resolve", "absolute", "expanduser", "as_posix"})
 _ENV_CALLS = frozenset({"os.getenv", "getenv", "os.environ.get", "environ.get"})
 
 
@@ -79,30 +69,6 @@ class Workspace:
         for an installed library's (its names are not the DAG's constants)."""
         path = module_path(module, level, importer)
         return self.scope(path) if path is not None and is_project_file(path.resolve()) else None
-
-
-def dotted(node: ast.AST) -> str:
-    """`a.b.c` for Name/Attribute chains; calls and subscripts are looked through."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr}" if base else node.attr
-    if isinstance(node, ast.Call):
-        return dotted(node.func)
-    if isinstance(node, ast.Subscript):
-        return dotted(node.value)
-    return ""
-
-
-def last_name(name: str) -> str:
-    """The last part of a dotted name: `task` of `airflow.sdk.task`."""
-    return name.rsplit(".", 1)[-1]
-
-
-def keywords(call: ast.Call) -> dict[str, ast.expr]:
-    """A call's keyword arguments by name (``**kwargs`` left out)."""
-    return {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
 
 
 @dataclass(frozen=True)
@@ -388,7 +354,7 @@ class Scope:
         if node is None:
             return None
         try:
-            return self._text(node, 0)
+            return text_of(self, node)
         except RecursionError:
             return None
 
@@ -401,205 +367,6 @@ class Scope:
                 return [s for row in rows if isinstance(row, Bound) and (s := row.scope.string(row.expr))]
         one = self.string(node)
         return [one] if one is not None else []
-
-    def _text(self, node: ast.expr, depth: int) -> Located | None:
-        if depth > 12:
-            return None
-        value, scope = self.value(node, depth)
-        if value is None:
-            return None
-        if value is not node or scope is not self:
-            return scope._text(value, depth + 1)
-        if isinstance(node, ast.Constant):
-            return self._constant_text(node) if isinstance(node.value, str) else None
-        if isinstance(node, ast.JoinedStr):
-            return self._fstring_text(node, depth)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Div):
-            left = self._text(node.left, depth + 1)
-            right = self._text(node.right, depth + 1)
-            if left is None and right is None:
-                return None
-            pieces: list[Located | str] = [left or self._unknown(node.left)]
-            if isinstance(node.op, ast.Div):
-                pieces.append("/")
-            pieces.append(right or self._unknown(node.right))
-            return Located.join(pieces)
-        if isinstance(node, ast.Name) and node.id == "__file__":
-            return self._synthetic(str(self.source.path), node)
-        if isinstance(node, ast.Attribute) and node.attr == "parent":
-            inner = self._text(node.value, depth + 1)
-            return self._synthetic(posixpath.dirname(inner.text), node) if inner is not None else None
-        if isinstance(node, ast.Call):
-            return self._call_text(node, depth)
-        return None
-
-    def _call_text(self, node: ast.Call, depth: int) -> Located | None:
-        name = dotted(node.func)
-        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
-        if name in ("textwrap.dedent", "dedent", *_IDENTITY_CALLS) and node.args:
-            return self._text(node.args[0], depth + 1)
-        if method in _IDENTITY_METHODS and isinstance(node.func, ast.Attribute):
-            return self._text(node.func.value, depth + 1)
-        if method in ("strip", "lstrip", "rstrip") and not node.args and isinstance(node.func, ast.Attribute):
-            inner = self._text(node.func.value, depth + 1)
-            if inner is None:
-                return None
-            stripped = getattr(inner.text, method)()
-            begin = inner.text.find(stripped) if stripped else 0
-            return inner.slice(begin, begin + len(stripped))
-        if method == "join" and isinstance(node.func, ast.Attribute) and len(node.args) == 1:
-            separator = self.literal(node.func.value)
-            if isinstance(separator, str):
-                items = self.strings(node.args[0])
-                if not items:
-                    return None
-                pieces: list[Located | str] = []
-                for i, item in enumerate(items):
-                    pieces.extend([separator, item] if i else [item])
-                return Located.join(pieces)
-        if name in _PATH_CALLS or (method == "joinpath" and isinstance(node.func, ast.Attribute)):
-            parts = [node.func.value] if method == "joinpath" and isinstance(node.func, ast.Attribute) else []
-            texts = [self._text(a, depth + 1) for a in [*parts, *node.args]]
-            if not texts or any(t is None for t in texts):
-                return None
-            joined = posixpath.join(*[t.text for t in texts if t is not None])
-            return self._synthetic(joined, node)
-        if name in ("os.path.dirname", "path.dirname") and node.args:
-            inner = self._text(node.args[0], depth + 1)
-            return self._synthetic(posixpath.dirname(inner.text), node) if inner is not None else None
-        if method == "format" and isinstance(node.func, ast.Attribute):
-            return self._format_text(node, depth)
-        return None
-
-    def _format_text(self, node: ast.Call, depth: int) -> Located | None:
-        """``"INSERT INTO {table} ...".format(table=T)``: fields filled with what the linter knows."""
-        assert isinstance(node.func, ast.Attribute)
-        template = self._text(node.func.value, depth + 1)
-        if template is None:
-            return None
-        named = keywords(node)
-        out: list[str] = []
-        position = 0
-        try:
-            for literal, field_name, _spec, _conv in string.Formatter().parse(template.text):
-                out.append(literal)
-                if field_name is None:
-                    continue
-                key = field_name.split(".")[0].split("[")[0]
-                arg: ast.expr | None
-                if key == "" or key.isdigit():
-                    index = position if key == "" else int(key)
-                    position += 1
-                    arg = node.args[index] if index < len(node.args) else None
-                else:
-                    arg = named.get(key)
-                text = self._text(arg, depth + 1) if arg is not None else None
-                out.append(text.text if text is not None else UNRESOLVED + _ident(key or "value"))
-        except ValueError:
-            return None
-        return Located("".join(out), template.marks[:1])
-
-    def _constant_text(self, node: ast.Constant) -> Located:
-        """A str constant, one mark per literal piece (implicit concatenation spreads it over lines)."""
-        src = self.source
-        fallback = Located(str(node.value), [(0, src, *_lines(node))])
-        if getattr(node, "lineno", None) is None:
-            return fallback
-        start = src.offset(node.lineno, node.col_offset)
-        end = src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
-        pieces: list[Located | str] = []
-        for token in scan_strings(src.text, start, end):
-            if token.is_f:
-                return fallback
-            try:
-                text = ast.literal_eval(src.text[token.start : token.end])
-            except (ValueError, SyntaxError):
-                return fallback
-            if not isinstance(text, str):
-                return fallback
-            pieces.append(Located(text, [(0, src, src.line_of(token.start), src.line_of(token.end))]))
-        joined = Located.join(pieces)
-        return joined if joined is not None and joined.text == node.value else fallback
-
-    def _fstring_text(self, node: ast.JoinedStr, depth: int) -> Located | None:
-        """An f-string: literal pieces placed where written, fields by what they stand for."""
-        fields = [v for v in node.values if isinstance(v, ast.FormattedValue)]
-        located = self._scanned_fstring(node, fields, depth)
-        if located is not None:
-            return located
-        pieces: list[Located | str] = []  # from the syntax tree alone: all on the f-string's line
-        for value in node.values:
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                pieces.append(value.value)
-            elif isinstance(value, ast.FormattedValue):
-                pieces.append(self._field_text(value, node, depth).text)
-        return Located("".join(str(p) for p in pieces), [(0, self.source, *_lines(node))])
-
-    def _scanned_fstring(
-        self, node: ast.JoinedStr, fields: list[ast.FormattedValue], depth: int
-    ) -> Located | None:
-        src = self.source
-        if getattr(node, "lineno", None) is None:
-            return None
-        start = src.offset(node.lineno, node.col_offset)
-        end = src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
-        pieces: list[Located | str] = []
-        literal_text: list[str] = []
-        queue = list(fields)
-        for token in scan_strings(src.text, start, end):
-            parts = token.parts if token.is_f else [Literal(token.start, token.end)]
-            for part in parts:
-                if isinstance(part, Field):
-                    if not queue:
-                        return None
-                    pieces.append(self._field_text(queue.pop(0), node, depth))
-                    continue
-                raw = src.text[part.start : part.end]
-                try:
-                    if token.is_f:
-                        quoted = token.prefix.replace("f", "").replace("F", "") + token.quote
-                        raw = raw.replace("{{", "{").replace("}}", "}")
-                        text = ast.literal_eval(quoted + raw + token.quote)
-                    else:
-                        text = ast.literal_eval(raw)
-                except (ValueError, SyntaxError):
-                    return None
-                if not isinstance(text, str):
-                    return None
-                literal_text.append(text)
-                pieces.append(Located(text, [(0, src, src.line_of(part.start), src.line_of(part.end))]))
-        expected = "".join(
-            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
-        )
-        if queue or "".join(literal_text) != expected:
-            return None
-        return Located.join(pieces) or Located("", [(0, src, *_lines(node))])
-
-    def _field_text(self, value: ast.FormattedValue, owner: ast.expr, depth: int) -> Located:
-        """What an f-string field renders to, or the name standing for it."""
-        inner = self._text(value.value, depth + 1)
-        if inner is None:
-            literal = self.literal(value.value)
-            if isinstance(literal, int | float) and not isinstance(literal, bool):
-                inner = Located(str(literal), [(0, self.source, *_lines(value.value))])
-        if inner is None:
-            return self._unknown(value.value)
-        if value.conversion in (ord("r"), ord("a")):
-            return Located(repr(inner.text), inner.marks[:1])
-        if value.format_spec is not None:
-            spec = self.literal(value.format_spec)
-            try:
-                return Located(format(inner.text, spec if isinstance(spec, str) else ""), inner.marks[:1])
-            except (ValueError, TypeError):
-                return self._unknown(value.value)
-        return inner
-
-    def _unknown(self, node: ast.expr) -> Located:
-        """The name standing for a value the linter cannot know, placed where it is written."""
-        return Located(UNRESOLVED + _ident(ast.unparse(node)), [(0, self.source, *_lines(node))])
-
-    def _synthetic(self, text: str, node: ast.AST) -> Located:
-        return Located(text, [(0, self.source, *_lines(node))])
 
 
 def bind_arguments(fn: FunctionNode, call: ast.Call, caller: Scope, def_scope: Scope) -> dict[str, Row]:
@@ -632,16 +399,6 @@ def parameters(fn: FunctionNode | ast.Lambda) -> list[str]:
     names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
     names.extend(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names
-
-
-def _lines(node: ast.AST) -> tuple[int, int]:
-    first = getattr(node, "lineno", None) or 1
-    return first, getattr(node, "end_lineno", None) or first
-
-
-def _ident(text: str) -> str:
-    """An identifier made of an expression's text: ``cfg["schema"]`` -> ``cfg_schema``."""
-    return re.sub(r"\W+", "_", text).strip("_")[:40] or "value"
 
 
 def _constant(value: int, origin: ast.AST) -> ast.Constant:
