@@ -33,7 +33,7 @@ from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
-from airflow_idempotent.lint.source import dag_files
+from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.watermarks import check_watermarks
 
@@ -150,7 +150,7 @@ class Linter:
                     file=task.scope.source.display,
                     line=task.line,
                     operator=task.operator,
-                    targets=sorted({w.table for w in facts.writes}),
+                    targets=sorted({shown(w.table) for w in facts.writes}),
                     runs_twice=runs_twice(facts),
                     window=window_answer(facts),
                     backfill=backfill_answer(task, facts),
