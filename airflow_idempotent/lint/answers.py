@@ -27,6 +27,11 @@ def runs_twice(facts: TaskFacts) -> str:
             bad.append(f"Adds again: {w.detail} is a running total.")
         elif w.how == "create":
             bad.append(f"Fails: {w.detail} (the table already exists on the rerun).")
+        elif w.how == "fails-on-key":
+            bad.append(
+                f"Fails: {w.detail} inserts keys {w.table}'s primary key already holds, so a rerun stops "
+                "with an error instead of adding the rows again."
+            )
         elif w.how == "high-water":
             bad.append(
                 f"Loads nothing new: {w.detail}; a row that arrives late behind the mark is never loaded."
@@ -37,6 +42,8 @@ def runs_twice(facts: TaskFacts) -> str:
             good.append(f"it {w.detail}")
         elif w.how in ("upsert", "merge", "keyed-insert"):
             good.append(f"it upserts into {w.table} on its key ({w.detail})")
+        elif w.how == "dedup":
+            good.append(f"it inserts only the rows {w.table} does not have yet ({w.detail})")
         elif w.how in ("replace", "truncate"):
             good.append(f"it replaces {w.table} whole ({w.detail})")
         elif w.how == "delete":
@@ -83,7 +90,7 @@ def backfill_answer(task: TaskDef, facts: TaskFacts) -> str:
     """How would we backfill the last 90 days? One sentence, or why not yet."""
     dag_id = task.dag_id or "<dag_id>"
     kinds = {w.kind for w in facts.windows}
-    harmful = [w for w in facts.writes if w.how in ("append", "accumulate", "create")]
+    harmful = [w for w in facts.writes if w.how in ("append", "accumulate", "create", "fails-on-key")]
     effects = [e for e in facts.effects if not e.keyed]
     if "clock" in kinds or "relative" in kinds:
         return (
@@ -96,7 +103,12 @@ def backfill_answer(task: TaskDef, facts: TaskFacts) -> str:
             "windows reads nothing new; take the window from the run first."
         )
     if harmful:
-        verb = {"append": "appended again", "accumulate": "added again", "create": "failing"}[harmful[0].how]
+        verb = {
+            "append": "appended again",
+            "accumulate": "added again",
+            "create": "failing",
+            "fails-on-key": "failing on its key",
+        }[harmful[0].how]
         return (
             f"Not safely: every window that already ran is {verb} ({harmful[0].detail}); make the write "
             "overwrite or merge first."

@@ -1,9 +1,10 @@
 """The checks of a DAG and of a task, and the check across tasks (one table, several writers).
 
 A task's check gathers its `TaskFacts` (writes, window references, effects) from its operator,
-SQL (`sqlchecks`), code and bash command (`codechecks`) and templated arguments, then turns them
-into findings (IDEM002, IDEM006, IDEM008). The DAG's check is IDEM005 (unbounded catchup); the
-check across tasks is IDEM007.
+SQL (`sqlchecks`), transfer arguments (`transfers`), code and bash command (`codechecks`) and
+templated arguments; `task_findings` turns them into findings (IDEM002, IDEM006, IDEM008) once
+every task of the repository is read (a table's declared key may be in another task's DDL). The
+DAG's check is IDEM005 (unbounded catchup); the check across tasks is IDEM007.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.schedule import dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
-from airflow_idempotent.lint.source import Located
+from airflow_idempotent.lint.source import Located, deployed_path, shown
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
+from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
 
-__all__ = ["check_catchup", "check_shared_targets", "check_task", "task_label"]
+__all__ = ["check_catchup", "check_shared_targets", "check_task", "task_findings", "task_label"]
 
 #: Operators of this package, by class name.
 _OVERWRITE_OPERATORS = frozenset({"PartitionOverwriteOperator"})
@@ -32,16 +35,23 @@ _MERGE_OPERATORS = frozenset({"MergeOperator"})
 _PROJECT_OPERATORS = _OVERWRITE_OPERATORS | _MERGE_OPERATORS
 #: Operator arguments whose templates are read elsewhere (or are no templates at all).
 _NOT_TEMPLATES = frozenset(
-    {"sql", "query", "source_snapshot_sql", "bash_command", "task_id", "python_callable", "dag", "conn_id"}
+    {
+        "sql",
+        "query",
+        "source_snapshot_sql",
+        "bash_command",
+        "task_id",
+        "python_callable",
+        "dag",
+        "conn_id",
+        "params",
+        "preoperator",
+        "configuration",
+    }
 )
 _SQL_FILE = re.compile(r"^[^\s;]+\.sql$", re.IGNORECASE)
-_DIALECT_MARKERS = (
-    ("postgres", "postgres"),
-    ("mysql", "mysql"),
-    ("maria", "mysql"),
-    ("sqlite", "sqlite"),
-    ("duckdb", "duckdb"),
-)
+#: Writes that clear what a later insert of the same task writes.
+_CLEARING = frozenset({"delete", "truncate", "replace", "drop"})
 
 
 def task_label(task: TaskDef) -> str:
@@ -55,17 +65,18 @@ def task_label(task: TaskDef) -> str:
 
 
 def check_catchup(dag: DagDef, recorder: Recorder) -> None:
-    """IDEM005: catchup=True with no end_date on a time-based schedule."""
+    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one."""
     catchup = dag.scope.literal(dag.kwargs.get("catchup"))
     if catchup is not True:
         return
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
     if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
         return
+    if dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1:
+        return  # one window at a time: a deliberate, throttled backfill
     schedule = dag_schedule(dag)
     if schedule is None:
         return  # no time-based schedule: catchup has no windows to create
-    shown = schedule.shown
     start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
     start = static_date(dag.scope, start_node)
     line = dag.kwargs["catchup"].lineno
@@ -77,17 +88,19 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
             today = datetime.now(timezone.utc).date()  # the linter's own clock, for the count only
             windows = max(0, int((today - start) / period))
             count = f" ({windows:,} so far, growing by one every period)"
-        what = f"every {shown} window {since}{count}"
+        what = f"every {schedule.shown} window {since}{count}"
     elif start_node is not None:
-        what = f"every {shown} window since a start_date the linter cannot read ({ast.unparse(start_node)})"
+        unreadable = ast.unparse(start_node)
+        what = f"every {schedule.shown} window since a start_date the linter cannot read ({unreadable})"
     else:
-        what = f"every {shown} window since its start_date"
+        what = f"every {schedule.shown} window since its start_date"
     recorder.add(
         "IDEM005",
         dag.file,
         line,
         f"catchup=True and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
         "queued at once, and the number grows without bound",
+        cause="catchup",
         dag_id=dag.dag_id,
         anchors=((dag.file, dag.line),),
     )
@@ -98,8 +111,9 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect: str | None) -> TaskFacts:
-    """Everything about one task: its facts (for the answers) and its findings (into `recorder`)."""
+def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect: str | None) -> TaskCheck:
+    """Gather what one task does (its facts, for the answers) and the findings of its own code and
+    SQL (into `recorder`); `task_findings` adds the findings that need every task read first."""
     facts = TaskFacts()
     scope = task.scope
     retries = task.kwargs.get("retries")
@@ -107,15 +121,19 @@ def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect:
         retries = task.dag.default_args.get("retries")
     value = scope.literal(retries) if retries is not None else 0
     facts.retries = value if isinstance(value, int) and not isinstance(value, bool) else None
-    conn_id = scope.literal(task.kwargs.get("conn_id") or task.kwargs.get("postgres_conn_id"))
-    conn = conn_id if isinstance(conn_id, str) else None
-    check = TaskCheck(task, facts, recorder, workspace, dialect or _dialect_hint(task.operator, conn), conn)
+    conn = task_conn(task)
+    check = TaskCheck(task, facts, recorder, workspace, dialect or dialect_hint(task.operator, conn), conn)
 
     if task.operator in _PROJECT_OPERATORS:
         _project_operator(check)
     else:
-        for located in _sql_values(check, _task_sql(task)):
-            check_sql(check, located, project=False)
+        for name, node in sql_arguments(task):
+            mapped = name in task.mapped
+            for unit, located in enumerate(_sql_values(check, node)):
+                check.unit = unit if mapped else 0
+                check_sql(check, located, project=False)
+            check.unit = 0
+        transfer_writes(check)
         bash = scope.string(task.kwargs.get("bash_command"))
         if bash is not None:
             check_bash(check, bash)
@@ -135,17 +153,7 @@ def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect:
         facts.opaque = f"the {task.operator}"
     check_code(check)
     check_call_args_clock(check)
-    _task_findings(check)
-    return facts
-
-
-def _dialect_hint(operator: str, conn_id: str | None) -> str | None:
-    """The SQL dialect an operator's or connection's name gives away (PostgresOperator, 'mysql_dwh')."""
-    text = f"{operator} {conn_id or ''}".lower()
-    for marker, dialect in _DIALECT_MARKERS:
-        if marker in text:
-            return dialect
-    return None
+    return check
 
 
 def _project_operator(check: TaskCheck) -> None:
@@ -155,23 +163,23 @@ def _project_operator(check: TaskCheck) -> None:
     file = check.file
     conn = check.conn or "warehouse"
     table = scope.literal(task.kwargs.get("table"))
-    shown = table if isinstance(table, str) else "<table>"
+    name = table if isinstance(table, str) else "<table>"
     if task.operator in _MERGE_OPERATORS:
         keys = scope.literal(task.kwargs.get("key_columns"))
         keys_text = ", ".join(keys) if isinstance(keys, list) else keys if isinstance(keys, str) else "?"
         missing = scope.literal(task.kwargs.get("delete_missing")) is True
-        detail = f"merges on ({keys_text}) into {shown}" + (
+        detail = f"merges on ({keys_text}) into {name}" + (
             ", deleting the window's vanished keys" if missing else ""
         )
         facts.project = "merge"
-        facts.writes.append(Write(shown.lower(), "merge", detail, file, task.line, conn))
+        facts.writes.append(Write(name.lower(), "merge", detail, file, task.line, conn))
     else:
         column = scope.literal(task.kwargs.get("partition_column"))
-        detail = f"deletes and rewrites its window of {shown}" + (
+        detail = f"deletes and rewrites its window of {name}" + (
             f" (partition_column={column})" if isinstance(column, str) else ""
         )
         facts.project = "overwrite"
-        facts.writes.append(Write(shown.lower(), "overwrite", detail, file, task.line, conn))
+        facts.writes.append(Write(name.lower(), "overwrite", detail, file, task.line, conn))
     granularity = task.kwargs.get("granularity")
     anchor = scope.literal(task.kwargs.get("anchor"))
     if granularity is not None:
@@ -191,17 +199,9 @@ def _project_operator(check: TaskCheck) -> None:
     allowed = (
         {a.lower() for a in allowed_raw if isinstance(a, str)} if isinstance(allowed_raw, list) else set()
     )
-    for name in ("sql", "source_snapshot_sql"):
-        for located in _sql_values(check, task.kwargs.get(name)):
+    for argument in ("sql", "source_snapshot_sql"):
+        for located in _sql_values(check, task.kwargs.get(argument)):
             check_sql(check, located, project=True, allowed=allowed)
-
-
-def _task_sql(task: TaskDef) -> ast.expr | None:
-    """The task's ``sql=`` (or an operator's ``query=``) argument."""
-    node = task.kwargs.get("sql")
-    if node is None and task.operator.endswith("Operator"):
-        node = task.kwargs.get("query")
-    return node
 
 
 def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
@@ -219,25 +219,36 @@ def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
         if _SQL_FILE.fullmatch(stripped):
             sql_file = _find_sql_file(task, stripped)
             if sql_file is None:
-                check.note(f"SQL file {stripped} not found next to the DAG or on its template_searchpath")
+                check.note(
+                    f"SQL file {shown(stripped)} not found next to the DAG or on its template_searchpath"
+                )
                 continue
             src = check.workspace.source(sql_file)
             if src is not None:
-                out.append(Located(src.text, [(src, 1, max(1, len(src.lines)))]))
+                out.append(Located.of_file(src))
         else:
             out.append(located)
     return out
 
 
 def _find_sql_file(task: TaskDef, name: str) -> Path | None:
-    """A ``.sql`` file next to the DAG file or on the DAG's template_searchpath."""
-    base = task.scope.source.path.parent
-    roots = [base]
+    """A ``.sql`` file next to the DAG file or on the DAG's template_searchpath, also where a deployed
+    path (``/usr/local/airflow/include/...``, ``$AIRFLOW_HOME/...``) lands in the DAG's checkout."""
+    here = task.scope.source.path
+    if Path(name).is_absolute():
+        return deployed_path(name, here)
+    roots = [here.parent]
     if task.dag is not None:
-        paths = task.dag.scope.literal(task.dag.kwargs.get("template_searchpath"))
-        for entry in paths if isinstance(paths, list) else [paths] if isinstance(paths, str) else []:
-            if isinstance(entry, str):
-                roots.append(base / entry)
+        paths = task.dag.scope.strings(task.dag.kwargs.get("template_searchpath"))
+        for entry in paths:
+            if entry.unresolved:
+                continue
+            if Path(entry.text).is_absolute():
+                found = deployed_path(entry.text, here)
+                if found is not None:
+                    roots.append(found)
+            else:
+                roots.append(here.parent / entry.text)
     for root in roots:
         candidate = (root / name).resolve()
         if candidate.is_file():
@@ -250,37 +261,44 @@ def _operator_effect(check: TaskCheck) -> None:
     task = check.task
     for marker, what in SIDE_EFFECT_OPERATORS:
         if marker.lower() in task.operator.lower():
-            if marker == "Http":
-                method = task.scope.literal(task.kwargs.get("method"))
-                if isinstance(method, str) and method.upper() in ("GET", "HEAD", "OPTIONS"):
+            line = task.line
+            if marker in ("Http", "MSGraph"):
+                method_node = task.kwargs.get("method")
+                method = task.scope.literal(method_node)
+                default = "POST" if marker == "Http" else "GET"
+                if (method if isinstance(method, str) else default).upper() in ("GET", "HEAD", "OPTIONS"):
                     return
             has_key = any(KEY_WORDS.search(name) for name in task.kwargs) or any(
                 keyed(v) for v in task.kwargs.values()
             )
-            check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, task.line))
+            check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, line))
             return
 
 
-def _task_findings(check: TaskCheck) -> None:
-    """IDEM002 (append with no window delete or key), IDEM008 (running total), IDEM006 (retried effect)."""
+def task_findings(check: TaskCheck, declared: dict[str, list[TableKeys]]) -> None:
+    """IDEM002 (append with no window delete or key), IDEM008 (running total), IDEM006 (retried effect);
+    `declared`: the keys the repository's DDL declares, by table."""
     facts = check.facts
     retries = facts.retries or 0
     retry_text = f", and retries={retries} repeat it automatically after any failure" if retries else ""
-    cleared = {w.table for w in facts.writes if w.how in ("delete", "truncate", "replace", "drop")}
+    cleared = {(w.table, w.unit) for w in facts.writes if w.how in _CLEARING}
     for write in facts.writes:
-        if write.how == "delete" or write.how == "truncate" or write.how == "drop":
+        if write.how in ("delete", "truncate", "drop"):
             continue
-        if write.how == "append" and write.table not in cleared:
+        if write.how == "append" and (write.table, write.unit) in cleared:
+            write.how = "overwrite"
+            write.detail = f"deletes its window of {shown(write.table)}, then inserts it, in one task"
+        elif write.how == "append" and _key_refuses_rerun(write, declared.get(write.table, [])):
+            write.how = "fails-on-key"
+        elif write.how == "append":
             check.add(
                 "IDEM002",
                 write.file,
                 write.line,
                 f"{write.detail} appends: no DELETE of its window and no key (ON CONFLICT / MERGE) in "
                 f"this task, so every rerun adds the window's rows again{retry_text}",
+                cause=write.table,
             )
-        elif write.how == "append" and write.table in cleared:
-            write.how = "overwrite"
-            write.detail = f"deletes its window of {write.table}, then inserts it, in one task"
         elif write.how == "accumulate":
             check.add(
                 "IDEM008",
@@ -288,6 +306,7 @@ def _task_findings(check: TaskCheck) -> None:
                 write.line,
                 f"{write.detail} adds to the value already there: every rerun adds again (a running "
                 f"total){retry_text}",
+                cause=write.table,
             )
     if retries:
         for effect in facts.effects:
@@ -299,7 +318,22 @@ def _task_findings(check: TaskCheck) -> None:
                 effect.line,
                 f"the task sends {effect.what} with no idempotency key and has retries={retries}: a "
                 "failure after the send (or a crash before the task is marked done) sends it again",
+                cause=f"{effect.what} at {effect.line}",
             )
+
+
+def _key_refuses_rerun(write: Write, declared: list[TableKeys]) -> bool:
+    """An INSERT .. VALUES whose columns carry a declared key the database does not number itself:
+    a rerun stops on the duplicate key instead of adding rows."""
+    if not write.columns:
+        return False
+    for table in declared:
+        for key in table.keys:
+            if set(key) & table.generated:
+                continue
+            if write.columns == ("*",) or set(key) <= set(write.columns):
+                return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,13 +342,19 @@ def _task_findings(check: TaskCheck) -> None:
 
 
 def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: Recorder) -> None:
-    """IDEM007: one table written by more than one task (on the same connection, when both name one)."""
+    """IDEM007: one table written by more than one task (on the same connection, when both name one).
+
+    `tasks` are one repository's: tables of different repositories are never paired. A table whose
+    name is only known at run time is no name, and is not paired either.
+    """
     writers: dict[str, list[tuple[TaskDef, Write]]] = {}
     facts_of = {id(task): facts for task, facts in tasks}
     for task, facts in tasks:
         seen: set[str] = set()
         for write in facts.writes:
-            if write.how in ("create", "drop") or write.table in seen or write.table.startswith("<"):
+            if write.how in ("create", "drop") or write.table in seen or not write.resolved:
+                continue
+            if write.table.startswith("<"):
                 continue
             seen.add(write.table)
             writers.setdefault(write.table, []).append((task, write))
@@ -323,7 +363,7 @@ def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: R
             others = [
                 (t, w)
                 for t, w in entries
-                if t is not task
+                if (t.dag_id, t.task_id) != (task.dag_id, task.task_id)  # the same task, spelled twice
                 and (w.conn_id is None or write.conn_id is None or w.conn_id == write.conn_id)
             ]
             if not others:
@@ -338,6 +378,7 @@ def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: R
                 task.line,
                 f"{table} is also written by {names}: each task's rerun overwrites, duplicates or "
                 "deletes the other's rows, and no window write is the whole truth of the table",
+                cause=table,
                 dag_id=task.dag_id,
                 task_id=task.task_id,
                 anchors=((write.file, write.line),),

@@ -1,6 +1,7 @@
 """The ``airflow-idempotent lint`` subcommand: `register` adds it to the CLI's parser, `run` runs it.
 
-Exit status: 0 no unacknowledged finding, 1 findings, 2 usage error.
+Output: text (default), ``--format json``, ``--format sarif`` (SARIF 2.1.0, for GitHub code
+scanning). Exit status: 0 no unacknowledged finding, 1 findings, 2 usage error.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from airflow_idempotent.lint.linter import lint_paths
 from airflow_idempotent.lint.parsing import DIALECTS
 from airflow_idempotent.lint.rules import RULES, rule_id, rule_list
+from airflow_idempotent.lint.sarif import to_sarif_json
 
 __all__ = ["main", "register", "run"]
 
@@ -36,7 +38,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="DAG files or folders of DAG files")
     p.add_argument("--json", action="store_true", help="print one JSON document (same as --format json)")
-    p.add_argument("--format", choices=("text", "json"), default=None, help="output format (default text)")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "sarif"),
+        default=None,
+        help="output format: text (default), json, or sarif (SARIF 2.1.0 for GitHub code scanning)",
+    )
     p.add_argument(
         "--ignore",
         action="append",
@@ -89,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.stdout.write(report.to_json() + "\n" if fmt == "json" else report.to_text())
+    if fmt == "sarif":
+        sys.stdout.write(to_sarif_json(report) + "\n")
+    else:
+        sys.stdout.write(report.to_json() + "\n" if fmt == "json" else report.to_text())
     return report.exit_code
 
 

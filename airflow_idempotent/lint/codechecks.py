@@ -1,7 +1,9 @@
 """Checks of the code a task runs: its Python (TaskFlow, python_callable), bash command and arguments,
-and the DAG file's module-level code.
+and the DAG file's own code (module level, ``@dag`` bodies, task factories).
 
-Python is read from its syntax tree (`pyfacts`), never run; SQL strings the code passes to
+Python is read from its syntax tree (`pyfacts`), never run. A clock read counts when its value is
+used (written, returned, stored, deciding what is read): not when it is only logged, never read,
+a UI ``Param`` default or a sensor's ``target_time``. SQL strings the code passes to
 ``execute``/``run`` and what ``@task.sql`` returns go through `sqlchecks.check_sql`.
 """
 
@@ -11,56 +13,59 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector, walk_no_defs
-from airflow_idempotent.lint.facts import RUN_NAMES, Effect, WindowRef, Write
+from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import (
+    PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
     SQL_METHODS,
+    START_DATE_CONTEXT,
     clock_call,
-    is_relative,
+    clock_use,
+    context_of,
     keyed,
     looks_like_sql,
     parents,
 )
-from airflow_idempotent.lint.scope import Scope, dotted, keywords, last_name
+from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
-from airflow_idempotent.lint.sqlfacts import strip_jinja
+from airflow_idempotent.lint.sqlfacts import prepare_sql
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
-__all__ = ["check_bash", "check_call_args_clock", "check_code", "check_module_clock"]
+__all__ = ["check_bash", "check_call_args_clock", "check_code", "check_dag_code_clock"]
+
+#: Sensor arguments that name the moment to wait for: a clock there is the point, not a window.
+_SENSOR_TARGETS = frozenset({"target_time", "target_datetime", "moment", "delta"})
 
 
 def check_code(check: TaskCheck) -> None:
-    """The task's Python functions (and the functions they call in the same file): clock reads, SQL
-    passed to hooks and cursors, DataFrame/hook writes, side effects and their keys."""
+    """The task's Python functions (and the functions they call in the same file, arguments bound):
+    clock reads, SQL passed to hooks and cursors, DataFrame/hook writes, side effects and their keys,
+    state kept across runs (Variables, asset state)."""
     task, facts = check.task, check.facts
     if not task.functions:
         return
     facts.saw_code = True
-    scope = task.scope
-    file = scope.source.display
+    file = task.scope.source.display
     seen: set[int] = set()
-    queue: list[ast.AST] = list(task.functions)
+    queue: list[tuple[ast.AST, Scope]] = [
+        (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
+    ]
     decorator = task.decorator or ""
     while queue:
-        fn = queue.pop(0)
+        fn, scope = queue.pop(0)
         if id(fn) in seen:
             continue
         seen.add(id(fn))
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            args = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs]}
-            run = sorted(args & RUN_NAMES)
+            run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
-        locals_: dict[str, ast.expr] = {}
+        scope = _with_locals(fn, scope)
         parent_of = parents(fn)
+        states = _state_names(fn)
         for node in ast.walk(fn):
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-            ):
-                locals_[node.targets[0].id] = node.value
             if isinstance(node, ast.Name) and node.id == "get_current_context":
                 facts.windows.append(
                     WindowRef("run", "The run's context: get_current_context() in its code.")
@@ -75,24 +80,28 @@ def check_code(check: TaskCheck) -> None:
             if not isinstance(node, ast.Call):
                 continue
             name = dotted(node.func)
-            if isinstance(node.func, ast.Name) and node.func.id in scope.functions:
-                queue.append(scope.functions[node.func.id])
+            if isinstance(node.func, ast.Name):
+                found = scope.function(node.func.id)
+                if found is not None and found[1].source is scope.source:
+                    helper, def_scope = found
+                    queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
             clock = clock_call(node, scope)
             if clock is not None:
-                relative = is_relative(node, parent_of)
-                check.clock_read(clock, (file, node.lineno), "its code", relative)
+                use = clock_use(node, fn, parent_of)
+                if use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
+                    check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
+                continue
+            if _state_use(check, node, states, fn, parent_of, file):
                 continue
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
-                if isinstance(arg, ast.Name) and arg.id in locals_:
-                    arg = locals_[arg.id]
                 for located in scope.strings(arg):
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
                 continue
             if method in ("insert_rows", "to_sql"):
-                _python_write(check, node, method)
+                _python_write(check, node, method, scope)
                 continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
@@ -113,67 +122,177 @@ def check_code(check: TaskCheck) -> None:
         facts.opaque = "its Python code"
 
 
-def _python_write(check: TaskCheck, node: ast.Call, method: str) -> None:
+def _params(fn: ast.AST) -> list[str]:
+    return parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
+
+
+def _with_locals(fn: ast.AST, scope: Scope) -> Scope:
+    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads."""
+    bound: dict[str, Bound] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name not in scope.locals or scope.locals[name] == ():
+                bound[name] = Bound(node.value, scope)
+    return scope.child(dict(bound)) if bound else scope
+
+
+def _state_names(fn: ast.AST) -> set[str]:
+    """Local names holding an asset's state store (``state = asset_state_store[ASSET]``)."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Subscript)
+            and dotted(node.value.value) == "asset_state_store"
+        ):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _state_use(
+    check: TaskCheck,
+    node: ast.Call,
+    states: set[str],
+    fn: ast.AST,
+    parent_of: dict[ast.AST, ast.AST],
+    file: str,
+) -> bool:
+    """``Variable.get/set(key)`` and an asset state's ``.get/.set(key)``: state kept across runs."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("get", "set") or not node.args:
+        return False
+    owner = dotted(func.value)
+    if last_name(owner) == "Variable":
+        kind = "variable"
+    elif owner in states or owner.startswith("asset_state_store"):
+        kind = "asset"
+    else:
+        return False
+    key = check.task.scope.literal(node.args[0])
+    if not isinstance(key, str):
+        return True
+    use = StateUse(kind, key, file, node.lineno)
+    if func.attr == "set":
+        check.facts.state_saves.append(use)
+    elif clock_use(node, fn, parent_of) in ("used", "relative"):
+        check.facts.state_reads.append(use)
+    return True
+
+
+def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -> None:
     """hook.insert_rows(table, rows[, replace=True]) and DataFrame.to_sql(name, con, if_exists=...)."""
     kwargs = keywords(node)
     name_arg = "table" if method == "insert_rows" else "name"
-    table = check.task.scope.literal(node.args[0] if node.args else kwargs.get(name_arg))
+    table = scope.literal(node.args[0] if node.args else kwargs.get(name_arg))
     shown = table if isinstance(table, str) else "<table>"
     if method == "insert_rows":
-        replace = check.task.scope.literal(kwargs.get("replace")) is True
+        replace = scope.literal(kwargs.get("replace")) is True
         how, detail = ("upsert", f"insert_rows({shown}, replace=True)") if replace else ("append", "")
         detail = detail or f"insert_rows({shown})"
     else:
-        mode = check.task.scope.literal(kwargs.get("if_exists"))
+        schema = scope.literal(kwargs.get("schema"))
+        if isinstance(schema, str) and isinstance(table, str):
+            shown = f"{schema}.{table}"
+        mode = scope.literal(kwargs.get("if_exists"))
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
-    check.facts.writes.append(Write(shown.lower(), how, detail, check.file, node.lineno, check.conn))
+    check.facts.writes.append(
+        Write(shown.lower(), how, detail, check.file, node.lineno, check.conn, check.unit)
+    )
 
 
 def check_bash(check: TaskCheck, bash: Located) -> None:
     """A bash command: its templates, and ``$(date ...)`` (IDEM003; IDEM004 when shifted)."""
     check.facts.opaque = check.facts.opaque or "its bash command"
-    check_jinja(check, strip_jinja(bash.text)[1], bash, "its bash command")
+    check_jinja(check, prepare_sql(bash.text), bash, "its bash command")
     for match in re.finditer(r"\$\(\s*date\b([^)]*)\)|`\s*date\b([^`]*)`", bash.text):
         args = match.group(1) or match.group(2) or ""
         if "{{" in args:
             continue
-        file, line = bash.locate(re.escape(match.group(0)), r"\bdate\b")
         relative = re.search(r"(-d|--date)\b.*(ago|yesterday|tomorrow|hour|day|week|month)", args)
-        shown = f"$(date{args})"
-        check.clock_read(shown, (file, line), "its bash command", bool(relative))
+        check.clock_read(f"$(date{args})", bash.place(match.start()), "its bash command", bool(relative))
 
 
 def check_call_args_clock(check: TaskCheck) -> None:
     """Clock reads inside the task's own arguments (evaluated when the DAG file is parsed)."""
     task, file = check.task, check.file
-    for value in task.kwargs.values():
-        if isinstance(value, ast.Lambda):
+    sensor = task.operator.endswith("Sensor") or task.operator.endswith("SensorAsync")
+    for name, value in task.kwargs.items():
+        if isinstance(value, ast.Lambda) or (sensor and name in _SENSOR_TARGETS):
             continue
-        parent_of = parents(value)
+        holder = ast.Expr(value=value)
+        parent_of = parents(holder)
         for node in walk_no_defs(value):
-            if isinstance(node, ast.Call) and (name := clock_call(node, task.scope)) is not None:
-                relative = is_relative(node, parent_of)
-                check.clock_read(name, (file, node.lineno), "its arguments", relative)
+            if not isinstance(node, ast.Call) or (clock := clock_call(node, task.scope)) is None:
+                continue
+            context = PARAM_CONTEXT if name == "params" else context_of(node, parent_of)
+            if context == PARAM_CONTEXT or clock_use(node, holder, parent_of) == "output":
+                continue
+            if context == START_DATE_CONTEXT or name in ("start_date", "end_date"):
+                check.facts.windows.append(
+                    check.recorder.clock_read(
+                        task,
+                        clock,
+                        (file, node.lineno),
+                        check.anchors,
+                        "its arguments",
+                        False,
+                        start_date=True,
+                    )
+                )
+                continue
+            relative = clock_use(node, holder, parent_of) == "relative"
+            check.clock_read(clock, (file, node.lineno), "its arguments", relative)
 
 
-def check_module_clock(recorder: Recorder, scope: Scope, collector: Collector) -> None:
-    """Clock reads at module level or in DAG arguments, outside any task's arguments."""
-    task_spans = [
-        (t.line, t.end_line) for t in [*collector.loose, *(t for d in collector.dags for t in d.tasks)]
-    ]
+def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector) -> None:
+    """Clock reads in the DAG file's own code (module level, DAG arguments, ``@dag`` bodies, task
+    factories), outside any task's arguments or code: IDEM003 (a clock-based ``start_date`` too),
+    IDEM004 when shifted by a span; not when only logged, never read, or a ``Param`` default."""
+    tasks = [*collector.loose, *(t for d in collector.dags for t in d.tasks)]
+    spans = [(t.line, t.end_line) for t in tasks if t.scope.source is scope.source]
     file = scope.source.display
-    parent_of = parents(scope.tree)
+    bodies: list[tuple[ast.AST, list[ast.AST]]] = []
+    module_roots: list[ast.AST] = []
     for stmt in scope.tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        for node in walk_no_defs(stmt):
-            if not isinstance(node, ast.Call) or (name := clock_call(node, scope)) is None:
-                continue
-            if any(first <= node.lineno <= last for first, last in task_spans):
-                continue
-            dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
-            where = "the DAG's arguments" if dag is not None else "module-level code"
-            anchors = ((file, dag.line),) if dag is not None else ()
-            relative = is_relative(node, parent_of)
-            recorder.clock_read(dag, name, (file, node.lineno), anchors, where, relative)
+            module_roots.extend(stmt.decorator_list)
+        else:
+            module_roots.append(stmt)
+    bodies.append((scope.tree, module_roots))
+    for fn, fn_scope in collector.dag_code:
+        if fn_scope.source is scope.source:
+            bodies.append(
+                (fn, [s for s in fn.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)])
+            )
+    seen: set[int] = set()
+    for body, roots in bodies:
+        parent_of = parents(body)
+        for root in roots:
+            for node in walk_no_defs(root):
+                if (
+                    not isinstance(node, ast.Call)
+                    or id(node) in seen
+                    or (name := clock_call(node, scope)) is None
+                ):
+                    continue
+                seen.add(id(node))
+                if any(first <= node.lineno <= last for first, last in spans):
+                    continue
+                context = context_of(node, parent_of)
+                use = clock_use(node, body, parent_of)
+                if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
+                    continue
+                dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                where = "the DAG's arguments" if dag is not None else "module-level code"
+                anchors = ((file, dag.line),) if dag is not None else ()
+                recorder.clock_read(
+                    dag,
+                    name,
+                    (file, node.lineno),
+                    anchors,
+                    where,
+                    use == "relative",
+                    start_date=context == START_DATE_CONTEXT,
+                )

@@ -1,19 +1,28 @@
 """The DAGs and tasks of a DAG file, found the way Airflow would attach them, from its syntax tree.
 
-``with DAG(...)``, ``dag = DAG(...)`` with ``dag=dag``, ``@dag`` functions, task groups (their id
-prefixes the task's), classic operators (``task_id=``, ``.partial``) and TaskFlow calls
-(``fn()``, ``fn.override(task_id=...)()``, ``fn.partial().expand()``, repeated calls numbered ``__1``).
+``with DAG(...)``, ``dag = DAG(...)`` with ``dag=dag``, ``@dag`` functions, task groups (``with
+TaskGroup``, ``@task_group`` functions: their id prefixes the task's), classic operators
+(``task_id=``, ``.partial().expand()``) and TaskFlow calls (``fn()``, ``fn.override(task_id=...)()``,
+``fn.expand()``, ``fn.partial().expand()``, repeated calls numbered ``__1``). Task factories (a
+function that makes tasks, called from a DAG) and loops over literal lists are followed with their
+arguments and loop variables bound, so ``task_id=f"copy_{table}"`` becomes ``copy_invoices``.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from airflow_idempotent.lint.scope import Scope, dotted, keywords, last_name
+from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
+from airflow_idempotent.lint.source import is_project_file
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = ["Collector", "DagDef", "TaskDef", "walk_no_defs"]
+
+#: How deep task factories calling task factories are followed.
+_MAX_DEPTH = 4
+_MAPPING_METHODS = frozenset({"expand", "expand_kwargs"})
 
 
 @dataclass
@@ -46,10 +55,24 @@ class TaskDef:
     kwargs: dict[str, ast.expr]
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
     decorator: str | None = None
+    #: arguments given to ``.expand()``: each item is one mapped task instance's value
+    mapped: frozenset[str] = frozenset()
+    #: TaskFlow tasks whose output this task takes as an argument (their task ids)
+    inputs: tuple[str, ...] = ()
 
     @property
     def dag_id(self) -> str | None:
         return self.dag.dag_id if self.dag else None
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Where the walk is: the DAG and task group tasks attach to, and the names bound so far."""
+
+    dag: DagDef | None
+    group: str
+    scope: Scope
+    depth: int = 0
 
 
 def _is_dag_call(node: ast.AST) -> bool:
@@ -60,7 +83,7 @@ def _decorator_name(node: ast.expr) -> str:
     return dotted(node.func if isinstance(node, ast.Call) else node)
 
 
-def _task_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, dict[str, ast.expr]] | None:
+def _task_decorator(fn: FunctionNode) -> tuple[str, dict[str, ast.expr]] | None:
     for deco in fn.decorator_list:
         name = _decorator_name(deco)
         if name == "task" or name.startswith("task."):
@@ -68,9 +91,10 @@ def _task_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, di
     return None
 
 
-def _dag_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr] | None:
+def _decorator(fn: FunctionNode, wanted: str) -> dict[str, ast.expr] | None:
+    """The keyword arguments of `fn`'s ``@dag`` / ``@task_group`` decorator; None without one."""
     for deco in fn.decorator_list:
-        if last_name(_decorator_name(deco)) == "dag":
+        if last_name(_decorator_name(deco)) == wanted:
             return keywords(deco) if isinstance(deco, ast.Call) else {}
     return None
 
@@ -83,11 +107,16 @@ class Collector:
         self.dags: list[DagDef] = []
         self.loose: list[TaskDef] = []  # tasks outside any DAG
         self.dag_vars: dict[str, DagDef] = {}
-        self.taskflow: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, dict[str, ast.expr]]] = {}
+        self.taskflow: dict[str, tuple[FunctionNode, str, dict[str, ast.expr], Scope]] = {}
         self.used_ids: dict[tuple[str | None, str], int] = {}
+        #: functions whose bodies ran as DAG code (``@dag`` bodies, task groups, task factories)
+        self.dag_code: list[tuple[FunctionNode, Scope]] = []
+        self._consumed: set[int] = set()
+        self._expanding: list[int] = []
+        self._outputs: dict[int, str] = {}  # TaskFlow call node -> its task id
 
     def collect(self) -> None:
-        self._body(self.scope.tree.body, None, "")
+        self._body(self.scope.tree.body, _Ctx(None, "", self.scope))
 
     def _new_dag(
         self,
@@ -96,121 +125,180 @@ class Collector:
         default_id: str,
         node: ast.AST,
         args: list[ast.expr],
+        scope: Scope,
     ) -> DagDef:
-        dag_id = self.scope.literal(call_kwargs.get("dag_id") or (args[0] if args else None))
+        dag_id = scope.literal(call_kwargs.get("dag_id") or (args[0] if args else None))
         dag = DagDef(
             dag_id=dag_id if isinstance(dag_id, str) else default_id,
-            scope=self.scope,
+            scope=scope,
             line=line,
             end_line=getattr(node, "end_lineno", None) or line,
             kwargs=call_kwargs,
-            default_args=self.scope.mapping(call_kwargs.get("default_args")),
+            default_args=scope.mapping(call_kwargs.get("default_args")),
         )
         self.dags.append(dag)
         return dag
 
-    def _body(self, body: Sequence[ast.stmt], dag: DagDef | None, group: str) -> None:
+    def _body(self, body: Sequence[ast.stmt], ctx: _Ctx) -> _Ctx:
         for stmt in body:
-            self._stmt(stmt, dag, group)
+            ctx = self._stmt(stmt, ctx)
+        return ctx
 
-    def _stmt(self, stmt: ast.stmt, dag: DagDef | None, group: str) -> None:
+    def _stmt(self, stmt: ast.stmt, ctx: _Ctx) -> _Ctx:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-            taskflow = _task_decorator(stmt)
-            if taskflow is not None:
-                self.taskflow[stmt.name] = (stmt, taskflow[0], taskflow[1])
-                return
-            dag_kwargs = _dag_decorator(stmt)
-            if dag_kwargs is not None:
-                deco = next(d for d in stmt.decorator_list if last_name(_decorator_name(d)) == "dag")
-                inner = self._new_dag(dag_kwargs, stmt.lineno, stmt.name, deco, [])
-                saved = dict(self.taskflow)
-                self._body(stmt.body, inner, "")
-                self.taskflow = saved
-            return
+            return self._def(stmt, ctx)
         if isinstance(stmt, ast.ClassDef):
-            return
+            return ctx
         if isinstance(stmt, ast.With | ast.AsyncWith):
-            inner_dag, inner_group = dag, group
+            inner = ctx
             for item in stmt.items:
-                ctx = item.context_expr
-                if _is_dag_call(ctx):
-                    assert isinstance(ctx, ast.Call)
-                    inner_dag = self._new_dag(
-                        keywords(ctx), ctx.lineno, f"<dag at line {ctx.lineno}>", ctx, list(ctx.args)
-                    )
-                    if isinstance(item.optional_vars, ast.Name):
-                        self.dag_vars[item.optional_vars.id] = inner_dag
-                elif isinstance(ctx, ast.Call) and last_name(dotted(ctx.func)) == "TaskGroup":
-                    gid = self.scope.literal(
-                        keywords(ctx).get("group_id") or (ctx.args[0] if ctx.args else None)
-                    )
-                    if isinstance(gid, str):
-                        inner_group = f"{group}{gid}."
-                else:
-                    self._expr(ctx, dag, group)
-            self._body(stmt.body, inner_dag, inner_group)
-            return
+                inner = self._with_item(item, inner)
+            after = self._body(stmt.body, inner)
+            return replace(ctx, scope=after.scope)
         if isinstance(stmt, ast.Assign) and _is_dag_call(stmt.value):
             assert isinstance(stmt.value, ast.Call)
+            value = stmt.value
             new = self._new_dag(
-                keywords(stmt.value),
-                stmt.value.lineno,
+                keywords(value),
+                value.lineno,
                 f"<dag at line {stmt.lineno}>",
-                stmt.value,
-                list(stmt.value.args),
+                value,
+                list(value.args),
+                ctx.scope,
             )
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.dag_vars[target.id] = new
-            return
-        if isinstance(stmt, ast.If | ast.For | ast.While | ast.Try):
-            for name in ("test", "iter"):
-                if isinstance(getattr(stmt, name, None), ast.expr):
-                    self._expr(getattr(stmt, name), dag, group)
+            return ctx
+        if isinstance(stmt, ast.For | ast.AsyncFor):
+            return self._for(stmt, ctx)
+        if isinstance(stmt, ast.If | ast.While | ast.Try):
+            test = getattr(stmt, "test", None)
+            if isinstance(test, ast.expr):
+                self._expr(test, ctx)
             for part in ("body", "orelse", "finalbody"):
-                self._body(getattr(stmt, part, []), dag, group)
+                ctx = self._body(getattr(stmt, part, []), ctx)
             for handler in getattr(stmt, "handlers", []):
-                self._body(handler.body, dag, group)
-            return
+                ctx = self._body(handler.body, ctx)
+            return ctx
         for node in ast.iter_child_nodes(stmt):
             if isinstance(node, ast.expr):
-                self._expr(node, dag, group)
+                self._expr(node, ctx)
+        return self._assigned(stmt, ctx)
 
-    def _expr(self, node: ast.expr, dag: DagDef | None, group: str) -> None:
-        for sub in walk_no_defs(node):
-            if isinstance(sub, ast.Call):
-                self._call(sub, dag, group)
+    def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
+        taskflow = _task_decorator(stmt)
+        if taskflow is not None:
+            self.taskflow[stmt.name] = (stmt, taskflow[0], taskflow[1], ctx.scope)
+            return ctx
+        dag_kwargs = _decorator(stmt, "dag")
+        if dag_kwargs is not None:
+            deco = next(d for d in stmt.decorator_list if last_name(_decorator_name(d)) == "dag")
+            inner = self._new_dag(dag_kwargs, stmt.lineno, stmt.name, deco, [], ctx.scope)
+            saved = dict(self.taskflow)
+            self.dag_code.append((stmt, ctx.scope))
+            self._body(stmt.body, _Ctx(inner, "", ctx.scope.child(), ctx.depth))
+            self.taskflow = saved
+            return ctx
+        return replace(ctx, scope=ctx.scope.child(functions={stmt.name: stmt}))
 
-    def _call(self, call: ast.Call, dag: DagDef | None, group: str) -> None:
+    def _with_item(self, item: ast.withitem, ctx: _Ctx) -> _Ctx:
+        context = item.context_expr
+        if _is_dag_call(context):
+            assert isinstance(context, ast.Call)
+            dag = self._new_dag(
+                keywords(context),
+                context.lineno,
+                f"<dag at line {context.lineno}>",
+                context,
+                list(context.args),
+                ctx.scope,
+            )
+            if isinstance(item.optional_vars, ast.Name):
+                self.dag_vars[item.optional_vars.id] = dag
+            return replace(ctx, dag=dag)
+        if isinstance(context, ast.Call) and last_name(dotted(context.func)) == "TaskGroup":
+            gid = _text_id(
+                ctx.scope, keywords(context).get("group_id") or (context.args[0] if context.args else None)
+            )
+            return replace(ctx, group=f"{ctx.group}{gid}.") if gid else ctx
+        self._expr(context, ctx)
+        return ctx
+
+    def _for(self, stmt: ast.For | ast.AsyncFor, ctx: _Ctx) -> _Ctx:
+        """A loop over a literal list (or dict, zip, range...) runs its body once per item, bound."""
+        rows = ctx.scope.rows(stmt.iter)
+        bindings = [ctx.scope.bind(stmt.target, row) for row in rows] if rows else []
+        if rows and all(b is not None for b in bindings):
+            for bound in bindings:
+                self._body(stmt.body, replace(ctx, scope=ctx.scope.child(bound)))
+        else:
+            self._expr(stmt.iter, ctx)
+            self._body(stmt.body, ctx)
+        self._body(stmt.orelse, ctx)
+        return ctx
+
+    def _assigned(self, stmt: ast.stmt, ctx: _Ctx) -> _Ctx:
+        """Local names bound by an assignment, for the statements after it."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            if isinstance(target, ast.Name):
+                return replace(ctx, scope=ctx.scope.child({target.id: Bound(stmt.value, ctx.scope)}))
+            if isinstance(target, ast.Tuple):
+                bound = ctx.scope.bind(target, Bound(stmt.value, ctx.scope))
+                if bound is not None:
+                    return replace(ctx, scope=ctx.scope.child(bound))
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            return replace(ctx, scope=ctx.scope.child({stmt.target.id: Bound(stmt.value, ctx.scope)}))
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            grown = ast.copy_location(
+                ast.BinOp(left=ast.Name(id=stmt.target.id, ctx=ast.Load()), op=stmt.op, right=stmt.value),
+                stmt,
+            )
+            return replace(ctx, scope=ctx.scope.child({stmt.target.id: Bound(grown, ctx.scope)}))
+        return ctx
+
+    def _expr(self, node: ast.expr, ctx: _Ctx) -> None:
+        """The calls of an expression, innermost first (a TaskFlow call's arguments before it)."""
+        calls = [sub for sub in walk_no_defs(node) if isinstance(sub, ast.Call)]
+        for call in calls:  # X.partial(..).expand(..): the mapped call makes the task, not .partial
+            func = call.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in _MAPPING_METHODS
+                and isinstance(func.value, ast.Call)
+            ):
+                inner = func.value.func
+                if isinstance(inner, ast.Attribute) and inner.attr in ("partial", "override"):
+                    self._consumed.add(id(func.value))
+        for call in _post_order_calls(node):
+            if id(call) not in self._consumed:
+                self._call(call, ctx)
+
+    def _call(self, call: ast.Call, ctx: _Ctx) -> None:
         kwargs = keywords(call)
         func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _MAPPING_METHODS
+            and isinstance(func.value, ast.Call)
+        ):
+            inner = func.value
+            if isinstance(inner.func, ast.Attribute) and inner.func.attr == "partial":
+                if "task_id" in keywords(inner):  # Operator.partial(task_id=..).expand(sql=[...])
+                    self._classic(inner, ctx, call, kwargs)
+                else:  # fn.partial(..).expand(..)
+                    self._taskflow(dotted(inner.func.value), call, ctx, {**keywords(inner), **kwargs}, {})
+                return
+            if (
+                isinstance(inner.func, ast.Attribute) and inner.func.attr == "override"
+            ):  # fn.override().expand()
+                self._taskflow(dotted(inner.func.value), call, ctx, kwargs, keywords(inner))
+                return
         if "task_id" in kwargs and not _is_dag_call(call):
-            operator = dotted(func)
-            if isinstance(func, ast.Attribute) and func.attr == "partial":
-                operator = dotted(func.value)
-            if last_name(operator) == "override":
-                return  # fn.override(task_id=...)(...): handled with the call it wraps
-            task_id = self.scope.literal(kwargs["task_id"])
-            if not isinstance(task_id, str):
-                task_id = f"<{ast.unparse(kwargs['task_id'])}>"
-            owner = self._owner(kwargs, dag)
-            task = TaskDef(
-                task_id=group + task_id,
-                dag=owner,
-                scope=self.scope,
-                line=call.lineno,
-                end_line=call.end_lineno or call.lineno,
-                operator=last_name(operator),
-                kwargs=kwargs,
-            )
-            callable_ = kwargs.get("python_callable")
-            if isinstance(callable_, ast.Lambda):
-                task.functions.append(callable_)
-            elif isinstance(callable_, ast.Name) and callable_.id in self.scope.functions:
-                task.functions.append(self.scope.functions[callable_.id])
-            self._add(task)
+            if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
+                self._classic(call, ctx, call, {})
             return
-        # TaskFlow: fn(...), fn.override(...)(...), fn.partial(...).expand(...)
         name, overrides = None, {}
         if isinstance(func, ast.Name):
             name = func.id
@@ -220,32 +308,107 @@ class Collector:
             and func.func.attr == "override"
         ):
             name, overrides = dotted(func.func.value), keywords(func)
-        elif isinstance(func, ast.Attribute) and func.attr == "partial":
+        elif isinstance(func, ast.Attribute) and func.attr in ("partial", *_MAPPING_METHODS):
             name = dotted(func.value)
-        if name is None or name not in self.taskflow:
+        if name is None:
             return
-        fn, decorator, deco_kwargs = self.taskflow[name]
+        if name in self.taskflow:
+            self._taskflow(name, call, ctx, kwargs, overrides)
+            return
+        self._function_call(name, call, ctx, overrides)
+
+    def _classic(self, call: ast.Call, ctx: _Ctx, outer: ast.Call, mapped: dict[str, ast.expr]) -> None:
+        """A classic operator (``task_id=``), with ``.expand()``'s arguments when it is mapped."""
+        kwargs = {**keywords(call), **mapped}
+        func = call.func
+        operator = (
+            dotted(func.value) if isinstance(func, ast.Attribute) and func.attr == "partial" else dotted(func)
+        )
+        task_id = _text_id(ctx.scope, kwargs["task_id"]) or f"<{ast.unparse(kwargs['task_id'])}>"
+        task = TaskDef(
+            task_id=ctx.group + task_id,
+            dag=self._owner(kwargs, ctx.dag),
+            scope=ctx.scope,
+            line=call.lineno,
+            end_line=outer.end_lineno or outer.lineno,
+            operator=last_name(operator),
+            kwargs=kwargs,
+            mapped=frozenset(mapped),
+        )
+        callable_ = kwargs.get("python_callable")
+        if isinstance(callable_, ast.Lambda):
+            task.functions.append(callable_)
+        elif isinstance(callable_, ast.Name):
+            found = ctx.scope.function(callable_.id)
+            if found is not None and found[1].source is ctx.scope.source:
+                task.functions.append(found[0])
+        self._add(task)
+
+    def _taskflow(
+        self,
+        name: str,
+        call: ast.Call,
+        ctx: _Ctx,
+        kwargs: dict[str, ast.expr],
+        overrides: dict[str, ast.expr],
+    ) -> None:
+        if name not in self.taskflow:
+            return
+        fn, decorator, deco_kwargs, def_scope = self.taskflow[name]
         merged = {**deco_kwargs, **overrides}
-        explicit = self.scope.literal(merged.get("task_id"))
-        base = group + (explicit if isinstance(explicit, str) else fn.name)
-        owner = self._owner(merged, dag)
+        explicit = _text_id(ctx.scope, merged.get("task_id")) if "task_id" in merged else None
+        base = ctx.group + (explicit or fn.name)
+        owner = self._owner(merged, ctx.dag)
         key = (owner.dag_id if owner else None, base)
         count = self.used_ids.get(key, 0)
         self.used_ids[key] = count + 1
         task_id = base if count == 0 else f"{base}__{count}"
+        self._outputs[id(call)] = task_id
+        inputs = tuple(
+            self._outputs[id(arg)]
+            for arg in [*call.args, *kwargs.values()]
+            if isinstance(arg, ast.Call) and id(arg) in self._outputs
+        )
         self._add(
             TaskDef(
                 task_id=task_id,
                 dag=owner,
-                scope=self.scope,
+                scope=ctx.scope if def_scope.source is ctx.scope.source else def_scope,
                 line=call.lineno,
                 end_line=call.end_lineno or call.lineno,
                 operator=f"@{decorator}",
                 kwargs={**merged, **kwargs},
                 functions=[fn],
                 decorator=decorator,
+                inputs=inputs,
             )
         )
+
+    def _function_call(self, name: str, call: ast.Call, ctx: _Ctx, overrides: dict[str, ast.expr]) -> None:
+        """A call of a ``@task_group`` function or of a task factory: its body, arguments bound."""
+        found = ctx.scope.function(name)
+        if found is None or ctx.depth >= _MAX_DEPTH:
+            return
+        fn, def_scope = found
+        if id(fn) in self._expanding or not is_project_file(def_scope.source.path):
+            return
+        if _decorator(fn, "dag") is not None or _task_decorator(fn) is not None:
+            return
+        group = ctx.group
+        group_kwargs = _decorator(fn, "task_group")
+        if group_kwargs is not None:
+            merged = {**group_kwargs, **overrides}
+            gid = _text_id(ctx.scope, merged.get("group_id")) if "group_id" in merged else fn.name
+            group = f"{group}{gid or fn.name}."
+        bindings = bind_arguments(fn, call, ctx.scope, def_scope)
+        self._expanding.append(id(fn))
+        saved = dict(self.taskflow)
+        self.dag_code.append((fn, def_scope.child(bindings)))
+        try:
+            self._body(fn.body, _Ctx(ctx.dag, group, def_scope.child(bindings), ctx.depth + 1))
+        finally:
+            self.taskflow = saved
+            self._expanding.pop()
 
     def _owner(self, kwargs: dict[str, ast.expr], dag: DagDef | None) -> DagDef | None:
         ref = kwargs.get("dag")
@@ -258,6 +421,27 @@ class Collector:
             task.dag.tasks.append(task)
         else:
             self.loose.append(task)
+
+
+def _text_id(scope: Scope, node: ast.expr | None) -> str | None:
+    """A task or group id as the linter can resolve it (None when part of it is known only at run time)."""
+    if node is None:
+        return None
+    located = scope.string(node)
+    if located is not None and not located.unresolved:
+        return located.text
+    value = scope.literal(node)
+    return value if isinstance(value, str) else None
+
+
+def _post_order_calls(node: ast.AST) -> Iterator[ast.Call]:
+    """The calls under `node` (not inside function, lambda or class bodies), each after its arguments,
+    in the order Python evaluates them."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            yield from _post_order_calls(child)
+    if isinstance(node, ast.Call):
+        yield node
 
 
 def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["RUN_NAMES", "Effect", "TaskFacts", "WindowRef", "Write"]
+from airflow_idempotent.lint.source import is_unresolved
+from airflow_idempotent.lint.sqlfacts import TableKeys
+
+__all__ = ["RUN_NAMES", "Effect", "StateUse", "TaskFacts", "WindowRef", "Write"]
 
 #: Names of the run's context that carry its window.
 RUN_NAMES = frozenset(
@@ -43,6 +46,16 @@ class Write:
     file: str
     line: int
     conn_id: str | None
+    #: which of a mapped task's values made it (each ``.expand()`` item runs on its own)
+    unit: int = 0
+    #: an INSERT .. VALUES' columns: a declared key among them makes a rerun fail instead of append
+    columns: tuple[str, ...] = ()
+
+    @property
+    def resolved(self) -> bool:
+        """The table's name is known: no part of it is computed at run time (a Python value, or a
+        template such as ``{{ params.table }}`` that each task may render differently)."""
+        return not is_unresolved(self.table) and "{{" not in self.table
 
 
 @dataclass
@@ -63,6 +76,17 @@ class Effect:
     line: int
 
 
+@dataclass(frozen=True)
+class StateUse:
+    """A task reading or saving state kept across runs (an Airflow Variable, asset state, an XCom
+    of a task that reads a high-water mark): what, by which key, and where."""
+
+    kind: str  # variable | asset | xcom
+    key: str
+    file: str
+    line: int
+
+
 @dataclass
 class TaskFacts:
     """Everything the checks found about one task."""
@@ -77,6 +101,13 @@ class TaskFacts:
     windows: list[WindowRef] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: state read (a watermark when some task saves it) and saved
+    state_reads: list[StateUse] = field(default_factory=list)
+    state_saves: list[StateUse] = field(default_factory=list)
+    #: tables whose MAX(..) the task reads (a high-water mark it may hand on)
+    max_of: list[str] = field(default_factory=list)
+    #: keys and generated columns of the tables the task's DDL declares
+    declared: list[TableKeys] = field(default_factory=list)
     saw_sql: bool = False
     saw_code: bool = False
     project: str | None = None  # "overwrite" | "merge"

@@ -1,7 +1,9 @@
 """Where the checks put what they find: one `Recorder` per lint run, one `TaskCheck` per task.
 
 A finding's fix defaults to its rule's (`rules.RULES`); a task's findings carry its DAG and task id
-and the task's first line as an extra place where an acknowledgement counts.
+and the task's first line as an extra place where an acknowledgement counts. A task gets one finding
+per rule and cause (`Recorder.add`'s ``cause``): one per target table, one per kind of clock read,
+one per window, however many statements spell it; the first place it is spelled is reported.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from airflow_idempotent.lint.facts import TaskFacts, WindowRef
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
 from airflow_idempotent.lint.scope import Workspace
+from airflow_idempotent.lint.source import Located
 
 __all__ = ["Anchors", "Recorder", "TaskCheck"]
 
@@ -27,9 +30,19 @@ class Recorder:
     def __init__(self) -> None:
         self.findings: list[RuleFinding] = []
         self.notes: dict[int, list[str]] = {}
+        self._causes: set[tuple[object, ...]] = set()
 
-    def add(self, rule: str, file: str, line: int, message: str, **kwargs: Any) -> None:
-        """Record a finding of `rule`; `fix` defaults to the rule's fix."""
+    def add(
+        self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
+    ) -> None:
+        """Record a finding of `rule` (`fix` defaults to the rule's fix); with a `cause`, only the first
+        finding of that rule and cause for the same task (or DAG) is kept."""
+        if cause is not None:
+            owner = (kwargs.get("dag_id"), kwargs.get("task_id"), kwargs.get("anchors", ()))
+            key = (*owner, rule, cause)
+            if key in self._causes:
+                return
+            self._causes.add(key)
         fix = kwargs.pop("fix", None) or RULES[rule].fix
         self.findings.append(RuleFinding(rule, file, line, message, fix, **kwargs))
 
@@ -45,12 +58,24 @@ class Recorder:
         anchors: Anchors,
         where: str,
         relative: bool,
+        start_date: bool = False,
     ) -> WindowRef:
         """A clock (or randomness) read in Python, a template or a shell: IDEM004 when shifted by a
-        span ("the last N hours"), else IDEM003. Returns what it says about the window."""
+        span ("the last N hours"), else IDEM003; a clock-based ``start_date`` is IDEM003 (it moves the
+        schedule, it is no data window). Returns what it says about the window."""
         task = owner if isinstance(owner, TaskDef) else None
         file, line = place
-        if relative:
+        randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
+        kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
+        cause = "window" if relative and not start_date else kind
+        if start_date:
+            rule = "IDEM003"
+            message = (
+                f"start_date moves with the clock ({name} in {where}): the DAG's first window, and what "
+                "catchup and backfills create, depend on when the file is parsed"
+            )
+            ref = WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
+        elif relative:
             rule = "IDEM004"
             message = (
                 f'the window is "the last N" before now: {name} shifted by a fixed span in {where}; a rerun '
@@ -59,8 +84,6 @@ class Recorder:
             ref = WindowRef("relative", f'The clock: "the last N" before {name} in {where}.')
         else:
             rule = "IDEM003"
-            randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
-            kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
             message = (
                 f"{name} in {where} reads {kind}: a rerun of the same run gets a different value than the "
                 "first run did"
@@ -71,6 +94,7 @@ class Recorder:
             file,
             line,
             message,
+            cause=cause,
             dag_id=owner.dag_id if owner is not None else None,
             task_id=task.task_id if task is not None else None,
             anchors=anchors,
@@ -88,6 +112,8 @@ class TaskCheck:
     workspace: Workspace
     dialect: str | None
     conn: str | None
+    #: the value of a mapped argument being checked (``.expand(sql=[...])``: each item runs alone)
+    unit: int = 0
 
     @property
     def anchors(self) -> Anchors:
@@ -115,3 +141,7 @@ class TaskCheck:
         self.facts.windows.append(
             self.recorder.clock_read(self.task, name, place, self.anchors, where, relative)
         )
+
+    def place(self, located: Located, offset: int | None) -> tuple[str, int]:
+        """(file, line) of an offset of a located text the task runs."""
+        return located.place(offset)

@@ -1,10 +1,15 @@
 """The DAG linter: find the shapes that make a rerun unsafe, by reading DAG files (never running them).
 
-`lint_paths` parses each DAG file with Python's :mod:`ast` (the file is never imported or
-executed), finds its DAGs and tasks (`collect`), follows the SQL they run (``sql=`` strings, module
-constants, imported constants, ``.sql`` files next to the DAG or on its ``template_searchpath``,
-SQL strings that task code passes to ``execute``/``run``), runs the checks (`checks`) and answers
+`lint_paths` parses each DAG file with Python's :mod:`ast` and the newest grammar available
+(`pysyntax`; the file is never imported or executed), finds its DAGs and tasks (`collect`), follows
+the SQL they run (``sql=`` strings, constants, dicts and lists of them, imported constants, ``.sql``
+files next to the DAG, on its ``template_searchpath`` or on deployed Astro paths, SQL that task code
+passes to ``execute``/``run``, BigQuery job configurations), runs the checks (`checks`) and answers
 the three review questions for every task (`answers`). Rules: `rules.RULES`.
+
+Each path argument belongs to a repository (the git work tree holding it, else the argument
+itself): tables are paired (IDEM007) only within one repository. One file's failure is reported
+as a finding of that file (IDEM000) and the run goes on.
 
 A finding is acknowledged with a comment ``# idempotent: ack IDEM002 reason`` (``-- idempotent:
 ack ...`` in SQL) on its line or the line above (for a task's findings, also on the line that
@@ -13,23 +18,35 @@ starts the task); acknowledged findings are listed, not failed.
 
 from __future__ import annotations
 
-import ast
+import functools
 import os
-from collections.abc import Iterable
+import traceback
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
-from airflow_idempotent.lint.checks import check_catchup, check_shared_targets, check_task
-from airflow_idempotent.lint.codechecks import check_module_clock
-from airflow_idempotent.lint.collect import Collector, DagDef, TaskDef
-from airflow_idempotent.lint.facts import TaskFacts
-from airflow_idempotent.lint.findings import Recorder
-from airflow_idempotent.lint.report import LintReport, RuleFinding, TaskReport
+from airflow_idempotent.lint.checks import check_catchup, check_shared_targets, check_task, task_findings
+from airflow_idempotent.lint.codechecks import check_dag_code_clock
+from airflow_idempotent.lint.collect import Collector, DagDef
+from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.pysyntax import parse_module
+from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
-from airflow_idempotent.lint.source import dag_files
+from airflow_idempotent.lint.source import dag_files, shown
+from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.watermarks import check_watermarks
 
-__all__ = ["Linter", "lint_paths"]
+__all__ = ["Linter", "lint_paths", "repository_of"]
+
+
+def repository_of(path: Path, argument: Path) -> Path:
+    """The repository a linted file belongs to: the git work tree holding it, else the path argument
+    it was found through (so several arguments outside git are several repositories)."""
+    for folder in [path.parent, *path.parent.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return argument
 
 
 class Linter:
@@ -39,37 +56,81 @@ class Linter:
         self.dialect = dialect
         self.workspace = Workspace()
         self.recorder = Recorder()
-        self.tasks: list[tuple[TaskDef, TaskFacts]] = []
+        self.checks: list[tuple[TaskCheck, Path]] = []
         self.dags: list[DagDef] = []
         self.files: list[str] = []
+        self.notices: list[Notice] = []
+        self._linted: set[Path] = set()
 
-    def lint_file(self, path: Path) -> None:
+    def lint_file(self, path: Path, repository: Path | None = None) -> None:
         """Check one DAG file: IDEM000 if it is not Python, else its DAGs, tasks and module code."""
         src = self.workspace.source(path)
-        if src is None:
+        if src is None or src.path in self._linted:
             return
+        self._linted.add(src.path)
         self.files.append(src.display)
+        checks, dags = len(self.checks), len(self.dags)
         try:
-            tree = ast.parse(src.text, filename=str(path))
-        except SyntaxError as err:
-            self.recorder.add("IDEM000", src.display, err.lineno or 1, f"not valid Python: {err.msg}")
-            return
-        scope = Scope(self.workspace, src, tree)
-        self.workspace.scopes[src.path] = scope
-        collector = Collector(scope)
-        collector.collect()
-        self.dags.extend(collector.dags)
-        for dag in collector.dags:
-            check_catchup(dag, self.recorder)
-            for task in dag.tasks:
-                self.tasks.append((task, check_task(task, self.recorder, self.workspace, self.dialect)))
-        for task in collector.loose:
-            self.tasks.append((task, check_task(task, self.recorder, self.workspace, self.dialect)))
-        check_module_clock(self.recorder, scope, collector)
+            try:
+                parsed = parse_module(src.text, str(path))
+            except SyntaxError as err:
+                self.recorder.add("IDEM000", src.display, err.lineno or 1, f"not valid Python: {err.msg}")
+                return
+            except ValueError as err:  # null bytes
+                self.recorder.add("IDEM000", src.display, 1, f"not valid Python: {err}")
+                return
+            if parsed.notice is not None:
+                self.notices.append(Notice(src.display, 1, parsed.notice))
+            scope = Scope(self.workspace, src, parsed.tree)
+            self.workspace.scopes[src.path] = scope
+            collector = Collector(scope)
+            collector.collect()
+            self.dags.extend(collector.dags)
+            repo = repository or path.parent
+            for dag in collector.dags:
+                check_catchup(dag, self.recorder)
+            for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
+                self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
+            if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
+                check_dag_code_clock(self.recorder, scope, collector)
+        except Exception as exc:  # one file's failure is that file's finding; the run goes on
+            del self.checks[checks:], self.dags[dags:]
+            self._failed(src.display, exc)
 
-    def cross_task(self) -> None:
-        """The checks across every task of every file linted (IDEM007)."""
-        check_shared_targets(self.tasks, self.recorder)
+    def _failed(self, file: str, exc: BaseException) -> None:
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+        self.recorder.add(
+            "IDEM000",
+            file,
+            1,
+            f"the linter failed on this file ({type(exc).__name__}: {exc}{where}), so it was not "
+            "checked: please report it with the file",
+            fix="nothing in the file needs fixing for this: the linter does; lint the rest of the repository "
+            "meanwhile (the other files were checked)",
+        )
+
+    def finish(self) -> None:
+        """The checks that need every task of a repository: declared keys, watermarks, IDEM007."""
+        by_repo: dict[Path, list[TaskCheck]] = {}
+        for check, repo in self.checks:
+            by_repo.setdefault(repo, []).append(check)
+        for checks in by_repo.values():
+            declared: dict[str, list[TableKeys]] = {}
+            for check in checks:
+                for keys in check.facts.declared:
+                    declared.setdefault(keys.table, []).append(keys)
+            for check in checks:
+                self._guarded(check.file, functools.partial(task_findings, check, declared))
+            self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
+            pairs = [(c.task, c.facts) for c in checks]
+            self._guarded(checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder))
+
+    def _guarded(self, file: str, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self._failed(file, exc)
 
     def task_reports(self) -> list[TaskReport]:
         """Every task with the rules it broke and its answers to the three review questions."""
@@ -78,7 +139,8 @@ class Linter:
             if f.task_id is not None:
                 rules_by_task.setdefault((f.dag_id, f.task_id), []).append(f.rule)
         reports = []
-        for task, facts in self.tasks:
+        for check, _repo in self.checks:
+            task, facts = check.task, check.facts
             key = (task.dag_id, task.task_id)
             notes = self.recorder.notes.get(id(task), []) + facts.notes
             reports.append(
@@ -88,7 +150,7 @@ class Linter:
                     file=task.scope.source.display,
                     line=task.line,
                     operator=task.operator,
-                    targets=sorted({w.table for w in facts.writes}),
+                    targets=sorted({shown(w.table) for w in facts.writes}),
                     runs_twice=runs_twice(facts),
                     window=window_answer(facts),
                     backfill=backfill_answer(task, facts),
@@ -123,13 +185,21 @@ def lint_paths(
     """Lint DAG files (directories are searched for them) and return every finding and task."""
     ignored = tuple(sorted({rid for token in ignore if (rid := rule_id(token)) is not None}))
     linter = Linter(dialect)
-    for path in dag_files(paths):
-        linter.lint_file(path)
-    linter.cross_task()
-    unique: dict[tuple[str, str, int, str], RuleFinding] = {}
+    found = [(Path(raw).resolve(), dag_files([raw])) for raw in paths]  # every path exists, or nothing runs
+    for argument, files in found:
+        for path in files:
+            linter.lint_file(path, repository_of(path.resolve(), argument))
+    linter.finish()
+    unique: dict[tuple[str, str, int, str, str | None, str | None], RuleFinding] = {}
     for f in linter.recorder.findings:
         if f.rule not in ignored:
-            unique.setdefault((f.rule, f.file, f.line, f.message), f)
+            unique.setdefault((f.rule, f.file, f.line, f.message, f.dag_id, f.task_id), f)
     findings = sorted(unique.values(), key=lambda f: (f.file, f.line, f.rule))
     linter.acknowledge(findings)
-    return LintReport(files=linter.files, findings=findings, tasks=linter.task_reports(), ignored=ignored)
+    return LintReport(
+        files=linter.files,
+        findings=findings,
+        tasks=linter.task_reports(),
+        ignored=ignored,
+        notices=linter.notices,
+    )

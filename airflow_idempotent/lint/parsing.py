@@ -19,7 +19,15 @@ from sqlglot.tokens import Token, TokenType
 
 from airflow_idempotent.errors import SqlParseError
 
-__all__ = ["DIALECTS", "NAME_KEY", "START_KEY", "dialect_name", "parse_one_statement", "parse_statements"]
+__all__ = [
+    "DIALECTS",
+    "NAME_KEY",
+    "START_KEY",
+    "dialect_name",
+    "parse_one_statement",
+    "parse_statements",
+    "parse_statements_at",
+]
 
 #: sqlglot dialect names we support. MariaDB uses "mysql".
 DIALECTS: tuple[str, ...] = ("postgres", "mysql", "sqlite", "duckdb", "spark")
@@ -176,13 +184,20 @@ def _describe_parse_error(error: ParseError) -> str:
 
 def parse_statements(sql: str, dialect: str) -> list[exp.Expression]:
     """Parse every statement with the lint parser; raise SqlParseError on anything unreadable."""
+    return [stmt for stmt, _ in parse_statements_at(sql, dialect)]
+
+
+def parse_statements_at(sql: str, dialect: str) -> list[tuple[exp.Expression, int | None]]:
+    """Every statement (as `parse_statements`) with the offset of its first token in `sql`, so a
+    finding about a statement is placed where the statement is written."""
     name = dialect_name(dialect)
     if not isinstance(sql, str):
         raise SqlParseError(f"expected the SQL as a string, got {type(sql).__name__}")
     try:
         dialect_obj = Dialect.get_or_raise(name)
         tokens = _normalise_placeholders(dialect_obj.tokenize(sql), sql)
-        parsed = _lint_parser_class(name)(dialect=dialect_obj).parse(tokens, sql)
+        parser = _lint_parser_class(name)(dialect=dialect_obj)
+        parsed = parser.parse(tokens, sql)
     except ParseError as err:
         raise SqlParseError(
             f"could not parse the SQL as {name}: {_describe_parse_error(err)}; fix the syntax, or "
@@ -193,11 +208,17 @@ def parse_statements(sql: str, dialect: str) -> list[exp.Expression]:
             f"could not parse the SQL as {name} ({type(err).__name__}: {err}); fix the syntax, or "
             f"check that the connection's dialect is {name}"
         ) from err
+    chunks = getattr(parser, "_chunks", None)  # sqlglot's statement chunks, one per parsed statement
+    starts: list[int | None] = [None] * len(parsed)
+    if isinstance(chunks, list) and len(chunks) == len(parsed):
+        starts = [chunk[0].start if chunk else None for chunk in chunks]
     # sqlglot keeps a comment after the last semicolon as a Semicolon node: not a statement.
     statements = [
-        stmt for stmt in parsed if isinstance(stmt, exp.Expression) and not isinstance(stmt, _SEMICOLON)
+        (stmt, start)
+        for stmt, start in zip(parsed, starts, strict=True)
+        if isinstance(stmt, exp.Expression) and not isinstance(stmt, _SEMICOLON)
     ]
-    for stmt in statements:
+    for stmt, _ in statements:
         if isinstance(stmt, exp.Command):
             raise SqlParseError(
                 f"could not parse the SQL as {name}: sqlglot understood only {stmt.name!r} and kept "

@@ -9,15 +9,21 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.scope import Scope, dotted, last_name
+from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = [
     "KEY_WORDS",
+    "PARAM_CONTEXT",
     "RELATIVE_CALLS",
     "SIDE_EFFECT_CALLS",
     "SIDE_EFFECT_OPERATORS",
     "SQL_METHODS",
+    "START_DATE_CONTEXT",
     "clock_call",
+    "clock_use",
+    "context_of",
+    "is_log_call",
     "is_relative",
     "keyed",
     "looks_like_sql",
@@ -50,6 +56,7 @@ RELATIVE_CALLS = frozenset({"timedelta", "duration", "relativedelta", "Duration"
 _SHIFT_METHODS = frozenset({"subtract", "add", "shift", "minus", "plus"})
 
 SIDE_EFFECT_OPERATORS: tuple[tuple[str, str], ...] = (
+    ("MSGraph", "an MS Graph request"),
     ("Email", "an email"),
     ("Smtp", "an email"),
     ("Slack", "a Slack message"),
@@ -124,6 +131,94 @@ def is_relative(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
             return True
         node = parent
     return False
+
+
+START_DATE_CONTEXT = "start_date"
+PARAM_CONTEXT = "param"
+_START_DATE_NAMES = frozenset({"start_date", "end_date"})
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+
+
+def is_log_call(call: ast.Call) -> bool:
+    """``print(..)``, ``log.info(..)``, ``logging.warning(..)``, ``self.log.debug(..)``: output only."""
+    name = dotted(call.func)
+    if name in ("print", "pprint", "pprint.pprint"):
+        return True
+    parts = name.split(".")
+    return len(parts) >= 2 and parts[-1] in _LOG_METHODS and "log" in parts[-2].lower()
+
+
+def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    """Where a value is used, when that decides it is no data window: a UI ``Param`` default or
+    ``params=`` (``PARAM_CONTEXT``), a ``start_date``/``end_date`` (``START_DATE_CONTEXT``)."""
+    child: ast.AST = node
+    parent = parents.get(child)
+    while parent is not None:
+        if isinstance(parent, ast.Call) and last_name(dotted(parent.func)) == "Param":
+            return PARAM_CONTEXT
+        if isinstance(parent, ast.keyword) and parent.arg in ("params", *_START_DATE_NAMES):
+            return PARAM_CONTEXT if parent.arg == "params" else START_DATE_CONTEXT
+        if isinstance(parent, ast.Dict) and child in parent.values:
+            key = parent.keys[parent.values.index(child)]  # type: ignore[arg-type]
+            if isinstance(key, ast.Constant) and key.value in _START_DATE_NAMES:
+                return START_DATE_CONTEXT
+            if isinstance(key, ast.Constant) and key.value == "params":
+                return PARAM_CONTEXT
+        if isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in _START_DATE_NAMES for t in parent.targets
+            ):
+                return START_DATE_CONTEXT
+            return None
+        child, parent = parent, parents.get(parent)
+    return None
+
+
+def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0) -> str:
+    """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
+    ``"output"`` (only logged or printed), ``"unused"`` (assigned and never read), else ``"used"``
+    (written, returned, stored, or deciding what is read)."""
+    node: ast.AST = call
+    parent = parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub) and _span(parent, node):
+            return "relative"
+        if isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
+            return "relative"
+        if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
+            return "output"
+        node, parent = parent, parents.get(parent)
+    if (
+        isinstance(parent, ast.Assign | ast.AnnAssign)
+        and _depth < 3
+        and isinstance(
+            target := (parent.targets[0] if isinstance(parent, ast.Assign) else parent.target), ast.Name
+        )
+        and (not isinstance(parent, ast.Assign) or len(parent.targets) == 1)
+    ):
+        uses = [
+            n
+            for n in ast.walk(body)
+            if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+        ]
+        if not uses:
+            return "unused"
+        found = {clock_use(use, body, parents, _depth + 1) for use in uses}
+        for verdict in ("relative", "used"):
+            if verdict in found:
+                return verdict
+        return "output" if "output" in found else "unused"
+    if isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is call:
+        return "unused"  # a bare call whose value nobody keeps
+    return "used"
+
+
+def _span(binop: ast.BinOp, node: ast.AST) -> bool:
+    """The other side of ``clock +/- other`` is a span: timedelta(..), a duration, a name or number."""
+    other = binop.right if binop.left is node else binop.left
+    if isinstance(other, ast.Call):
+        return last_name(dotted(other.func)) in RELATIVE_CALLS
+    return isinstance(other, ast.Name | ast.Attribute | ast.Constant)
 
 
 def parents(root: ast.AST) -> dict[ast.AST, ast.AST]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_idempotent.lint.rules import RULES
 
-__all__ = ["LintReport", "RuleFinding", "TaskReport"]
+__all__ = ["LintReport", "Notice", "RuleFinding", "TaskReport"]
 
 
 @dataclass
@@ -93,6 +93,19 @@ class TaskReport:
         }
 
 
+@dataclass(frozen=True)
+class Notice:
+    """Something about a file the reader must know that is no finding: e.g. that it needs a newer
+    Python than the linter ran under (its findings stand; check it under that Python)."""
+
+    file: str
+    line: int
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
 @dataclass
 class LintReport:
     """Everything one lint run found."""
@@ -101,6 +114,7 @@ class LintReport:
     findings: list[RuleFinding]
     tasks: list[TaskReport]
     ignored: tuple[str, ...] = ()
+    notices: list[Notice] = field(default_factory=list)
 
     @property
     def failing(self) -> list[RuleFinding]:
@@ -127,6 +141,7 @@ class LintReport:
             },
             "findings": [f.as_dict() for f in self.failing],
             "acknowledged": [f.as_dict() for f in self.acknowledged],
+            "notices": [n.as_dict() for n in self.notices],
             "tasks": [t.as_dict() for t in self.tasks],
         }
 
@@ -146,6 +161,10 @@ class LintReport:
                 reason = f.reason or "(no reason given)"
                 out.append(f"  {f.where()}: {f.rule} {f.name}{_task_suffix(f)}: {f.message}")
                 out.append(f"    acknowledged: {reason}")
+        if self.notices:
+            if out:
+                out.append("")
+            out.extend(f"{n.file}:{n.line}: note: {n.message}" for n in self.notices)
         if self.tasks:
             if out:
                 out.append("")

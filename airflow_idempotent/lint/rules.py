@@ -27,7 +27,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "IDEM000",
             "unreadable-dag",
-            "the DAG file is not valid Python",
+            "the DAG file cannot be read: not valid Python (or the linter failed on it)",
             "fix the syntax error: Airflow cannot import this file, so none of its DAGs run",
         ),
         Rule(

@@ -17,7 +17,8 @@ from croniter import CroniterError, croniter
 
 from airflow_idempotent.lint.collect import DagDef
 from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS
-from airflow_idempotent.lint.scope import Scope, dotted, keywords, last_name
+from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = ["CRON_PRESETS", "Schedule", "cron_period", "dag_schedule", "read_schedule", "static_date"]
 

@@ -1,19 +1,39 @@
 """Module scopes: a Python file's constants, functions and imports, resolved without running anything.
 
-A `Workspace` reads each file once and parses it once; a `Scope` follows a name to its module-level
-value, across ``from x import NAME`` into other files of the workspace.
+A `Workspace` reads each file once and parses it once; a `Scope` follows a name to its value: a
+module constant (also across ``from x import NAME`` into other files), or, in a child scope, a loop
+variable or a function's argument bound at the call that made a task (`Scope.child`). Strings are
+evaluated with the place of every piece (`Located`); a value only known at run time becomes a name
+standing for it (`source.UNRESOLVED`), never a guess.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import copy
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from airflow_idempotent.lint.source import Located, Source, module_path
+from airflow_idempotent.lint.pysyntax import parse_module
+from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path
+from airflow_idempotent.lint.syntax import dotted, keywords
+from airflow_idempotent.lint.texts import text_of
 
-__all__ = ["Scope", "Workspace", "dotted", "keywords", "last_name"]
+__all__ = [
+    "Bound",
+    "FunctionNode",
+    "Row",
+    "Scope",
+    "Workspace",
+    "bind_arguments",
+    "parameters",
+]
+
+#: The most loop iterations (or list items) unrolled when a loop makes tasks.
+MAX_ROWS = 64
+_ENV_CALLS = frozenset({"os.getenv", "getenv", "os.environ.get", "environ.get"})
 
 
 class Workspace:
@@ -34,56 +54,49 @@ class Workspace:
         return self.sources[path]
 
     def scope(self, path: Path) -> Scope | None:
-        """The file's module scope (parsed once); None when it is not readable Python."""
+        """The file's module scope (parsed once, with the newest grammar); None when it is not Python."""
         path = path.resolve()
         if path not in self.scopes:
             self.scopes[path] = None
             src = self.source(path)
             if src is not None:
-                with contextlib.suppress(SyntaxError, ValueError):
-                    self.scopes[path] = Scope(self, src, ast.parse(src.text, filename=str(path)))
+                with contextlib.suppress(SyntaxError, ValueError, RecursionError):
+                    self.scopes[path] = Scope(self, src, parse_module(src.text, str(path)).tree)
         return self.scopes[path]
 
     def module_scope(self, module: str, level: int, importer: Path) -> Scope | None:
-        """The scope of an imported module, found on disk (never imported)."""
+        """The scope of an imported module of the DAG's project, found on disk (never imported); None
+        for an installed library's (its names are not the DAG's constants)."""
         path = module_path(module, level, importer)
-        return self.scope(path) if path is not None else None
+        return self.scope(path) if path is not None and is_project_file(path.resolve()) else None
 
 
-def dotted(node: ast.AST) -> str:
-    """`a.b.c` for Name/Attribute chains; calls and subscripts are looked through."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr}" if base else node.attr
-    if isinstance(node, ast.Call):
-        return dotted(node.func)
-    if isinstance(node, ast.Subscript):
-        return dotted(node.value)
-    return ""
+@dataclass(frozen=True)
+class Bound:
+    """An expression and the scope it is read in (a loop item, an argument at a call site)."""
+
+    expr: ast.expr
+    scope: Scope
 
 
-def last_name(name: str) -> str:
-    """The last part of a dotted name: `task` of `airflow.sdk.task`."""
-    return name.rsplit(".", 1)[-1]
+Row: TypeAlias = "Bound | tuple[Row, ...]"
+"""One item a loop yields: an expression, or a tuple of them (``for k, v in D.items()``)."""
 
-
-def keywords(call: ast.Call) -> dict[str, ast.expr]:
-    """A call's keyword arguments by name (``**kwargs`` left out)."""
-    return {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class Scope:
-    """The module-level names of one Python file."""
+    """The module-level names of one Python file, and (in a child) the local names bound so far."""
 
     def __init__(self, workspace: Workspace, source: Source, tree: ast.Module) -> None:
         self.workspace = workspace
         self.source = source
         self.tree = tree
+        self.root = self
         self.assigns: dict[str, ast.expr] = {}
-        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.functions: dict[str, FunctionNode] = {}
         self.imports: dict[str, tuple[str, str | None, int]] = {}
+        self.locals: dict[str, Row] = {}
         for stmt in tree.body:
             self._collect(stmt)
 
@@ -107,14 +120,38 @@ class Scope:
             for sub in [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", [])]:
                 self._collect(sub)
 
+    def child(
+        self, bindings: dict[str, Row] | None = None, functions: dict[str, FunctionNode] | None = None
+    ) -> Scope:
+        """A scope that also knows local names: loop variables, a factory's arguments, local defs."""
+        inner = copy.copy(self)
+        inner.locals = {**self.locals, **(bindings or {})}
+        inner.functions = {**self.functions, **(functions or {})}
+        return inner
+
+    def function(self, name: str) -> tuple[FunctionNode, Scope] | None:
+        """A function by the name it is called with: local, module-level or imported from a module."""
+        if name in self.functions:
+            return self.functions[name], self
+        imported = self.imports.get(name)
+        if imported is not None and imported[1] is not None:
+            other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
+            if other is not None and imported[1] in other.functions:
+                return other.functions[imported[1]], other
+        return None
+
     # -- values -------------------------------------------------------------------------------
     def value(self, node: ast.expr | None, _depth: int = 0) -> tuple[ast.expr | None, Scope]:
-        """Follow a Name to its module-level value (also across `from x import NAME`)."""
-        if node is None or _depth > 8:
+        """Follow a name (local, module-level, imported), a subscript of a literal dict or list, or
+        ``os.getenv(name, default)`` to the expression it stands for."""
+        if node is None or _depth > 12:
             return node, self
         if isinstance(node, ast.Name):
-            if node.id in self.assigns:
-                return self.value(self.assigns[node.id], _depth + 1)
+            if node.id in self.locals:
+                row = self.locals[node.id]
+                return row.scope.value(row.expr, _depth + 1) if isinstance(row, Bound) else (node, self)
+            if node.id in self.root.assigns:
+                return self.root.value(self.root.assigns[node.id], _depth + 1)
             imported = self.imports.get(node.id)
             if imported is not None and imported[1] is not None:
                 module, name, level = imported
@@ -125,7 +162,39 @@ class Scope:
             module_scope = self._module_named(node.value.id)
             if module_scope is not None and node.attr in module_scope.assigns:
                 return module_scope.value(ast.Name(id=node.attr, ctx=ast.Load()), _depth + 1)
+        if isinstance(node, ast.Subscript):
+            item = self._item(node.value, node.slice, _depth)
+            if item is not None:
+                return item.scope.value(item.expr, _depth + 1)
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name in _ENV_CALLS and len(node.args) >= 2:
+                return self.value(node.args[1], _depth + 1)  # the default: what the DAG reads unset
+            default = keywords(node).get("default")
+            if name in _ENV_CALLS and default is not None:
+                return self.value(default, _depth + 1)
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+                item = self._item(node.func.value, node.args[0], _depth)
+                if item is not None:
+                    return item.scope.value(item.expr, _depth + 1)
         return node, self
+
+    def _item(self, container: ast.expr, key: ast.expr, depth: int) -> Bound | None:
+        """`container[key]` of a literal dict, list or tuple."""
+        value, scope = self.value(container, depth + 1)
+        wanted = self.literal(key)
+        if isinstance(value, ast.Dict):
+            for k, v in zip(value.keys, value.values, strict=False):
+                if k is not None and scope.literal(k) == wanted and wanted is not None:
+                    return Bound(v, scope)
+        if (
+            isinstance(value, ast.List | ast.Tuple)
+            and isinstance(wanted, int)
+            and not isinstance(wanted, bool)
+        ):
+            with contextlib.suppress(IndexError):
+                return Bound(value.elts[wanted], scope)
+        return None
 
     def _module_named(self, local: str) -> Scope | None:
         """The scope of a module imported under `local` (import a.b as local / from a import local)."""
@@ -163,6 +232,12 @@ class Scope:
             }
         if isinstance(value, ast.Call) and dotted(value.func) == "dict":
             return {k: scope.literal(v) for k, v in keywords(value).items()}
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+            inner = scope.literal(value.operand)
+            return -inner if isinstance(inner, int | float) and not isinstance(inner, bool) else None
+        if isinstance(value, ast.JoinedStr | ast.BinOp | ast.Call):
+            text = scope.string(value)
+            return text.text if text is not None and not text.unresolved else None
         return None
 
     def mapping(self, node: ast.expr | None) -> dict[str, ast.expr]:
@@ -180,55 +255,152 @@ class Scope:
             return keywords(value)
         return {}
 
-    def string(self, node: ast.expr | None) -> Located | None:
-        """The text of a string expression, with the file lines it stands on; None if not static."""
+    # -- iteration ----------------------------------------------------------------------------
+    def rows(self, node: ast.expr | None, _depth: int = 0) -> list[Row] | None:
+        """What iterating `node` yields, when the linter can tell: a literal list, tuple or dict (its
+        keys), ``.items()``/``.keys()``/``.values()``, ``enumerate``, ``zip``, ``range``, ``sorted``,
+        a comprehension. None when it cannot (a value known only at run time)."""
         value, scope = self.value(node)
-        if value is None:
+        if value is None or _depth > 6:
             return None
-        spans: list[tuple[Source, int, int]] = []
-        text = scope._text(value, spans)
-        if text is None or not spans:
+        out: list[Row] | None = None
+        if isinstance(value, ast.List | ast.Tuple | ast.Set):
+            if any(isinstance(e, ast.Starred) for e in value.elts):
+                return None
+            out = [Bound(e, scope) for e in value.elts]
+        elif isinstance(value, ast.Dict):
+            out = [Bound(k, scope) for k in value.keys if k is not None]
+        elif isinstance(value, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+            out = scope._comprehension(value, _depth)
+        elif isinstance(value, ast.Call):
+            out = scope._call_rows(value, _depth)
+        return out[:MAX_ROWS] if out is not None else None
+
+    def _comprehension(
+        self, comp: ast.ListComp | ast.GeneratorExp | ast.SetComp, depth: int
+    ) -> list[Row] | None:
+        if len(comp.generators) != 1 or comp.generators[0].ifs:
             return None
-        return Located(text, spans)
+        gen = comp.generators[0]
+        items = self.rows(gen.iter, depth + 1)
+        if items is None:
+            return None
+        out: list[Row] = []
+        for row in items:
+            bindings = self.bind(gen.target, row)
+            if bindings is None:
+                return None
+            out.append(Bound(comp.elt, self.child(bindings)))
+        return out
+
+    def _call_rows(self, call: ast.Call, depth: int) -> list[Row] | None:
+        name = dotted(call.func)
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("items", "keys", "values"):
+            base, scope = self.value(call.func.value)
+            if not isinstance(base, ast.Dict) or None in base.keys:
+                return None
+            pairs = [
+                (Bound(k, scope), Bound(v, scope)) for k, v in zip(base.keys, base.values, strict=False) if k
+            ]
+            if call.func.attr == "items":
+                return list(pairs)
+            return [k if call.func.attr == "keys" else v for k, v in pairs]
+        if name in ("sorted", "list", "tuple", "reversed", "set") and call.args:
+            return self.rows(call.args[0], depth + 1)
+        if name == "enumerate" and call.args:
+            items = self.rows(call.args[0], depth + 1)
+            first = self.literal(call.args[1]) if len(call.args) > 1 else 0
+            if items is None or not isinstance(first, int):
+                return None
+            return [(Bound(_constant(first + i, call), self), row) for i, row in enumerate(items)]
+        if name == "zip" and call.args:
+            columns = [self.rows(a, depth + 1) for a in call.args]
+            if any(c is None for c in columns):
+                return None
+            return [tuple(row) for row in zip(*[c for c in columns if c is not None], strict=False)]
+        if name == "range" and call.args:
+            bounds = [self.literal(a) for a in call.args]
+            if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+                return [Bound(_constant(i, call), self) for i in range(*bounds)[:MAX_ROWS]]
+        return None
+
+    def bind(self, target: ast.expr, row: Row) -> dict[str, Row] | None:
+        """The names a loop target binds to one row (``for name in``, ``for a, b in``)."""
+        if isinstance(target, ast.Name):
+            return {target.id: row}
+        if isinstance(target, ast.Tuple | ast.List):
+            parts: list[Row] | None = None
+            if isinstance(row, tuple):
+                parts = list(row)
+            else:
+                value, scope = row.scope.value(row.expr)
+                if isinstance(value, ast.Tuple | ast.List):
+                    parts = [Bound(e, scope) for e in value.elts]
+            if parts is None or len(parts) != len(target.elts):
+                return None
+            out: dict[str, Row] = {}
+            for sub, part in zip(target.elts, parts, strict=True):
+                inner = self.bind(sub, part)
+                if inner is None:
+                    return None
+                out.update(inner)
+            return out
+        return None
+
+    # -- strings ------------------------------------------------------------------------------
+    def string(self, node: ast.expr | None) -> Located | None:
+        """The text of a string expression with where each piece is written; None if not static.
+        Parts only known at run time (an f-string field of an argument) stand as `UNRESOLVED` names."""
+        if node is None:
+            return None
+        try:
+            return text_of(self, node)
+        except RecursionError:
+            return None
 
     def strings(self, node: ast.expr | None) -> list[Located]:
-        """A string, or each string of a list/tuple of strings."""
+        """A string, or each string of a list/tuple (or comprehension) of strings."""
         value, scope = self.value(node)
-        if isinstance(value, ast.List | ast.Tuple):
-            return [s for e in value.elts if (s := scope.string(e)) is not None]
+        if isinstance(value, ast.List | ast.Tuple | ast.ListComp | ast.GeneratorExp):
+            rows = scope.rows(value)
+            if rows is not None:
+                return [s for row in rows if isinstance(row, Bound) and (s := row.scope.string(row.expr))]
         one = self.string(node)
         return [one] if one is not None else []
 
-    def _text(self, node: ast.expr, spans: list[tuple[Source, int, int]], _depth: int = 0) -> str | None:
-        """The string value of `node`, recording the source span of each piece in `spans`."""
-        if _depth > 8:
-            return None
-        if isinstance(node, ast.Constant | ast.JoinedStr):
-            spans.append((self.source, node.lineno, node.end_lineno or node.lineno))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.Name | ast.Attribute):
-            value, scope = self.value(node)
-            if value is node or value is None:
-                return None
-            return scope._text(value, spans, _depth + 1)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left = self._text(node.left, spans, _depth + 1)
-            right = self._text(node.right, spans, _depth + 1)
-            return None if left is None or right is None else left + right
-        if isinstance(node, ast.JoinedStr):
-            parts: list[str] = []
-            for piece in node.values:
-                if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
-                    parts.append(piece.value)
-                elif isinstance(piece, ast.FormattedValue):
-                    inner = self._text(piece.value, [], _depth + 1)
-                    parts.append(inner if inner is not None else "idem_py_value")
-            return "".join(parts)
-        if isinstance(node, ast.Call):
-            name = dotted(node.func)
-            if name in ("textwrap.dedent", "dedent") and node.args:
-                return self._text(node.args[0], spans, _depth + 1)
-            if isinstance(node.func, ast.Attribute) and node.func.attr in ("strip", "lstrip", "rstrip"):
-                return self._text(node.func.value, spans, _depth + 1)
-        return None
+
+def bind_arguments(fn: FunctionNode, call: ast.Call, caller: Scope, def_scope: Scope) -> dict[str, Row]:
+    """The parameters of `fn` bound to a call's arguments (read in the caller's scope) or to their
+    defaults (read where `fn` is defined): what a task factory's or helper's body sees."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    bound: dict[str, Row] = dict.fromkeys(parameters(fn), ())  # unknown unless given: never a module name
+    named = [a.arg for a in positional]
+    defaults = dict(zip(named[len(named) - len(args.defaults) :], args.defaults, strict=True))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if default is not None:
+            defaults[arg.arg] = default
+    for name, default in defaults.items():
+        bound[name] = Bound(default, def_scope)
+    for param, value in zip(positional, call.args, strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        bound[param.arg] = Bound(value, caller)
+    names = {a.arg for a in [*positional, *args.kwonlyargs]}
+    for kw in call.keywords:
+        if kw.arg in names:
+            bound[kw.arg] = Bound(kw.value, caller)
+    return bound
+
+
+def parameters(fn: FunctionNode | ast.Lambda) -> list[str]:
+    """Every parameter name of a function."""
+    args = fn.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    names.extend(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return names
+
+
+def _constant(value: int, origin: ast.AST) -> ast.Constant:
+    node = ast.Constant(value=value)
+    return ast.copy_location(node, origin)

@@ -6,17 +6,30 @@ Nothing is imported or executed: a `Source` is a file's text and its acknowledge
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib.util
 import os
 import re
 import sys
+import sysconfig
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from airflow_idempotent.lint.rules import rule_id
 
-__all__ = ["Located", "Source", "dag_files", "module_path"]
+__all__ = [
+    "UNRESOLVED",
+    "Located",
+    "Mark",
+    "Source",
+    "dag_files",
+    "deployed_path",
+    "is_project_file",
+    "is_unresolved",
+    "module_path",
+    "shown",
+]
 
 _ACK_RE = re.compile(
     r"(?:#|--)\s*idempotent:\s*ack\s+"
@@ -40,6 +53,11 @@ class Source:
         self.display = _display(path)
         self.text = text
         self.lines = text.splitlines()
+        starts, at = [0], 0
+        for line in text.splitlines(keepends=True):
+            at += len(line)
+            starts.append(at)
+        self._line_starts = starts
         self.acks: dict[int, dict[str, str]] = {}
         for number, line in enumerate(self.lines, start=1):
             for match in _ACK_RE.finditer(line):
@@ -49,57 +67,113 @@ class Source:
                     if rule is not None:
                         self.acks.setdefault(number, {})[rule] = reason
 
-    def span(self, first: int, last: int) -> str:
-        return "\n".join(self.lines[first - 1 : last])
+    def offset(self, lineno: int, col_offset: int) -> int:
+        """The text offset of a syntax tree position (1-based line, UTF-8 byte column)."""
+        index = min(max(lineno, 1), len(self._line_starts)) - 1
+        line = self.lines[index] if index < len(self.lines) else ""
+        column = len(line.encode("utf-8")[:col_offset].decode("utf-8", errors="ignore"))
+        return self._line_starts[index] + column
+
+    def line_of(self, offset: int) -> int:
+        """The 1-based line of a text offset."""
+        return max(1, min(bisect.bisect_right(self._line_starts, offset), len(self.lines)))
+
+
+Mark = tuple[int, Source, int, int]
+"""(offset in a value's text, source file, line where the text from that offset is written, last line
+the piece may reach): where a piece of a string value is spelled."""
+
+UNRESOLVED = "idem_py_"
+"""Prefix of the name standing for a Python value the linter cannot know (a function's argument,
+a value computed at run time) inside a string it reads; `shown` turns it back into ``{name}``."""
+_UNRESOLVED_RE = re.compile(UNRESOLVED + r"(\w*)")
+
+
+def shown(text: str) -> str:
+    """`text` as a person wrote it: names standing for unknown Python values shown as ``{name}``."""
+    return _UNRESOLVED_RE.sub(lambda m: "{" + m.group(1) + "}", text)
+
+
+def is_unresolved(text: str) -> bool:
+    """The text holds a Python value the linter cannot know (so, e.g., a table name is not a name)."""
+    return UNRESOLVED in text
 
 
 class Located:
-    """A string value (SQL, a bash command) and the pieces of source files that spell it.
+    """A string value (SQL, a bash command) and where each piece of it is written.
 
-    A value assembled from several constants (``TARGET + SOURCE``, an imported constant) has one
-    span per piece, in order; searches run over the pieces' source text joined in that order, so a
-    match is placed on the file and line where it is written.
+    A value assembled from several pieces (implicitly concatenated literals, ``TARGET + SOURCE``, an
+    f-string, an imported constant, a ``.sql`` file) keeps one mark per piece, so an offset of the
+    value (a statement, a function call sqlglot found) is placed on the file and line that spell it.
     """
 
-    def __init__(self, text: str, spans: Sequence[tuple[Source, int, int]]) -> None:
+    def __init__(self, text: str, marks: Sequence[Mark]) -> None:
         self.text = text
-        self.spans = tuple(spans)
-        parts: list[str] = []
-        self._starts: list[tuple[int, Source, int]] = []
-        offset = 0
-        for source, first, last in self.spans:
-            chunk = source.span(first, last)
-            self._starts.append((offset, source, first))
-            parts.append(chunk)
-            offset += len(chunk) + 1
-        self.raw = "\n".join(parts)
+        self.marks = sorted(marks, key=lambda m: m[0])
+
+    @classmethod
+    def of_file(cls, source: Source) -> Located:
+        """A whole file's text (a ``.sql`` file)."""
+        return cls(source.text, [(0, source, 1, max(1, len(source.lines)))])
 
     @property
     def source(self) -> Source:
-        return self.spans[0][0]
+        return self.marks[0][1]
 
     @property
     def first(self) -> int:
-        return self.spans[0][1]
+        return self.marks[0][2]
+
+    @property
+    def unresolved(self) -> bool:
+        return is_unresolved(self.text)
+
+    def place(self, offset: int | None) -> tuple[str, int]:
+        """(file, line) of an offset of the text; the first piece's line when None."""
+        if offset is not None:
+            for begin, source, line, last in reversed(self.marks):
+                if offset >= begin:
+                    return source.display, min(line + self.text.count("\n", begin, offset), last)
+        return self.source.display, self.first
 
     def find(self, *patterns: str, start: int = 0) -> int | None:
-        """Offset of the first pattern (regex, case-insensitive) found at or after `start`."""
+        """Offset of the first pattern (regex, case-insensitive) found in the text at or after `start`."""
         for pattern in patterns:
-            match = re.compile(pattern, re.IGNORECASE | re.DOTALL).search(self.raw, start)
+            match = re.compile(pattern, re.IGNORECASE | re.DOTALL).search(self.text, start)
             if match is not None:
                 return match.start()
         return None
 
-    def place(self, offset: int | None) -> tuple[str, int]:
-        """(file, line) of an offset of the joined source text; the first line when None."""
-        if offset is not None:
-            for begin, source, first in reversed(self._starts):
-                if offset >= begin:
-                    return source.display, first + self.raw[begin:offset].count("\n")
-        return self.source.display, self.first
-
     def locate(self, *patterns: str, start: int = 0) -> tuple[str, int]:
         return self.place(self.find(*patterns, start=start))
+
+    def slice(self, start: int, end: int | None = None) -> Located:
+        """The located text[start:end] (what ``.strip()`` leaves, or one statement of a script)."""
+        stop = len(self.text) if end is None else end
+        marks: list[Mark] = []
+        carried: Mark | None = None
+        for begin, source, line, last in self.marks:
+            if begin <= start:
+                carried = (0, source, min(line + self.text.count("\n", begin, start), last), last)
+            elif begin < stop:
+                marks.append((begin - start, source, line, last))
+        return Located(self.text[start:stop], ([carried] if carried else []) + marks or self.marks[:1])
+
+    @staticmethod
+    def join(pieces: Sequence[Located | str]) -> Located | None:
+        """One located text of pieces in order (a plain str piece, e.g. a separator, has no mark)."""
+        text: list[str] = []
+        marks: list[Mark] = []
+        at = 0
+        for piece in pieces:
+            if isinstance(piece, Located):
+                marks.extend((begin + at, source, line, last) for begin, source, line, last in piece.marks)
+                text.append(piece.text)
+                at += len(piece.text)
+            else:
+                text.append(piece)
+                at += len(piece)
+        return Located("".join(text), marks) if marks else None
 
 
 def _looks_like_dag_file(path: Path) -> bool:
@@ -131,8 +205,27 @@ def dag_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
+_STDLIB = tuple(
+    Path(p).resolve() for key in ("stdlib", "platstdlib") if (p := sysconfig.get_paths().get(key))
+)
+
+
+def is_project_file(path: Path) -> bool:
+    """A file of the DAG's own project, not an installed package or the standard library: the only
+    modules whose functions and constants the linter follows (an installed library's are its own)."""
+    parts = set(path.parts)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    return not any(path.is_relative_to(lib) for lib in _STDLIB)
+
+
 def module_path(module: str, level: int, importer: Path) -> Path | None:
-    """Where `module` lives on disk, found without importing it (or any package above it)."""
+    """Where `module` lives on disk, found without importing it (or any package above it).
+
+    Absolute imports are looked for next to the importer and in the two folders above it (an Astro
+    project's ``include`` package sits beside ``dags/``, its parent is on Airflow's path), then on
+    this interpreter's path.
+    """
     parts = [p for p in module.split(".") if p]
     roots: list[Path] = []
     if level > 0:
@@ -142,6 +235,7 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
         roots.append(base)
     else:
         roots.append(importer.parent)
+        roots.extend(list(importer.parent.parents)[:2])
         roots.extend(Path(p) for p in sys.path if p)
         if parts:
             with contextlib.suppress(ImportError, ValueError, AttributeError):
@@ -152,5 +246,28 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
         target = root.joinpath(*parts) if parts else root
         for candidate in (target.with_suffix(".py"), target / "__init__.py"):
             if candidate.is_file():
+                return candidate
+    return None
+
+
+def deployed_path(path: str, near: Path) -> Path | None:
+    """A path as the DAG sees it once deployed (``/usr/local/airflow/include/sql/x.sql``, an
+    ``$AIRFLOW_HOME``-relative folder), found in the checkout of the DAG file `near`.
+
+    The longest tail of the path that exists below the DAG's folder or one of the three folders above
+    it wins: ``include/sql/x.sql`` beside the project's ``dags/``.
+    """
+    given = Path(path)
+    if not given.is_absolute():
+        return None
+    if given.exists():
+        return given
+    parts = [p for p in given.parts if p not in ("/", "\\") and not p.endswith(":\\")]
+    bases = [near.parent, *list(near.parent.parents)[:3]]
+    for first in range(len(parts)):
+        tail = parts[first:]
+        for base in bases:
+            candidate = base.joinpath(*tail)
+            if candidate.exists():
                 return candidate
     return None

@@ -24,7 +24,15 @@ from airflow_idempotent.lint.parsing import (
     parse_statements,
 )
 
-__all__ = ["CLOCK", "RANDOM", "SEQUENCE", "Finding", "check_deterministic", "find_nondeterminism"]
+__all__ = [
+    "CLOCK",
+    "RANDOM",
+    "SEQUENCE",
+    "Finding",
+    "check_deterministic",
+    "find_nondeterminism",
+    "locate_nondeterminism",
+]
 
 # The package's name, as before the split: logging configuration names this logger.
 log = logging.getLogger("airflow_idempotent.lint")
@@ -355,8 +363,8 @@ def _position(node: exp.Expression) -> int | None:
     return start if isinstance(start, int) else None
 
 
-def _walk(root: exp.Expression, dialect: str) -> Iterator[tuple[int, Finding]]:
-    """Pre-order walk yielding (approximate source offset, finding)."""
+def _walk(root: exp.Expression, dialect: str) -> Iterator[tuple[int, Finding, exp.Expression]]:
+    """Pre-order walk yielding (approximate source offset, finding, the call's node)."""
     last_position = -1
     stack: list[exp.Expression] = [root]
     while stack:
@@ -372,10 +380,21 @@ def _walk(root: exp.Expression, dialect: str) -> Iterator[tuple[int, Finding]]:
             yield (
                 position if position is not None else last_position,
                 Finding(function=function, kind=kind, fragment=_fragment(node, dialect, function)),
+                node,
             )
             if prune:
                 continue
         stack.extend(node.iter_expressions(reverse=True))
+
+
+def locate_nondeterminism(
+    root: exp.Expression, dialect: str
+) -> list[tuple[int | None, Finding, exp.Expression]]:
+    """Every clock, randomness or sequence read under `root`, in walk order: the offset of the
+    function's name in the parsed text (None when the parser did not record it), the finding, and
+    the call's node (so a caller can see what encloses it)."""
+    name = dialect_name(dialect)
+    return [(at if at >= 0 else None, finding, node) for at, finding, node in _walk(root, name)]
 
 
 def find_nondeterminism(sql: str | exp.Expression, dialect: str) -> list[Finding]:
@@ -387,7 +406,7 @@ def find_nondeterminism(sql: str | exp.Expression, dialect: str) -> list[Finding
     roots = parse_statements(sql, name) if isinstance(sql, str) else [sql]
     hits: list[tuple[int, int, Finding]] = []
     for root in roots:
-        for position, finding in _walk(root, name):
+        for position, finding, _node in _walk(root, name):
             hits.append((position, len(hits), finding))
     hits.sort(key=lambda hit: (hit[0], hit[1]))
     seen: set[tuple[str, str]] = set()

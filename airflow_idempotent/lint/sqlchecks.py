@@ -1,70 +1,37 @@
 """Checks of the SQL a task runs and of the templates in its arguments.
 
-SQL goes through `sqlfacts` (sqlglot, and `airflow_idempotent.lint.sql.find_nondeterminism`, the
-same check the operators apply before they run); templates' Python expressions through `pyfacts`.
+SQL goes through `sqlfacts` (sqlglot, and `airflow_idempotent.lint.sql`, the same check the
+operators apply before they run); templates' Python expressions through `pyfacts`. Every finding
+is placed on the line the parser found it at, through the located text's marks.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
 
-from airflow_idempotent.lint.facts import RUN_NAMES, WindowRef, Write
+from airflow_idempotent.lint.facts import RUN_NAMES, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
-from airflow_idempotent.lint.scope import last_name
-from airflow_idempotent.lint.source import Located
+from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
-from airflow_idempotent.lint.sqlfacts import SqlWrite, analyse_sql, strip_jinja
+from airflow_idempotent.lint.sqlfacts import Prepared, analyse_sql, prepare_sql
 
 __all__ = ["check_jinja", "check_sql", "check_templated_args"]
 
 _KIND_TEXT = {"clock": "the clock", "random": "randomness", "sequence": "a sequence"}
-_STATEMENT_KEYWORDS = {
-    "insert": r"\binsert\b|\breplace\b",
-    "delete": r"\bdelete\b",
-    "update": r"\bupdate\b",
-    "merge": r"\bmerge\b",
-    "select": r"\bselect\b|\bwith\b",
-    "truncatetable": r"\btruncate\b",
-    "create": r"\bcreate\b",
-    "drop": r"\bdrop\b",
-}
+_XCOM_PULL = re.compile(r"xcom_pull\(\s*(?:task_ids\s*=\s*)?['\"]([\w.-]+)['\"]")
+_VARIABLE = re.compile(r"\bvar\.(?:value|json)\.(?:get\(\s*['\"])?([\w-]+)")
 
 
 def _shown(hit: Finding) -> str:
     """The read as the user wrote it: now() stays now(), though sqlglot regenerates CURRENT_TIMESTAMP."""
-    if hit.fragment.upper().startswith(hit.function.upper()):
-        return hit.fragment
+    fragment = re.sub(r"\s*/\*.*?\*/", "", hit.fragment, flags=re.DOTALL)
+    if fragment.upper().startswith(hit.function.upper()):
+        return fragment
     if re.fullmatch(r"[a-z_][a-z0-9_]*", hit.function):
         return f"{hit.function}()"
     return hit.function
-
-
-def _function_pattern(hit: Finding) -> str:
-    """A regex finding the read in the source text."""
-    special = re.search(r"'(now|today|yesterday|tomorrow)'", hit.function)
-    if special:
-        return re.escape(special.group(0))
-    return r"\b" + r"\s+".join(re.escape(word) for word in hit.function.split()) + r"\b"
-
-
-def _write_place(located: Located, write: SqlWrite, start: int) -> tuple[str, int]:
-    """(file, line) of the statement that makes `write`, searched from the statement's start."""
-    table = re.escape(write.table.split(".")[-1])
-    patterns = {
-        "append": [rf"\binsert\b[^;]*?\binto\s+\S*?{table}\b", r"\binsert\b"],
-        "keyed-insert": [r"\binsert\b"],
-        "upsert": [rf"\binsert\b[^;]*?\binto\s+\S*?{table}\b", r"\binsert\b"],
-        "replace": [r"\breplace\b", r"\binsert\b", r"\bcreate\b"],
-        "merge": [r"\bmerge\b"],
-        "delete": [rf"\bdelete\s+from\s+\S*?{table}\b", r"\bdelete\b"],
-        "truncate": [r"\btruncate\b"],
-        "update": [rf"\bupdate\s+\S*?{table}\b"],
-        "accumulate": [rf"\bupdate\s+\S*?{table}\b", r"\bupdate\b"],
-    }.get(write.how, [table])
-    return located.locate(*patterns, start=start)
 
 
 def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[str] | None = None) -> None:
@@ -79,88 +46,99 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
     if analysis.error is not None:
         where = "{}:{}".format(*located.place(None))
         check.note(f"SQL at {where} could not be parsed: {analysis.error[:160]}")
-    check_jinja(check, analysis.jinja, located)
-    cursor = 0
+    jinja = Prepared(located.text, analysis.jinja, analysis.jinja_at)
+    check_jinja(check, jinja, located, "its SQL")
     for stmt in analysis.statements:
-        keyword = _STATEMENT_KEYWORDS.get(stmt.kind)
-        found = located.find(keyword, start=cursor) if keyword else None
-        start = found if found is not None else cursor
-        cursor = start + 1 if found is not None else cursor
-        for hit, relative in [(h, False) for h in stmt.clock] + [(h, True) for h in stmt.relative]:
-            shown = _shown(hit)
-            file, line = located.locate(_function_pattern(hit), start=start)
+        for read in stmt.reads:
+            hit, text = read.finding, _shown(read.finding)
+            file, line = located.place(read.offset if read.offset is not None else stmt.offset)
             acked = allowed is not None and hit.function in allowed
-            if relative:
-                rule = "IDEM004"
-                message = (
-                    f"the window is taken relative to the clock ({shown} shifted by a fixed span): a "
-                    "rerun a day late reads a different span, and the missed one is never loaded"
-                )
+            if read.relative:
                 facts.windows.append(
-                    WindowRef("relative", f'The clock: "the last N" before {shown} in its SQL.')
+                    WindowRef("relative", f'The clock: "the last N" before {text} in its SQL.')
                 )
+                check.add(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"the window is taken relative to the clock ({text} shifted by a fixed span): a "
+                    "rerun a day late reads a different span, and the missed one is never loaded",
+                    cause="window" if not acked else f"window {hit.function} allowed",
+                    acknowledged=acked,
+                    reason="listed in allow_functions on the operator" if acked else None,
+                )
+                continue
+            if read.filtering:
+                facts.windows.append(WindowRef("clock", f"The clock: {text} in its SQL."))
             else:
-                rule = "IDEM001"
-                message = (
-                    f"the SQL reads {_KIND_TEXT.get(hit.kind, 'the clock')}: {shown}, so a rerun of a "
-                    "window gives different rows than its first run"
-                )
-                if hit in stmt.filtering:
-                    facts.windows.append(WindowRef("clock", f"The clock: {shown} in its SQL."))
-                else:
-                    facts.unstable.append(f"{shown} ({_KIND_TEXT.get(hit.kind, hit.kind)})")
+                facts.unstable.append(f"{text} ({_KIND_TEXT.get(hit.kind, hit.kind)})")
             check.add(
-                rule,
+                "IDEM001",
                 file,
                 line,
-                message,
+                f"the SQL reads {_KIND_TEXT.get(hit.kind, 'the clock')}: {text}, so a rerun of a "
+                "window gives different rows than its first run",
+                cause=hit.kind if not acked else f"{hit.kind} {hit.function} allowed",
                 acknowledged=acked,
                 reason="listed in allow_functions on the operator" if acked else None,
             )
-        if stmt.high_water and not project:
-            for write in stmt.writes:
-                if write.how == "append":
-                    file, line = _write_place(located, write, start)
-                    check.add(
-                        "IDEM004",
-                        file,
-                        line,
-                        f"the window is taken from the target's current contents ({stmt.high_water}): a "
-                        "rerun or backfill of an earlier window loads nothing, and rows that arrive late "
-                        "behind the mark are never loaded",
-                    )
-                    facts.writes.append(
-                        Write(
-                            write.table,
-                            "high-water",
-                            f"{write.detail} of the rows past {stmt.high_water}",
-                            file,
-                            line,
-                            check.conn,
-                        )
-                    )
-            stmt.writes = [w for w in stmt.writes if w.how != "append"]
+        writes = stmt.writes
         if stmt.high_water:
             facts.windows.append(
                 WindowRef("target", f"The target's current contents: {stmt.high_water} (a high-water mark).")
             )
+        if stmt.high_water and not project:
+            file, line = located.place(stmt.offset)
+            for write in (w for w in writes if w.how == "append"):
+                check.add(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"the window is taken from the target's current contents ({stmt.high_water}): a "
+                    "rerun or backfill of an earlier window loads nothing, and rows that arrive late "
+                    "behind the mark are never loaded",
+                    cause="window",
+                )
+                detail = f"{write.detail} of the rows past {stmt.high_water}"
+                facts.writes.append(
+                    Write(write.table, "high-water", detail, file, line, check.conn, check.unit)
+                )
+            writes = [w for w in writes if w.how != "append"]
         names = set(stmt.placeholders)
         if names and not project:  # the project operators bind :window_start / :window_end
             bound = ", ".join(f":{n}" for n in sorted(names))
             facts.windows.append(WindowRef("param", f"Bound parameters {bound} in its SQL."))
+        if stmt.declared is not None:
+            facts.declared.append(stmt.declared)
+        facts.max_of.extend(stmt.max_of)
         if not project:
-            for write in stmt.writes:
-                file, line = _write_place(located, write, start)
-                facts.writes.append(Write(write.table, write.how, write.detail, file, line, check.conn))
+            for write in writes:
+                file, line = located.place(write.offset if write.offset is not None else stmt.offset)
+                facts.writes.append(
+                    Write(
+                        write.table,
+                        write.how,
+                        shown(write.detail),
+                        file,
+                        line,
+                        check.conn,
+                        check.unit,
+                        write.columns,
+                    )
+                )
 
 
-def check_jinja(
-    check: TaskCheck, expressions: Sequence[str], located: Located, where: str = "its SQL"
-) -> None:
+def check_jinja(check: TaskCheck, prepared: Prepared, located: Located, where: str = "its SQL") -> None:
     """Jinja expressions of a template: a clock read (IDEM001 in SQL, IDEM003 elsewhere; IDEM004 when
-    shifted by a span), or the run's names that decide the window."""
+    shifted by a span), a Variable or another task's XCom it reads, or the run's names that decide
+    the window."""
     facts = check.facts
-    for text in expressions:
+    for text, at in zip(prepared.jinja, prepared.jinja_at, strict=False):
+        place = located.place(at)
+        for match in _XCOM_PULL.finditer(text):
+            facts.state_reads.append(StateUse("xcom", match.group(1), *place))
+        for match in _VARIABLE.finditer(text):
+            facts.state_reads.append(StateUse("variable", match.group(1), *place))
         try:
             tree = ast.parse(text.split("|")[0].strip() or "None", mode="eval")
         except SyntaxError:
@@ -170,19 +148,18 @@ def check_jinja(
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and (name := clock_call(node, None)) is not None:
                 clock = True
-                file, line = located.locate(re.escape(last_name(name.rstrip("()"))) + r"\s*\(")
                 if is_relative(node, parent_of):
-                    where_read = f"a template in {where}"
-                    check.clock_read(name, (file, line), where_read, True)
-                else:
-                    check.add(
-                        "IDEM001" if where == "its SQL" else "IDEM003",
-                        file,
-                        line,
-                        f"the template {{{{ {text} }}}} in {where} reads the clock ({name}), so a rerun "
-                        "of a window renders something different than its first run",
-                    )
-                    facts.windows.append(WindowRef("clock", f"The clock: {{{{ {text} }}}} in {where}."))
+                    check.clock_read(name, place, f"a template in {where}", True)
+                    continue
+                in_sql = where == "its SQL"
+                check.add(
+                    "IDEM001" if in_sql else "IDEM003",
+                    *place,
+                    f"the template {{{{ {text} }}}} in {where} reads the clock ({name}), so a rerun "
+                    "of a window renders something different than its first run",
+                    cause="clock" if in_sql else "the clock",
+                )
+                facts.windows.append(WindowRef("clock", f"The clock: {{{{ {text} }}}} in {where}."))
         if clock:
             continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -208,4 +185,4 @@ def check_templated_args(check: TaskCheck, node: ast.expr | None, where: str) ->
     for item in items:
         located = scope.string(item) if item is not None else None
         if located is not None:
-            check_jinja(check, strip_jinja(located.text)[1], located, where)
+            check_jinja(check, prepare_sql(located.text), located, where)

@@ -2,11 +2,13 @@
 
 `sql_writes` is the public question ("which tables does this SQL change, and how?"): the DAG linter
 and the idempotency harness (to find a SQL task's targets) both ask it. Jinja expressions are
-replaced by identifiers before parsing and put back in what is reported.
+replaced by identifiers before parsing (keeping every line where it was) and put back in what is
+reported; every fact carries the offset in the SQL text where it is written.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import re
@@ -16,17 +18,45 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint.parsing import DIALECTS, parse_statements
-from airflow_idempotent.lint.sql import Finding, find_nondeterminism
+from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
+from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 
-__all__ = ["SqlFacts", "SqlStatement", "SqlWrite", "analyse_sql", "sql_writes", "strip_jinja"]
+__all__ = [
+    "ClockRead",
+    "Prepared",
+    "SqlFacts",
+    "SqlStatement",
+    "SqlWrite",
+    "TableKeys",
+    "analyse_sql",
+    "prepare_sql",
+    "sql_writes",
+]
 
-_JINJA_EXPR = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
-_JINJA_OTHER = re.compile(r"\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+_JINJA = re.compile(r"\{\{(.*?)\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+_DOLLAR_BODY = re.compile(r"\$(\w*)\$.*?\$\1\$", re.DOTALL)
 _RELATIVE_MODIFIER = re.compile(
     r"'\s*[+-]?\s*\d+(?:\.\d+)?\s*(?:second|minute|hour|day|week|month|year)s?\s*'", re.IGNORECASE
 )
-#: Operator arguments whose templates are read elsewhere (or are no templates at all).
+#: Date arithmetic some dialects spell as a function sqlglot leaves anonymous in others.
+_DATE_ARITHMETIC_NAMES = frozenset(
+    {
+        "dateadd",
+        "date_add",
+        "date_sub",
+        "datediff",
+        "timestampadd",
+        "timestamp_add",
+        "timestamp_sub",
+        "datetime_add",
+        "datetime_sub",
+        "adddate",
+        "subdate",
+        "add_months",
+        "date_trunc",
+    }
+)
+_SELF_WRAPPERS = (exp.Coalesce,)
 
 
 @dataclass(frozen=True)
@@ -35,23 +65,49 @@ class SqlWrite:
 
     table: str
     how: str
-    """overwrite, delete, truncate, replace, upsert, merge, keyed-insert, append, update, accumulate"""
+    """overwrite, delete, truncate, replace, upsert, merge, keyed-insert, dedup, append, update,
+    accumulate, create, drop"""
     detail: str
+    #: where the write is written (offset in the SQL text): the statement, or the accumulating SET
+    offset: int | None = None
+    #: an INSERT .. VALUES' column list ("*" for all columns): a declared key among them fails a rerun
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClockRead:
+    """A read of the clock, randomness or a sequence, where it is, and what it does."""
+
+    finding: Finding
+    offset: int | None
+    relative: bool  # shifted by a span: "the last N hours"
+    filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
+
+
+@dataclass(frozen=True)
+class TableKeys:
+    """A table's declared keys (PRIMARY KEY, UNIQUE) and the columns the database numbers itself."""
+
+    table: str
+    keys: tuple[tuple[str, ...], ...]
+    generated: frozenset[str]
 
 
 @dataclass
 class SqlStatement:
-    """One statement: its kind, what it writes, its clock reads and bound parameters."""
+    """One statement: its kind, where it starts, what it writes, its clock reads and parameters."""
 
     kind: str
-    writes: list[SqlWrite]
-    clock: list[Finding]  # reads of the clock, randomness or a sequence
-    relative: list[Finding]  # clock reads shifted by a span: "the last N hours"
-    placeholders: list[str]
+    offset: int | None
+    writes: list[SqlWrite] = field(default_factory=list)
+    reads: list[ClockRead] = field(default_factory=list)
+    placeholders: list[str] = field(default_factory=list)
     high_water: str | None = None
+    high_water_offset: int | None = None
     key: str | None = None
-    #: clock reads in WHERE / JOIN / HAVING: they decide which rows the window is
-    filtering: set[Finding] = field(default_factory=set)
+    declared: TableKeys | None = None
+    #: tables a SELECT reads MAX(..) of: a high-water mark another task may be handed
+    max_of: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -62,6 +118,159 @@ class SqlFacts:
     dialect: str | None
     error: str | None
     jinja: list[str]
+    jinja_at: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """SQL ready for sqlglot: Jinja replaced by identifiers and PL/pgSQL bodies by empty strings, each
+    newline kept, with the way back to offsets of the original text."""
+
+    text: str
+    jinja: list[str]
+    #: the original offset of each Jinja expression's ``{{``
+    jinja_at: list[int] = field(default_factory=list)
+    _new: list[int] = field(default_factory=list)
+    _edits: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    def original(self, offset: int | None) -> int | None:
+        """The original text's offset of an offset of the prepared text."""
+        if offset is None:
+            return None
+        i = bisect.bisect_right(self._new, offset) - 1
+        if i < 0:
+            return offset
+        new_start, new_len, old_start, old_len = self._edits[i]
+        if offset < new_start + new_len:
+            return old_start
+        return old_start + old_len + (offset - new_start - new_len)
+
+
+def prepare_sql(sql: str) -> Prepared:
+    """`sql` with Jinja expressions as ``idem_jinja_N`` identifiers (which parse inside or outside
+    quotes), Jinja statements and comments as spaces, dollar-quoted bodies as ``''``."""
+    prepared = Prepared("", [])
+    out: list[str] = []
+    at = new_at = 0
+    matches = sorted([*_JINJA.finditer(sql), *_DOLLAR_BODY.finditer(sql)], key=lambda m: m.start())
+    for match in matches:
+        if match.start() < at:
+            continue  # inside an earlier replacement
+        if match.re is _JINJA and match.group(0).startswith("{{"):
+            prepared.jinja.append(match.group(1).strip())
+            prepared.jinja_at.append(match.start())
+            replacement = f"idem_jinja_{len(prepared.jinja)}"
+        elif match.re is _JINJA:
+            replacement = " "
+        else:
+            replacement = "''"
+        replacement += "\n" * match.group(0).count("\n")
+        out.append(sql[at : match.start()])
+        new_at += match.start() - at
+        prepared._new.append(new_at)
+        prepared._edits.append((new_at, len(replacement), match.start(), len(match.group(0))))
+        out.append(replacement)
+        new_at += len(replacement)
+        at = match.end()
+    out.append(sql[at:])
+    prepared.text = "".join(out)
+    return prepared
+
+
+@contextlib.contextmanager
+def _quiet_sqlglot() -> Iterator[None]:
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+Parsed = list[tuple[exp.Expression, int | None]]
+
+
+def _parse_any(sql: str, dialects: Sequence[str]) -> tuple[Parsed, str | None, str | None]:
+    """Parse with the first dialect that reads every statement; else each `;`-chunk on its own."""
+    error: str | None = None
+    with _quiet_sqlglot():
+        for dialect in dialects:
+            try:
+                return parse_statements_at(sql, dialect), dialect, None
+            except SqlParseError as err:
+                error = error or str(err)
+        statements: Parsed = []
+        at = 0
+        for chunk in sql.split(";"):
+            begin, at = at, at + len(chunk) + 1
+            if not chunk.strip():
+                continue
+            for dialect in dialects:
+                try:
+                    found = parse_statements_at(chunk, dialect)
+                except SqlParseError:
+                    continue
+                statements.extend((stmt, begin + (start or 0)) for stmt, start in found)
+                break
+    return statements, (dialects[0] if statements else None), error
+
+
+def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
+    """Every statement of `sql` (in `dialect`, else the first dialect that reads it) and its facts,
+    with offsets into `sql` itself."""
+    prepared = prepare_sql(sql)
+    dialects = (dialect,) if dialect else DIALECTS
+    statements, used, error = _parse_any(prepared.text, dialects)
+    facts = SqlFacts([], used, error if not statements else None, prepared.jinja, prepared.jinja_at)
+    if not statements:
+        facts.statements.extend(_fallback_statements(prepared))
+        return facts
+    assert used is not None
+    for stmt, start in statements:
+        one = _statement(stmt, start, used)
+        one.offset = prepared.original(one.offset)
+        one.high_water_offset = prepared.original(one.high_water_offset)
+        one.writes = [
+            SqlWrite(
+                _restore_jinja(w.table, prepared.jinja),
+                w.how,
+                _restore_jinja(w.detail, prepared.jinja),
+                prepared.original(w.offset),
+                w.columns,
+            )
+            for w in one.writes
+        ]
+        one.reads = [
+            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering) for r in one.reads
+        ]
+        facts.statements.append(one)
+    return facts
+
+
+def _restore_jinja(text: str, jinja: Sequence[str]) -> str:
+    """Put the Jinja expressions back where prepare_sql left identifiers."""
+
+    def repl(match: re.Match[str]) -> str:
+        index = int(match.group(1)) - 1
+        return "{{ " + jinja[index] + " }}" if 0 <= index < len(jinja) else match.group(0)
+
+    return re.sub(r"idem_jinja_(\d+)", repl, text)
+
+
+def _fallback_statements(prepared: Prepared) -> list[SqlStatement]:
+    """Statements sqlglot cannot read (e.g. MySQL's REPLACE INTO): classified by their first words."""
+    out: list[SqlStatement] = []
+    pattern = re.compile(r"(?:^|;)\s*(replace|insert)\s+(?:ignore\s+)?into\s+([\w.`\"]+)", re.IGNORECASE)
+    for match in pattern.finditer(prepared.text):
+        table = match.group(2).replace("`", "").replace('"', "").lower()
+        offset = prepared.original(match.start(1))
+        if match.group(1).lower() == "replace":
+            write = SqlWrite(table, "replace", f"REPLACE INTO {table}", offset)
+        else:
+            write = SqlWrite(table, "append", f"INSERT INTO {table}", offset)
+        out.append(SqlStatement(match.group(1).lower(), offset, [write]))
+    return out
 
 
 _ARITHMETIC: tuple[type[exp.Expression], ...] = tuple(
@@ -81,6 +290,11 @@ _ARITHMETIC: tuple[type[exp.Expression], ...] = tuple(
     )
     if (cls := getattr(exp, name, None)) is not None
 )
+_DDL: tuple[type[exp.Expression], ...] = tuple(
+    cls
+    for name in ("Alter", "AlterTable", "Command", "Drop", "Transaction", "Commit", "Rollback", "Set", "Use")
+    if (cls := getattr(exp, name, None)) is not None
+)
 
 
 def _table_name(node: exp.Expression | None) -> str | None:
@@ -93,192 +307,264 @@ def _table_name(node: exp.Expression | None) -> str | None:
     return ".".join(names).lower()
 
 
-def strip_jinja(sql: str) -> tuple[str, list[str]]:
-    """(SQL with Jinja expressions replaced by identifiers, which parse inside or outside quotes;
-    the expressions' texts)."""
-    found: list[str] = []
-
-    def repl(match: re.Match[str]) -> str:
-        found.append(match.group(1).strip())
-        return f"idem_jinja_{len(found)}"
-
-    text = _JINJA_EXPR.sub(repl, sql)
-    return _JINJA_OTHER.sub(" ", text), found
+def _same_table(a: str | None, b: str) -> bool:
+    """`a` names table `b` (one of them may leave out the schema)."""
+    if a is None:
+        return False
+    return a == b or (a.split(".")[-1] == b.split(".")[-1] and ("." not in a or "." not in b))
 
 
-@contextlib.contextmanager
-def _quiet_sqlglot() -> Iterator[None]:
-    logger = logging.getLogger("sqlglot")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+def _position(node: exp.Expression | None) -> int | None:
+    """The source offset the parser recorded for a node (or its first identifier)."""
+    if node is None:
+        return None
+    for sub in node.walk():
+        start = sub.meta.get(START_KEY, sub.meta.get("start"))
+        if isinstance(start, int):
+            return start
+    return None
 
 
-def _parse_any(sql: str, dialects: Sequence[str]) -> tuple[list[exp.Expression], str | None, str | None]:
-    """Parse with the first dialect that reads every statement; else each `;`-chunk on its own."""
-    error: str | None = None
-    with _quiet_sqlglot():
-        for dialect in dialects:
-            try:
-                return parse_statements(sql, dialect), dialect, None
-            except SqlParseError as err:
-                error = error or str(err)
-        statements: list[exp.Expression] = []
-        for chunk in sql.split(";"):
-            if not chunk.strip():
-                continue
-            for dialect in dialects:
-                try:
-                    statements.extend(parse_statements(chunk, dialect))
-                    break
-                except SqlParseError:
-                    continue
-    return statements, (dialects[0] if statements else None), error
-
-
-def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
-    """Every statement of `sql` (in `dialect`, else the first dialect that reads it) and its facts."""
-    text, jinja = strip_jinja(sql)
-    dialects = (dialect,) if dialect else DIALECTS
-    statements, used, error = _parse_any(text, dialects)
-    facts = SqlFacts([], used, error if not statements else None, jinja)
-    if not statements:
-        facts.statements.extend(_fallback_statements(text))
-        return facts
-    assert used is not None
-    for stmt in statements:
-        one = _statement(stmt, used)
-        one.writes = [SqlWrite(w.table, w.how, _restore_jinja(w.detail, jinja)) for w in one.writes]
-        facts.statements.append(one)
-    return facts
-
-
-def _restore_jinja(text: str, jinja: Sequence[str]) -> str:
-    """Put the Jinja expressions back where strip_jinja left identifiers."""
-
-    def repl(match: re.Match[str]) -> str:
-        index = int(match.group(1)) - 1
-        return "{{ " + jinja[index] + " }}" if 0 <= index < len(jinja) else match.group(0)
-
-    return re.sub(r"idem_jinja_(\d+)", repl, text)
-
-
-def _fallback_statements(text: str) -> list[SqlStatement]:
-    """Statements sqlglot cannot read (e.g. MySQL's REPLACE INTO): classified by their first words."""
-    out: list[SqlStatement] = []
-    for chunk in text.split(";"):
-        match = re.match(r"\s*(replace|insert)\s+(?:ignore\s+)?into\s+([\w.`\"]+)", chunk, re.IGNORECASE)
-        if match is None:
-            continue
-        table = match.group(2).replace("`", "").replace('"', "").lower()
-        if match.group(1).lower() == "replace":
-            out.append(
-                SqlStatement("replace", [SqlWrite(table, "replace", f"REPLACE INTO {table}")], [], [], [])
-            )
-        else:
-            out.append(
-                SqlStatement("insert", [SqlWrite(table, "append", f"INSERT INTO {table}")], [], [], [])
-            )
-    return out
-
-
-def _statement(stmt: exp.Expression, dialect: str) -> SqlStatement:
-    clock, relative = _clock_fragments(stmt, dialect)
-    placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
-    result = SqlStatement(type(stmt).__name__.lower(), [], clock, relative, placeholders)
-    for node in stmt.find_all(exp.Where, exp.Join, exp.Having):
-        result.filtering.update(f for f in find_nondeterminism(node, dialect) if f.kind == "clock")
-    if isinstance(stmt, exp.Insert):
-        table = _table_name(stmt.this)
-        if table is None:
-            return result
-        conflict = stmt.args.get("conflict")
-        if isinstance(conflict, exp.OnConflict):
-            keys = conflict.args.get("conflict_keys") or []
-            key = ", ".join(re.sub(r" NULLS (LAST|FIRST)$", "", k.sql()) for k in keys) if keys else None
-            style = "ON DUPLICATE KEY UPDATE" if conflict.args.get("duplicate") else "ON CONFLICT"
-            result.key = key
-            detail = f"INSERT INTO {table} .. {style}" + (f" ({key})" if key else "")
-            result.writes.append(SqlWrite(table, "upsert", detail))
-        elif stmt.args.get("overwrite"):
-            result.writes.append(SqlWrite(table, "replace", f"INSERT OVERWRITE {table}"))
-        elif (stmt.args.get("alternative") or "").upper() == "REPLACE":
-            result.writes.append(SqlWrite(table, "replace", f"INSERT OR REPLACE INTO {table}"))
-        elif stmt.args.get("ignore") or (stmt.args.get("alternative") or "").upper() == "IGNORE":
-            result.writes.append(SqlWrite(table, "keyed-insert", f"INSERT IGNORE INTO {table}"))
-        else:
-            result.writes.append(SqlWrite(table, "append", f"INSERT INTO {table}"))
-        result.high_water = _high_water(stmt, table, dialect)
+def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStatement:
+    result = SqlStatement(type(stmt).__name__.lower(), start if start is not None else _position(stmt))
+    result.placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
+    data: exp.Expression | None = stmt
+    if isinstance(stmt, exp.Create):
+        data = _create(stmt, result)
+    elif isinstance(stmt, _DDL):
+        data = None
+        if isinstance(stmt, exp.Drop) and (stmt.args.get("kind") or "").upper() == "TABLE":
+            for t in stmt.args.get("tables") or [stmt.this]:
+                if (name := _table_name(t)) is not None:
+                    result.writes.append(SqlWrite(name, "drop", f"DROP TABLE {name}", result.offset))
+    elif isinstance(stmt, exp.Insert):
+        _insert(stmt, result, dialect)
     elif isinstance(stmt, exp.Merge):
-        table = _table_name(stmt.this)
-        if table:
-            on = stmt.args.get("on")
-            result.key = on.sql(dialect=dialect) if isinstance(on, exp.Expression) else None
-            result.writes.append(SqlWrite(table, "merge", f"MERGE INTO {table} ON {result.key}"))
+        _merge(stmt, result, dialect)
     elif isinstance(stmt, exp.Delete):
         table = _table_name(stmt.this)
         if table:
             where = stmt.args.get("where")
             detail = f"DELETE FROM {table}" + (f" {where.sql(dialect=dialect)}" if where else "")
-            result.writes.append(SqlWrite(table, "delete", detail))
+            result.writes.append(SqlWrite(table, "delete", detail, result.offset))
     elif isinstance(stmt, exp.TruncateTable):
         for t in stmt.expressions:
             if (name := _table_name(t)) is not None:
-                result.writes.append(SqlWrite(name, "truncate", f"TRUNCATE {name}"))
+                result.writes.append(SqlWrite(name, "truncate", f"TRUNCATE {name}", result.offset))
     elif isinstance(stmt, exp.Update):
         table = _table_name(stmt.this)
         if table:
-            accumulating = _accumulating(stmt)
-            if accumulating:
-                result.writes.append(SqlWrite(table, "accumulate", f"UPDATE {table} SET {accumulating}"))
+            found = _accumulating(stmt.expressions, _target_names(stmt.this, table))
+            if found:
+                result.writes.append(
+                    SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset)
+                )
             else:
-                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}"))
-    elif isinstance(stmt, exp.Create) and stmt.args.get("kind") == "TABLE":
-        table = _table_name(stmt.this)
-        if table and stmt.args.get("replace"):
-            result.writes.append(SqlWrite(table, "replace", f"CREATE OR REPLACE TABLE {table}"))
-        elif table and isinstance(stmt.args.get("expression"), exp.Query):
-            result.writes.append(SqlWrite(table, "create", f"CREATE TABLE {table} AS SELECT"))
-    elif isinstance(stmt, exp.Drop) and (stmt.args.get("kind") or "").upper() == "TABLE":
-        for t in stmt.args.get("tables") or [stmt.this]:
-            if (name := _table_name(t)) is not None:
-                result.writes.append(SqlWrite(name, "drop", f"DROP TABLE {name}"))
+                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}", result.offset))
+    elif isinstance(stmt, exp.Select | exp.Union):
+        for select in stmt.find_all(exp.Select):
+            if any(isinstance(e, exp.Max) or e.find(exp.Max) for e in select.expressions):
+                result.max_of.extend(t for t in (_table_name(x) for x in select.find_all(exp.Table)) if t)
+    if data is not None:
+        result.reads = _clock_reads(data, dialect)
     return result
 
 
-def _clock_fragments(stmt: exp.Expression, dialect: str) -> tuple[list[Finding], list[Finding]]:
-    """(plain clock/random reads, clock reads inside date arithmetic: "the last N hours")."""
-    everything = find_nondeterminism(stmt, dialect)
-    relative: set[Finding] = set()
-    for node in stmt.find_all(*_ARITHMETIC):
-        relative.update(f for f in find_nondeterminism(node, dialect) if f.kind == "clock")
-    relative.update(f for f in everything if _RELATIVE_MODIFIER.search(f.fragment))
-    return [f for f in everything if f not in relative], [f for f in everything if f in relative]
+def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
+    """CREATE: a table's declared keys, a CREATE TABLE AS's write; only its query reads anything."""
+    if stmt.args.get("kind") != "TABLE":
+        return None
+    table = _table_name(stmt.this)
+    query = stmt.args.get("expression")
+    if table and stmt.args.get("replace"):
+        result.writes.append(SqlWrite(table, "replace", f"CREATE OR REPLACE TABLE {table}", result.offset))
+    elif table and isinstance(query, exp.Query):
+        result.writes.append(SqlWrite(table, "create", f"CREATE TABLE {table} AS SELECT", result.offset))
+    if table and isinstance(stmt.this, exp.Schema):
+        result.declared = _declared_keys(table, stmt.this)
+    return query if isinstance(query, exp.Expression) and isinstance(query, exp.Query) else None
 
 
-def _high_water(stmt: exp.Insert, table: str, dialect: str) -> str | None:
+def _declared_keys(table: str, schema: exp.Schema) -> TableKeys:
+    keys: list[tuple[str, ...]] = []
+    generated: set[str] = set()
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            name = item.name.lower()
+            kind = item.args.get("kind")
+            if isinstance(kind, exp.DataType) and "SERIAL" in str(kind.this).upper():
+                generated.add(name)
+            for constraint in item.args.get("constraints") or []:
+                ckind = constraint.args.get("kind")
+                if isinstance(ckind, exp.PrimaryKeyColumnConstraint | exp.UniqueColumnConstraint):
+                    keys.append((name,))
+                if type(ckind).__name__ in (
+                    "GeneratedAsIdentityColumnConstraint",
+                    "AutoIncrementColumnConstraint",
+                ):
+                    generated.add(name)
+        elif isinstance(item, exp.PrimaryKey):
+            keys.append(tuple(e.name.lower() for e in item.expressions))
+        elif isinstance(item, exp.UniqueColumnConstraint) and isinstance(item.this, exp.Schema):
+            keys.append(tuple(e.name.lower() for e in item.this.expressions))
+    return TableKeys(table, tuple(keys), frozenset(generated))
+
+
+def _insert(stmt: exp.Insert, result: SqlStatement, dialect: str) -> None:
+    table = _table_name(stmt.this)
+    if table is None:
+        return
+    at = result.offset
+    conflict = stmt.args.get("conflict")
+    if isinstance(conflict, exp.OnConflict):
+        keys = conflict.args.get("conflict_keys") or []
+        key = ", ".join(re.sub(r" NULLS (LAST|FIRST)$", "", k.sql()) for k in keys) if keys else None
+        style = "ON DUPLICATE KEY UPDATE" if conflict.args.get("duplicate") else "ON CONFLICT"
+        result.key = key
+        found = _accumulating(conflict.args.get("expressions") or [], _target_names(stmt.this, table))
+        if found:
+            result.writes.append(SqlWrite(table, "accumulate", f"INSERT INTO {table} .. {style} {found}", at))
+        else:
+            detail = f"INSERT INTO {table} .. {style}" + (f" ({key})" if key else "")
+            result.writes.append(SqlWrite(table, "upsert", detail, at))
+    elif stmt.args.get("overwrite"):
+        result.writes.append(SqlWrite(table, "replace", f"INSERT OVERWRITE {table}", at))
+    elif (stmt.args.get("alternative") or "").upper() == "REPLACE":
+        result.writes.append(SqlWrite(table, "replace", f"INSERT OR REPLACE INTO {table}", at))
+    elif stmt.args.get("ignore") or (stmt.args.get("alternative") or "").upper() == "IGNORE":
+        result.writes.append(SqlWrite(table, "keyed-insert", f"INSERT IGNORE INTO {table}", at))
+    elif _dedup(stmt, table):
+        result.writes.append(
+            SqlWrite(table, "dedup", f"INSERT INTO {table} of the rows it does not have yet", at)
+        )
+    else:
+        columns: tuple[str, ...] = ()
+        if isinstance(stmt.expression, exp.Values):
+            listed = stmt.this.expressions if isinstance(stmt.this, exp.Schema) else []
+            columns = tuple(c.name.lower() for c in listed) or ("*",)
+        result.writes.append(SqlWrite(table, "append", f"INSERT INTO {table}", at, columns))
+    mark = _high_water(stmt, table, dialect)
+    if mark is not None:
+        result.high_water, result.high_water_offset = mark
+
+
+def _merge(stmt: exp.Merge, result: SqlStatement, dialect: str) -> None:
+    table = _table_name(stmt.this)
+    if not table:
+        return
+    on = stmt.args.get("on")
+    result.key = on.sql(dialect=dialect) if isinstance(on, exp.Expression) else None
+    names = _target_names(stmt.this, table)
+    for when in stmt.find_all(exp.When):
+        then = when.args.get("then")
+        if isinstance(then, exp.Update):
+            found = _accumulating(then.expressions, names)
+            if found:
+                detail = f"MERGE INTO {table} .. WHEN MATCHED THEN UPDATE SET {found}"
+                result.writes.append(SqlWrite(table, "accumulate", detail, result.offset))
+                return
+    result.writes.append(SqlWrite(table, "merge", f"MERGE INTO {table} ON {result.key}", result.offset))
+
+
+def _target_names(node: exp.Expression, table: str) -> set[str]:
+    """How a statement's SET may name its target's columns: bare, by table name or by alias."""
+    names = {table, table.split(".")[-1]}
+    target = node.this if isinstance(node, exp.Schema) else node
+    alias = target.args.get("alias") if isinstance(target, exp.Table) else None
+    if isinstance(alias, exp.TableAlias) and alias.name:
+        names.add(alias.name.lower())
+    return names
+
+
+def _accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str | None:
+    """`points = points + ...` (also ``t.x = t.x + s.x``, ``x = COALESCE(x, 0) + ..``): an assignment
+    adding to the column's own value (the statement is where it is reported)."""
+    for eq in assignments:
+        if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
+            continue
+        column = eq.this.name.lower()
+        for node in eq.expression.find_all(exp.Add, exp.Sub):
+            for operand in (node.this, node.expression):
+                if isinstance(operand, _SELF_WRAPPERS) or (
+                    isinstance(operand, exp.Anonymous) and operand.name.lower() in ("ifnull", "nvl", "isnull")
+                ):
+                    operand = operand.this if isinstance(operand, _SELF_WRAPPERS) else operand.expressions[0]
+                if (
+                    isinstance(operand, exp.Column)
+                    and operand.name.lower() == column
+                    and (not operand.table or operand.table.lower() in target)
+                ):
+                    sign = "+" if isinstance(node, exp.Add) else "-"
+                    return f"{eq.this.name} = {eq.this.name} {sign} ..."
+    return None
+
+
+def _dedup(stmt: exp.Insert, table: str) -> bool:
+    """The INSERT skips rows the target already has: ``NOT EXISTS (SELECT .. FROM target ..)``,
+    ``NOT IN (SELECT .. FROM target)``, ``LEFT JOIN target t .. WHERE t.x IS NULL``, ``EXCEPT``."""
+    query = stmt.expression
+    if not isinstance(query, exp.Expression):
+        return False
+
+    def reads_target(node: exp.Expression | None) -> bool:
+        return node is not None and any(_same_table(_table_name(t), table) for t in node.find_all(exp.Table))
+
+    for node in query.find_all(exp.Exists, exp.In):
+        subquery = node if isinstance(node, exp.Exists) else node.args.get("query")
+        if isinstance(node.parent, exp.Not) and reads_target(subquery):
+            return True
+    for join in query.find_all(exp.Join):
+        joined = join.this
+        if (join.side or "").upper() == "LEFT" and isinstance(joined, exp.Table) and reads_target(joined):
+            alias = (joined.alias or joined.name).lower()
+            select = join.find_ancestor(exp.Select)
+            where = select.args.get("where") if select is not None else None
+            if where is not None:
+                for is_null in where.find_all(exp.Is):
+                    col = is_null.this
+                    if (
+                        isinstance(col, exp.Column)
+                        and col.table.lower() == alias
+                        and isinstance(is_null.expression, exp.Null)
+                    ):
+                        return True
+    return any(reads_target(e.expression) for e in query.find_all(exp.Except))
+
+
+def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
+    """The clock (randomness, sequence) reads under `root`: shifted by a span or not, filtering or not."""
+    reads: list[ClockRead] = []
+    for offset, finding, node in locate_nondeterminism(root, dialect):
+        relative = finding.kind == "clock" and (
+            node.find_ancestor(*_ARITHMETIC) is not None
+            or _in_date_function(node)
+            or bool(_RELATIVE_MODIFIER.search(finding.fragment))
+        )
+        filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
+        reads.append(ClockRead(finding, offset, relative, filtering))
+    return reads
+
+
+def _in_date_function(node: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Anonymous) and parent.name.lower() in _DATE_ARITHMETIC_NAMES - {
+            "date_trunc"
+        }:
+            return True
+        if isinstance(parent, exp.Select):
+            return False
+        parent = parent.parent
+    return False
+
+
+def _high_water(stmt: exp.Insert, table: str, dialect: str) -> tuple[str, int | None] | None:
     """`... WHERE ts > (SELECT MAX(ts) FROM target)`: the window comes from the target's contents."""
     for select in stmt.find_all(exp.Select):
         tables = {_table_name(t) for t in select.find_all(exp.Table)}
         found = select.find(exp.Max)
         if table in tables and found is not None and select is not stmt.expression:
-            return f"{found.sql(dialect=dialect)} FROM {table}"
-    return None
-
-
-def _accumulating(stmt: exp.Update) -> str | None:
-    """`points = points + ...` when an assignment adds to (or subtracts from) the column's own value."""
-    for eq in stmt.expressions:
-        if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
-            continue
-        column = eq.this.name.lower()
-        for node in eq.expression.find_all(exp.Add, exp.Sub):
-            if any(isinstance(c, exp.Column) and c.name.lower() == column for c in node.iter_expressions()):
-                sign = "+" if isinstance(node, exp.Add) else "-"
-                return f"{eq.this.name} = {eq.this.name} {sign} ..."
+            return f"{found.sql(dialect=dialect)} FROM {table}", _position(found)
     return None
 
 

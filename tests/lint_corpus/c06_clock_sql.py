@@ -1,5 +1,5 @@
 # Lint corpus: the window is CURRENT_DATE: reads the clock
-# expect: IDEM001@22 IDEM001@24
+# expect: IDEM001@22
 # expect-ack: none
 """Yesterday's job that reads today's date: rerun late, it loads the wrong day."""
 

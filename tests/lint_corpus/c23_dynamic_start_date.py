@@ -1,5 +1,5 @@
 # Lint corpus: start_date = datetime.now() - timedelta(days=1)
-# expect: IDEM004@17
+# expect: IDEM003@17
 # expect-ack: none
 """The classic dynamic start_date: it moves every time the file is parsed."""
 

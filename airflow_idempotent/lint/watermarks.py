@@ -1,0 +1,65 @@
+"""Watermarks: a window read from state that runs leave behind, not from the run (IDEM004).
+
+A task that reads an Airflow Variable, an asset's state or another task's XCom to decide where to
+start, while some task saves that mark (``Variable.set``, ``state.set``, a task returning
+``MAX(updated_at)``), loads "everything since last time": a rerun or backfill of an earlier window
+reads nothing, and a row that lands behind the mark is never loaded. The finding is the reading
+task's, at the read; the task that only saves the mark is not a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_idempotent.lint.checks import task_label
+from airflow_idempotent.lint.facts import StateUse, WindowRef
+from airflow_idempotent.lint.findings import TaskCheck
+
+__all__ = ["check_watermarks"]
+
+_KIND_TEXT = {"variable": "the Variable", "asset": "the asset state key", "xcom": "the XCom of"}
+
+
+def check_watermarks(checks: Sequence[TaskCheck]) -> None:
+    """IDEM004 for every task whose window starts at a mark another run (or task) saved."""
+    saved: dict[tuple[str, str], list[TaskCheck]] = {}
+    for check in checks:
+        for save in check.facts.state_saves:
+            saved.setdefault((save.kind, save.key), []).append(check)
+    producers = {(check.task.dag_id, check.task.task_id): check for check in checks if check.facts.max_of}
+    for check in checks:
+        reads = list(check.facts.state_reads)
+        reads.extend(
+            StateUse("xcom", upstream, check.file, check.task.line) for upstream in check.task.inputs
+        )
+        for read in reads:
+            if read.kind == "xcom":
+                producer = producers.get((check.task.dag_id, read.key))
+                if producer is None or producer is check:
+                    continue
+                tables = ", ".join(sorted(set(producer.facts.max_of)))
+                by = f"{task_label(producer.task)}, which reads MAX(..) of {tables}"
+            else:
+                savers = saved.get((read.kind, read.key))
+                if not savers:
+                    continue
+                names = ", ".join(dict.fromkeys(task_label(s.task) for s in savers))
+                by = f"{names}, which saves {_KIND_TEXT[read.kind]} {read.key!r}"
+            check.facts.windows.append(
+                WindowRef("target", f"A watermark: {_describe(read)} (saved by {by}).")
+            )
+            check.add(
+                "IDEM004",
+                read.file,
+                read.line,
+                f"the window starts at a watermark, {_describe(read)} saved by {by}, not at the run's "
+                "interval: a rerun or backfill of an earlier window loads nothing, and rows that land "
+                "behind the mark are never loaded",
+                cause="window",
+            )
+
+
+def _describe(read: StateUse) -> str:
+    if read.kind == "xcom":
+        return f"the XCom of {read.key}"
+    return f"{_KIND_TEXT[read.kind]} {read.key!r}"
