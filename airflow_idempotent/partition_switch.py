@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
 #: Called with each step's name as it is reached (tests, tracing); None in production.
 step_hook: Callable[[str], None] | None = None
+#: Looks at a verified staging before anything is switched (the guard's diff); raising refuses the
+#: write, drops the staging and abandons its plan: (conn, staging, info, columns, params, checksum).
+Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], None]
 #: The window the table-wide catalog lock is named with (it covers every window of the table).
 _WHOLE_TABLE = Window(
     start=pendulum.datetime(1970, 1, 1, tz="UTC"), end=pendulum.datetime(1970, 1, 2, tz="UTC"), source="lock"
@@ -182,9 +185,19 @@ def _plan(
 
 
 def overwrite_by_switch(
-    adapter: SparkAdapter, spec: WriteSpec, store: HistoryStore, target: str, attempt_id: str | None = None
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    store: HistoryStore,
+    target: str,
+    attempt_id: str | None = None,
+    inspect: Inspect | None = None,
 ) -> WriteResult:
-    """Replace the window of `spec.table` by the SELECT's rows, crash-safe (see the module)."""
+    """Replace the window of `spec.table` by the SELECT's rows, crash-safe (see the module).
+
+    `inspect` (the guard's diff and stop conditions) and `spec.before_commit` (the kill switch)
+    run after the staging is verified and before the plan is recorded: raising there switches
+    nothing, drops the staging and marks the attempt abandoned.
+    """
     if spec.partition_column is None:
         raise SchemaError(
             "partition overwrite needs a partition_column: the DATE column the table is partitioned by."
@@ -227,13 +240,20 @@ def overwrite_by_switch(
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
         checksum = f"{inserted}:{total}"
         _step("verified")
+        try:
+            if inspect is not None:
+                inspect(conn, staging, info, columns, params, checksum)
+            if spec.before_commit is not None:
+                spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
+        except BaseException:
+            conn.sql(adapter.drop_table(staging))
+            switches.set_status(store, attempt, switches.ABANDONED)
+            raise
         deleted = int(
             adapter.execute(conn, adapter.count_window(spec.table, column), window_only).scalar_one()
         )
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
-        if spec.before_commit is not None:
-            spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
         switches.set_status(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
         )

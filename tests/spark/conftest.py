@@ -25,6 +25,10 @@ SPARK_CONN_ID = "spark_warehouse"
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    attach = os.environ.get("IDEM_SPARK_CLUSTER_DIR")  # a running cluster's base dir (development)
+    if attach:
+        yield SparkCluster.attach(attach)
+        return
     began = time.monotonic()
     cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"))
     log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
