@@ -159,6 +159,8 @@ class SparkCluster:
     start_seconds: dict[str, float] = field(default_factory=dict)
     #: the Connect server's spark-class arguments, to restart it on the same port
     connect_args: list[str] = field(default_factory=list)
+    #: how many times the Connect server was started again (clients of an older one are stale)
+    restarts: int = 0
 
     @property
     def master_url(self) -> str:
@@ -344,6 +346,7 @@ class SparkCluster:
         self._spawn("connect", self.connect_args, self._env(), self.base_dir / "metastore").wait_ready(
             CONNECT_READY, timeout
         )
+        self.restarts += 1
         return time.monotonic() - began
 
     # ------------------------------------------------------------------ use
