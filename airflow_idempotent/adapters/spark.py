@@ -45,6 +45,8 @@ from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
 CONN_TYPE = "spark_connect"
 #: Prefix of the per-attempt staging tables (and of their directories, hidden from Spark's listing).
 STAGING_PREFIX = "_idem_stg_"
+#: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
+TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
 
 
@@ -352,3 +354,30 @@ class SparkAdapter(EngineAdapter):
 
     def drop_table(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {self.qualified(table)}"
+
+    # ------------------------------------------------------------------ cleaning up
+    def window_dirs(self, table: str, partition_column: str) -> str:
+        """The directories the window's files are in (one per partition), from the files' metadata."""
+        part = self.ident(partition_column)
+        return (
+            "SELECT DISTINCT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir "
+            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end"
+        )
+
+    def trash_statements(
+        self, trash: str, table: str, partition_column: str, dirs: Sequence[str]
+    ) -> list[str]:
+        """Delete `dirs` through the catalog (the worker may not see the cluster's storage).
+
+        A managed table LIKE the target is given one partition per directory and dropped with
+        PURGE: dropping a managed table deletes its partitions' directories wherever they are.
+        The partition values are placeholders (one day each from 1970-01-01), never read.
+        """
+        out = [f"DROP TABLE IF EXISTS {self.qualified(trash)} PURGE"]
+        out.append(f"CREATE TABLE {self.qualified(trash)} LIKE {self.qualified(table)}")
+        base = date(1970, 1, 1).toordinal()
+        for i, where in enumerate(dirs):
+            spec = self.partition_spec(partition_column, date.fromordinal(base + i))
+            out.append(f"ALTER TABLE {self.qualified(trash)} ADD {spec} LOCATION {self.literal(where)}")
+        out.append(f"DROP TABLE {self.qualified(trash)} PURGE")
+        return out
