@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,26 @@ REPO = Path(__file__).resolve().parents[2]
 MONTH = [START + timedelta(days=n) for n in range(30)]
 V1 = {d: day_truth(d, "v1") for d in MONTH}
 V2 = {d: day_truth(d, "v2") for d in MONTH}
+
+
+def v2(conn_id: str, table: str) -> dict[str, Any]:
+    """The rerun: the month under v2, in this process."""
+    return operator(conn_id, table, granularity="month", parameters={"policy_version": "v2"}).execute(
+        context(START)
+    )
+
+
+def measure(spark: Any, table: str) -> dict[str, Any]:
+    """What the table holds: days missing, days neither old nor new, rows lost and duplicated."""
+    left = all_days(spark, table)
+    rows = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
+    return {
+        "missing_days": len(set(MONTH) - set(left)),
+        "mixed_days": sum(1 for d in MONTH if d in left and left[d] not in (V1[d], V2[d])),
+        "new_days": sum(1 for d in MONTH if left.get(d) == V2[d]),
+        "rows_lost": max(0, 60000 - int(rows["k"])),
+        "duplicates": int(rows["n"]) - int(rows["k"]),
+    }
 
 
 def test_v1_and_v2_differ_on_every_day() -> None:
@@ -55,13 +76,7 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: s
     killed_after = time.monotonic() - began
     time.sleep(1.0)  # a statement the killed client sent may still finish on the server
     left = all_days(spark, table)
-    crashed = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
-    measured = {
-        "missing_days": len(set(MONTH) - set(left)),
-        "mixed_days": sum(1 for d in MONTH if d in left and left[d] not in (V1[d], V2[d])),
-        "new_days": sum(1 for d in MONTH if left.get(d) == V2[d]),
-        "rows_after_crash": int(crashed["n"]),
-    }
+    measured = measure(spark, table)
     assert set(left) == set(MONTH), f"days missing after SIGKILL at {step}: {sorted(set(MONTH) - set(left))}"
     for day in MONTH:
         assert left[day] in (V1[day], V2[day]), f"day {day} is neither old nor new after SIGKILL at {step}"
@@ -93,5 +108,5 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: s
         history_complete=result.get("ordinal") is not None,
         extra_rows=0,
         clean_rows=60000,
-        **measured,
+        after_crash=measured,
     )

@@ -11,13 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from airflow_idempotent.history import HistoryStore, switches
 from tests.spark.payouts_spark import START, all_days, context, create_payouts, operator
-from tests.spark.test_spark_crash_matrix import MONTH, REPO, V1, V2
+from tests.spark.test_spark_crash_matrix import REPO, V2, measure
 
 pytestmark = pytest.mark.spark
 
@@ -52,26 +51,6 @@ def end(proc: subprocess.Popen[bytes], timeout: float) -> str:
         return "killed while retrying"
 
 
-def v2(conn_id: str, table: str) -> dict[str, Any]:
-    """The rerun: the month under v2, in this process."""
-    return operator(conn_id, table, granularity="month", parameters={"policy_version": "v2"}).execute(
-        context(START)
-    )
-
-
-def measure(spark: Any, table: str) -> dict[str, Any]:
-    """What the table holds: days missing, days neither old nor new, rows lost and duplicated."""
-    left = all_days(spark, table)
-    rows = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
-    return {
-        "missing_days": len(set(MONTH) - set(left)),
-        "mixed_days": sum(1 for d in MONTH if d in left and left[d] not in (V1[d], V2[d])),
-        "new_days": sum(1 for d in MONTH if left.get(d) == V2[d]),
-        "rows_lost": max(0, 60000 - int(rows["k"])),
-        "duplicates": int(rows["n"]) - int(rows["k"]),
-    }
-
-
 @pytest.mark.parametrize(("point", "step", "action_kind", "slow"), [
     ("server_sigkill_while_staging", "recorded", "mark", True),
     ("server_sigkill_mid_switch", "switched_one", "pause", False),
@@ -98,8 +77,8 @@ def test_connect_server_sigkill_during_the_write_then_rerun(
     wait_for(marker, proc)
     time.sleep(3.0 if slow else 0.5)  # the statement is on the server
     spark_cluster.kill_connect()
+    ended = end(proc, timeout=2)  # its client would retry the dead server for minutes: a failed task
     restart = spark_cluster.start_connect()
-    ended = end(proc, timeout=30)
     fresh = spark_cluster.session()
     try:
         left = measure(fresh, table)
