@@ -17,6 +17,8 @@ tears a month when killed). This protocol never touches the files the target rea
    replaced whole). The plan is recorded in the history store before the first operation.
 6. Switch under the table's catalog lock, REFRESH TABLE for readers, check that the target's
    window now has the staged count and checksum, mark the plan done.
+7. Sweep (`sweep`): delete the replaced directories and the locations of attempts no partition
+   reads, through a throw-away managed table; keep whatever an unfinished plan still needs.
 
 A crash anywhere leaves each partition pointing at a complete location (old or new). A killed
 task's statement may still finish on the server: before a retry runs anything it interrupts the
