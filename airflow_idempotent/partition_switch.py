@@ -17,6 +17,8 @@ tears a month when killed). This protocol never touches the files the target rea
    replaced whole). The plan is recorded in the history store before the first operation.
 6. Switch under the table's catalog lock, REFRESH TABLE for readers, check that the target's
    window now has the staged count and checksum, mark the plan done.
+7. Sweep (`sweep`): delete the replaced directories and the locations of attempts no partition
+   reads, through a throw-away managed table; keep whatever an unfinished plan still needs.
 
 A crash anywhere leaves each partition pointing at a complete location (old or new). A killed
 task's statement may still finish on the server: before a retry runs anything it interrupts the
@@ -37,7 +39,13 @@ from typing import Any
 import pendulum
 
 from airflow_idempotent.adapters import adapter_for
-from airflow_idempotent.adapters.spark import ATTEMPTS_DIR, SparkAdapter, SparkTableInfo
+from airflow_idempotent.adapters.spark import (
+    ATTEMPTS_DIR,
+    STAGING_PREFIX,
+    TRASH_PREFIX,
+    SparkAdapter,
+    SparkTableInfo,
+)
 from airflow_idempotent.errors import LockTimeoutError, RowsOutsideWindowError, SchemaError
 from airflow_idempotent.history import switches
 from airflow_idempotent.history.store import HistoryStore
@@ -50,6 +58,9 @@ log = logging.getLogger(__name__)
 STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
 #: Called with each step's name as it is reached (tests, tracing); None in production.
 step_hook: Callable[[str], None] | None = None
+#: Looks at a verified staging before anything is switched (the guard's diff); raising refuses the
+#: write, drops the staging and abandons its plan: (conn, staging, info, columns, params, checksum).
+Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], None]
 #: The window the table-wide catalog lock is named with (it covers every window of the table).
 _WHOLE_TABLE = Window(
     start=pendulum.datetime(1970, 1, 1, tz="UTC"), end=pendulum.datetime(1970, 1, 2, tz="UTC"), source="lock"
@@ -181,10 +192,76 @@ def _plan(
     return ops
 
 
+def sweep(
+    adapter: SparkAdapter,
+    conn: Any,
+    store: HistoryStore,
+    target: str,
+    table: str,
+    column: str,
+    attempt: str,
+    replaced: list[str],
+) -> None:
+    """After a successful switch, delete what no partition reads any more, so disk use stays bounded:
+
+    the directories the switch replaced; the whole location of every attempt that is over and no
+    partition reads (abandoned, or done and each of its days switched again since, as the plans in
+    history say); and this target's staging tables of finished attempts (e.g. one a killed
+    attempt's late statement created). Whatever a recorded unfinished switch still needs (anything
+    under its location) is kept. A failure here is logged, never raised: the write is done.
+    """
+    try:
+        live = switches.unfinished(store, target)
+        needed = [p.location for p in live]
+        over = switches.plans(store, target, (switches.DONE, switches.ABANDONED))
+        owner: dict[str, str] = {}
+        for plan in over:  # oldest first: which attempt's directory each day reads now
+            for op in plan.operations if plan.status == switches.DONE else ():
+                if op["op"] == "drop":
+                    owner.pop(op["value"], None)
+                else:
+                    owner[op["value"]] = plan.attempt_id
+        dead = [p for p in over if p.attempt_id not in set(owner.values())]
+        dirs = [*replaced, *(p.location for p in dead)]
+        kept = [d for d in dirs if any(_path(d).startswith(_path(n)) for n in needed)]
+        doomed = sorted({d for d in dirs if d not in kept})
+        if doomed:
+            trash = adapter.staging_name(table, attempt).replace(STAGING_PREFIX, TRASH_PREFIX, 1)
+            for statement in adapter.trash_statements(trash, table, column, doomed):
+                conn.sql(statement)
+        for plan in dead:
+            switches.set_status(store, plan.attempt_id, switches.SWEPT)
+        schema = table.split(".")[0] if "." in table else None
+        present = {t.name.lower() for t in conn.session.catalog.listTables(schema)}
+        finished = switches.plans(store, target, (switches.DONE, switches.ABANDONED, switches.SWEPT))
+        for plan in finished:  # this target's staging tables only, of attempts that are over
+            if plan.staging_table.split(".")[-1].lower() in present:
+                conn.sql(adapter.drop_table(plan.staging_table))
+        log.info("swept %d directories of %s (kept %d a switch needs)", len(doomed), table, len(kept))
+    except Exception as err:  # the write is done; the next one sweeps again
+        log.warning("sweeping old directories of %s failed (%s): left for the next write", table, err)
+
+
+def _path(location: str) -> str:
+    """A location without its scheme (file:/x and /x name one directory), ending in '/'."""
+    path = location.split(":", 1)[1] if location.startswith(("file:", "hdfs:", "s3a:")) else location
+    return "/" + path.lstrip("/").rstrip("/") + "/"
+
+
 def overwrite_by_switch(
-    adapter: SparkAdapter, spec: WriteSpec, store: HistoryStore, target: str, attempt_id: str | None = None
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    store: HistoryStore,
+    target: str,
+    attempt_id: str | None = None,
+    inspect: Inspect | None = None,
 ) -> WriteResult:
-    """Replace the window of `spec.table` by the SELECT's rows, crash-safe (see the module)."""
+    """Replace the window of `spec.table` by the SELECT's rows, crash-safe (see the module).
+
+    `inspect` (the guard's diff and stop conditions) and `spec.before_commit` (the kill switch)
+    run after the staging is verified and before the plan is recorded: raising there switches
+    nothing, drops the staging and marks the attempt abandoned.
+    """
     if spec.partition_column is None:
         raise SchemaError(
             "partition overwrite needs a partition_column: the DATE column the table is partitioned by."
@@ -227,13 +304,21 @@ def overwrite_by_switch(
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
         checksum = f"{inserted}:{total}"
         _step("verified")
+        try:
+            if inspect is not None:
+                inspect(conn, staging, info, columns, params, checksum)
+            if spec.before_commit is not None:
+                spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
+        except BaseException:
+            conn.sql(adapter.drop_table(staging))
+            switches.set_status(store, attempt, switches.ABANDONED)
+            raise
         deleted = int(
             adapter.execute(conn, adapter.count_window(spec.table, column), window_only).scalar_one()
         )
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
+        replaced = [str(r[0]) for r in conn.sql(adapter.window_dirs(spec.table, column), window_only).all()]
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
-        if spec.before_commit is not None:
-            spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
         switches.set_status(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
         )
@@ -251,6 +336,7 @@ def overwrite_by_switch(
         switches.set_status(store, attempt, switches.DONE)
         conn.sql(adapter.drop_table(staging))
         _step("done")
+        sweep(adapter, conn, store, target, spec.table, column, attempt, replaced)
     log.info(
         "switched %s window %s: %d partition operation(s), %d rows replaced by %d (checksum %s)",
         spec.table,

@@ -24,7 +24,7 @@ from typing import Any
 
 DEFAULT_RESULTS = Path(".pytest_cache/reliability/results.jsonl")
 DEFAULT_OUT = Path("RELIABILITY.md")
-DATABASES = ("postgres", "mariadb", "sqlite", "duckdb")
+DATABASES = ("postgres", "mariadb", "sqlite", "duckdb", "spark")
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -360,7 +360,7 @@ def _measured(kind: str, sub: list[dict[str, Any]]) -> str:
                 else ""
             )
         )
-    return "-"
+    return "; ".join(str(x["summary"]) for x in d if x.get("summary")) or "-"
 
 
 def hostile(cases: list[dict[str, Any]]) -> list[str]:

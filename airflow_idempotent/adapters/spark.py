@@ -21,6 +21,7 @@ engine: `connect()` yields a `SparkConnection`, whose results answer `keys()`, `
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,42 @@ from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
 CONN_TYPE = "spark_connect"
 #: Prefix of the per-attempt staging tables (and of their directories, hidden from Spark's listing).
 STAGING_PREFIX = "_idem_stg_"
+#: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
+TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
+
+
+def conn_type_at_parse(conn_id: str) -> str | None:
+    """The type of connection `conn_id` when the DAG file's process can know it, else None.
+
+    Only a connection defined in the environment (``AIRFLOW_CONN_<ID>``, JSON or URI) is known
+    without a lookup: a DAG is parsed without access to the metadata database or the secrets
+    backends, and should not reach them, so a connection stored there is known only when the
+    task runs (the operators then check first thing in ``execute``, before opening anything).
+    """
+    value = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
+    if not value:
+        return None
+    from airflow.sdk import Connection
+
+    try:
+        conn = Connection.from_json(value, conn_id) if value.lstrip().startswith("{") else None
+        if conn is None:
+            from airflow.models.connection import Connection as UriConnection
+
+            return (UriConnection(conn_id=conn_id, uri=value).conn_type or "").lower() or None
+        return (conn.conn_type or "").lower() or None
+    except Exception:  # a malformed variable is the run's error to report, not the parser's
+        return None
+
+
+def check_merge_at_parse(conn_id: str, table: str) -> None:
+    """Refuse a MergeOperator on a Spark connection when the DAG is parsed, where that is known.
+
+    See `conn_type_at_parse`: otherwise the same refusal comes first in MergeOperator.execute.
+    """
+    if conn_type_at_parse(conn_id) == CONN_TYPE:
+        SparkAdapter(SparkEngine("", conn_id)).check_merge_supported(table)
 
 
 class SparkResult:
@@ -318,3 +354,30 @@ class SparkAdapter(EngineAdapter):
 
     def drop_table(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {self.qualified(table)}"
+
+    # ------------------------------------------------------------------ cleaning up
+    def window_dirs(self, table: str, partition_column: str) -> str:
+        """The directories the window's files are in (one per partition), from the files' metadata."""
+        part = self.ident(partition_column)
+        return (
+            "SELECT DISTINCT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir "
+            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end"
+        )
+
+    def trash_statements(
+        self, trash: str, table: str, partition_column: str, dirs: Sequence[str]
+    ) -> list[str]:
+        """Delete `dirs` through the catalog (the worker may not see the cluster's storage).
+
+        A managed table LIKE the target is given one partition per directory and dropped with
+        PURGE: dropping a managed table deletes its partitions' directories wherever they are.
+        The partition values are placeholders (one day each from 1970-01-01), never read.
+        """
+        out = [f"DROP TABLE IF EXISTS {self.qualified(trash)} PURGE"]
+        out.append(f"CREATE TABLE {self.qualified(trash)} LIKE {self.qualified(table)}")
+        base = date(1970, 1, 1).toordinal()
+        for i, where in enumerate(dirs):
+            spec = self.partition_spec(partition_column, date.fromordinal(base + i))
+            out.append(f"ALTER TABLE {self.qualified(trash)} ADD {spec} LOCATION {self.literal(where)}")
+        out.append(f"DROP TABLE {self.qualified(trash)} PURGE")
+        return out

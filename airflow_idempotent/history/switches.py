@@ -2,7 +2,8 @@
 
 A plan is recorded before the first partition is switched, so a rerun after a crash completes it
 (every step is idempotent) instead of leaving a window half old, half new. Rows are keyed by the
-attempt that made them; `status` goes staging -> switching -> done (or abandoned).
+attempt that made them; `status` goes staging -> switching -> done (or abandoned, then swept once
+its staged files are deleted).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from airflow_idempotent.history.models import Base, UTCDateTime
 from airflow_idempotent.history.store import HistoryStore, utcnow
 
 STAGING, SWITCHING, DONE, ABANDONED = "staging", "switching", "done", "abandoned"
+#: An abandoned attempt whose staged directories were deleted (nothing of it is left).
+SWEPT = "swept"
 
 
 class PartitionSwitch(Base):
@@ -114,12 +117,17 @@ def set_status(store: HistoryStore, attempt_id: str, status: str, **values: Any)
 
 def unfinished(store: HistoryStore, target: str) -> list[SwitchPlan]:
     """Plans of `target` that an attempt left in staging or switching, oldest first."""
+    return plans(store, target, (STAGING, SWITCHING))
+
+
+def plans(store: HistoryStore, target: str, statuses: tuple[str, ...]) -> list[SwitchPlan]:
+    """Plans of `target` in one of `statuses`, oldest first."""
     store.migrate()
     table = _table()
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.select(table)
-            .where(table.c.target == target, table.c.status.in_([STAGING, SWITCHING]))
+            .where(table.c.target == target, table.c.status.in_(list(statuses)))
             .order_by(table.c.id)
         ).all()
     return [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -410,8 +411,13 @@ class WindowWriteOperator(BaseOperator):
                 )
             )
 
+        write: Any = guarded_write
+        if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
+            from airflow_idempotent.guard.spark_write import guarded_switch
+
+            write = functools.partial(guarded_switch, store=history.store, target=target)
         try:
-            result = guarded_write(
+            result = write(
                 adapter,
                 spec,
                 self.key_columns,

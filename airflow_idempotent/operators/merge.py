@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.adapters.spark import check_merge_at_parse
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.strategies import WriteResult, WriteSpec, merge
@@ -31,9 +32,13 @@ class MergeOperator(WindowWriteOperator):
         if not self.key_columns:
             raise ValueError("MergeOperator needs key_columns, e.g. key_columns=['sale_id'].")
         self.delete_missing = delete_missing
+        check_merge_at_parse(self.conn_id, self.table)  # a Spark connection known at parse time
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Refuse an engine that cannot merge before anything runs (the lint, the kill switch, a query)."""
+        """Refuse an engine that cannot merge before anything runs (the lint, the kill switch, a query).
+
+        Only the connection's record is read here (no session or database connection is opened).
+        """
         WarehouseHook(conn_id=self.conn_id).adapter.check_merge_supported(self.table)
         return super().execute(context)
 

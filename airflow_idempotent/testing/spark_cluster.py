@@ -15,6 +15,7 @@ Needs `pip install 'airflow-idempotent[spark]'` and a Java 17+ runtime (`java` o
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -156,6 +157,10 @@ class SparkCluster:
     warehouse_dir: Path
     daemons: list[Daemon] = field(default_factory=list)
     start_seconds: dict[str, float] = field(default_factory=dict)
+    #: the Connect server's spark-class arguments, to restart it on the same port
+    connect_args: list[str] = field(default_factory=list)
+    #: how many times the Connect server was started again (clients of an older one are stale)
+    restarts: int = 0
 
     @property
     def master_url(self) -> str:
@@ -298,11 +303,51 @@ class SparkCluster:
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         args.append("spark-internal")
+        self.connect_args = args
         connect_began = time.monotonic()
         connect = self._spawn("connect", args, env, metastore)
         connect.wait_ready(CONNECT_READY, timeout)
         self.start_seconds["connect"] = time.monotonic() - connect_began
         self.start_seconds["total"] = time.monotonic() - began
+        (self.base_dir / "cluster.json").write_text(
+            json.dumps({"master_port": self.master_port, "connect_port": self.connect_port})
+        )
+
+    @classmethod
+    def attach(cls, base_dir: str | Path) -> SparkCluster:
+        """A cluster another process started under `base_dir` (its ports from cluster.json); this
+        object does not own its processes: `stop()` leaves them, and it cannot restart them."""
+        base = Path(base_dir).resolve()
+        ports = json.loads((base / "cluster.json").read_text())
+        return cls(base, ports["master_port"], ports["connect_port"], base / "warehouse")
+
+    def kill_connect(self) -> None:
+        """SIGKILL the Spark Connect server (the driver: every session and running statement)."""
+        connect = self.connect_daemon
+        connect.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            connect.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _group_pids(connect.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.daemons.remove(connect)
+
+    def start_connect(self, timeout: float = READY_TIMEOUT) -> float:
+        """Start the Connect server again on the same port, metastore and warehouse; seconds taken."""
+        began = time.monotonic()
+        deadline = began + 30
+        while time.monotonic() < deadline:  # the killed server's port is free again shortly
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", self.connect_port))
+                    break
+                except OSError:
+                    time.sleep(0.2)
+        self._spawn("connect", self.connect_args, self._env(), self.base_dir / "metastore").wait_ready(
+            CONNECT_READY, timeout
+        )
+        self.restarts += 1
+        return time.monotonic() - began
 
     # ------------------------------------------------------------------ use
     def session(self, **options: str) -> Any:

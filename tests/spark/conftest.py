@@ -1,7 +1,9 @@
 """The session's Spark cluster: a master, two workers and a Spark Connect server on free ports.
 
 Started once, lazily (only when a selected test asks for it), stopped by process group at the
-end of the session. Tests marked `spark` use it through the fixtures below.
+end of the session. Tests marked `spark` use it through the fixtures below. Set
+IDEM_SPARK_CLUSTER_DIR to the base directory of a cluster already running (development) to use
+it instead; the tests that kill the Connect server then skip.
 """
 
 from __future__ import annotations
@@ -9,13 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from airflow_idempotent.testing.spark_cluster import SparkCluster
+from tests.reliability.conftest import SEED_ENV, Recorder, machine, results_path
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,10 @@ SPARK_CONN_ID = "spark_warehouse"
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    attach = os.environ.get("IDEM_SPARK_CLUSTER_DIR")  # a running cluster's base dir (development)
+    if attach:
+        yield SparkCluster.attach(attach)
+        return
     began = time.monotonic()
     cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"))
     log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
@@ -55,10 +64,52 @@ def spark_conn(spark_cluster: SparkCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark(spark_cluster: SparkCluster) -> Iterator[Any]:
-    """One Spark Connect client for the tests' own setup and checks (not the code under test)."""
-    session = spark_cluster.session()
+def _spark_clients(spark_cluster: SparkCluster) -> Iterator[dict[int, Any]]:
+    clients: dict[int, Any] = {}
     try:
-        yield session
+        yield clients
     finally:
-        session.stop()
+        for session in clients.values():
+            session.stop()
+
+
+@pytest.fixture
+def spark(spark_cluster: SparkCluster, _spark_clients: dict[int, Any]) -> Any:
+    """A Spark Connect client for the tests' own setup and checks (not the code under test): one
+    per Connect server, so a test that restarted the server leaves the next a working client."""
+    if spark_cluster.restarts not in _spark_clients:
+        _spark_clients[spark_cluster.restarts] = spark_cluster.session()
+    return _spark_clients[spark_cluster.restarts]
+
+
+@pytest.fixture(scope="session")
+def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
+    """The reliability suite's recorder (tests/reliability/conftest.py) for the Spark cases, so
+    tools/reliability_report.py puts the Spark crash matrix in RELIABILITY.md with the others."""
+    seed = int(os.environ.get(SEED_ENV) or 0)
+    recorder = Recorder(path=results_path(request.config.rootpath), session=secrets.token_hex(4), seed=seed)
+    began = time.monotonic()
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    recorder.write(
+        {
+            "kind": "session",
+            "session": recorder.session,
+            "at": now,
+            "seed": seed,
+            "markexpr": request.config.getoption("markexpr", default="") or "",
+            "argv": ["tests/spark"],
+            "machine": machine(),
+        }
+    )
+    try:
+        yield recorder
+    finally:
+        recorder.write(
+            {
+                "kind": "session_end",
+                "session": recorder.session,
+                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "seconds": round(time.monotonic() - began, 1),
+                "cases": recorder.count,
+            }
+        )

@@ -1,8 +1,13 @@
-"""Run one month overwrite of a payouts table and SIGKILL this process at a step of the protocol.
+"""Run one month overwrite of a payouts table and crash it at a step of the protocol.
 
-    python -m tests.spark.crash_writer <conn_id> <table> <step> <policy>
+    python -m tests.spark.crash_writer <conn_id> <table> <step> <policy> [kill|after=S|pause=FILE] [slow]
 
-The test that starts it checks what the crash left, then reruns the write itself.
+At `step`: `kill` (default) SIGKILLs this process there; `after=S` SIGKILLs it S seconds later
+(while the next statement runs on the server); `mark=FILE` creates FILE and goes on; `pause=FILE`
+creates FILE and sleeps 20 s (the test kills the Connect server meanwhile). `slow` makes the
+month's SELECT take many seconds in the cluster (a statement the server still runs after its
+client died). The test checks what the
+crash left, then reruns the write itself.
 """
 
 from __future__ import annotations
@@ -10,23 +15,48 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
+from pathlib import Path
 
 from airflow_idempotent import partition_switch
+from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from tests.spark.payouts_spark import START, context, operator
+
+#: A SELECT of the month that spends ~12 s (idle machine) in a scalar subquery: sha2 over 20M ids.
+SLOW_SQL = (
+    PAYOUT_SQL + " AND s.sale_id > (SELECT length(max(sha2(CAST(id AS STRING), 512))) - 1000 "
+    "FROM range(0, 20000000))"
+)
 
 
 def main() -> None:
     conn_id, table, step, policy = sys.argv[1:5]
+    action = sys.argv[5] if len(sys.argv) > 5 else "kill"
+    slow = "slow" in sys.argv[6:]
 
-    def kill_at(name: str) -> None:
-        if name == step:
-            os.kill(os.getpid(), signal.SIGKILL)
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    partition_switch.step_hook = kill_at
-    operator(conn_id, table, granularity="month", parameters={"policy_version": policy}).execute(
+    def at(name: str) -> None:
+        if name != step:
+            return
+        if action == "kill":
+            die()
+        elif action.startswith("after="):
+            threading.Timer(float(action.split("=", 1)[1]), die).start()
+        elif action.startswith("mark="):
+            Path(action.split("=", 1)[1]).write_text(name)
+        elif action.startswith("pause="):
+            Path(action.split("=", 1)[1]).write_text(name)
+            time.sleep(20)
+
+    partition_switch.step_hook = at
+    extra = {"sql": SLOW_SQL} if slow else {}
+    operator(conn_id, table, granularity="month", parameters={"policy_version": policy}, **extra).execute(
         context(START)
     )
-    print("finished without reaching step", step)
+    print("finished without crashing at step", step)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,12 +35,32 @@ V1 = {d: day_truth(d, "v1") for d in MONTH}
 V2 = {d: day_truth(d, "v2") for d in MONTH}
 
 
+def v2(conn_id: str, table: str) -> dict[str, Any]:
+    """The rerun: the month under v2, in this process."""
+    return operator(conn_id, table, granularity="month", parameters={"policy_version": "v2"}).execute(
+        context(START)
+    )
+
+
+def measure(spark: Any, table: str) -> dict[str, Any]:
+    """What the table holds: days missing, days neither old nor new, rows lost and duplicated."""
+    left = all_days(spark, table)
+    rows = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
+    return {
+        "missing_days": len(set(MONTH) - set(left)),
+        "mixed_days": sum(1 for d in MONTH if d in left and left[d] not in (V1[d], V2[d])),
+        "new_days": sum(1 for d in MONTH if left.get(d) == V2[d]),
+        "rows_lost": max(0, 60000 - int(rows["k"])),
+        "duplicates": int(rows["n"]) - int(rows["k"]),
+    }
+
+
 def test_v1_and_v2_differ_on_every_day() -> None:
     assert all(V1[d] != V2[d] for d in MONTH)
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_sigkill_at_each_step_then_rerun(spark, spark_conn, step: str) -> None:
+def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: str) -> None:
     table = f"payouts_kill_{step}"
     create_payouts(spark, table)
     operator(spark_conn, table, granularity="month").execute(context(START))
@@ -55,6 +76,7 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, step: str) -> None:
     killed_after = time.monotonic() - began
     time.sleep(1.0)  # a statement the killed client sent may still finish on the server
     left = all_days(spark, table)
+    measured = measure(spark, table)
     assert set(left) == set(MONTH), f"days missing after SIGKILL at {step}: {sorted(set(MONTH) - set(left))}"
     for day in MONTH:
         assert left[day] in (V1[day], V2[day]), f"day {day} is neither old nor new after SIGKILL at {step}"
@@ -71,4 +93,20 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, step: str) -> None:
     assert result["row_count"] == 60000
     rows = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
     assert (rows["n"], rows["k"]) == (60000, 60000)
-    print(f"SIGKILL at {step}: killed after {killed_after:.1f} s; rerun ok")
+    reliability.record(
+        suite="crash",
+        case=f"crash/spark/overwrite_switch/{step}",
+        database="spark",
+        strategy="overwrite_switch",
+        crash_point=step,
+        reruns=1,
+        rows_lost=60000 - int(rows["k"]),
+        duplicates=int(rows["n"]) - int(rows["k"]),
+        outcome="ok",
+        crashes=[f"SIGKILL at {step} after {killed_after:.1f} s"],
+        attempts=["killed", "completed"],
+        history_complete=result.get("ordinal") is not None,
+        extra_rows=0,
+        clean_rows=60000,
+        after_crash=measured,
+    )

@@ -115,17 +115,17 @@ def test_rows_outside_the_window_are_refused_and_nothing_changes(spark, spark_co
 
 
 def test_merge_is_refused_before_anything_runs(spark, spark_conn) -> None:
-    merge = MergeOperator(
-        task_id="merge_payouts",
-        conn_id=spark_conn,
-        table="payouts_never_created",
-        key_columns=["sale_id"],
-        partition_column="sale_date",
-        sql=PAYOUT_SQL,
-        granularity="day",
-        emit_asset=False,
-    )
+    """The connection is in the environment here, so the refusal comes when the DAG is parsed."""
     with pytest.raises(UnsupportedConnectionError, match="PartitionOverwriteOperator") as err:
-        merge.execute(context(DAY))
+        MergeOperator(
+            task_id="merge_payouts",
+            conn_id=spark_conn,
+            table="payouts_never_created",
+            key_columns=["sale_id"],
+            partition_column="sale_date",
+            sql=PAYOUT_SQL,
+            granularity="day",
+            emit_asset=False,
+        ).execute(context(DAY))
     assert "parquet" in str(err.value)
     assert not spark.catalog.tableExists("payouts_never_created")

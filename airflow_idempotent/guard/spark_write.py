@@ -1,0 +1,188 @@
+"""Stage, diff, swap on an engine without transactions (Spark): the guard over the partition switch.
+
+The same contract as `guard.write.guarded_write`, whose transaction Spark cannot give: the
+window's rows are staged in a fresh per-attempt location by `partition_switch`, diffed there
+with production by key in the cluster (rows added, removed, changed; each measure's sum before
+and after: no row passes through the worker), judged against the thresholds, and only then
+switched in. On a breach (or the kill switch) nothing is switched: the staging is dropped, the
+attempt is recorded abandoned, and the GuardBreach carries the diff for the history record.
+
+- ``swap`` (corrective): switch the window's partitions to the staged ones;
+- ``replay``: compare the staged checksum with the recorded one and switch nothing;
+- ``reconcile`` is refused before anything runs: it touches only the changed rows with DELETE
+  and UPDATE, which Spark refuses on parquet tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
+from airflow_idempotent.errors import SchemaError, SqlParseError
+from airflow_idempotent.guard.config import Thresholds
+from airflow_idempotent.guard.diff import WindowDiff, diff_window
+from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.write import MODES, GuardBreach, GuardedResult, Mode
+from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.partition_switch import overwrite_by_switch
+from airflow_idempotent.strategies import SAMPLE_SIZE, WriteSpec, check_keys, window_binds
+
+log = logging.getLogger(__name__)
+
+
+class _Replayed(Exception):
+    """Internal: a replay's staged checksum is known; leave the switch without switching."""
+
+    def __init__(self, result: GuardedResult) -> None:
+        super().__init__("replayed")
+        self.result = result
+
+
+def guarded_switch(
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    thresholds: Thresholds,
+    mode: Mode,
+    expected_checksum: str | None = None,
+    completeness_sql: exp.Expr | None = None,
+    before_commit: Callable[[], None] | None = None,
+    *,
+    store: HistoryStore,
+    target: str,
+) -> GuardedResult:
+    """`guarded_write`'s arguments, plus the history store (lock, switch plans) and the target."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "reconcile":
+        raise GuardRefusal(
+            f"a reconcile of {spec.table} deletes and updates only the rows that changed, and Spark refuses "
+            "DELETE and UPDATE on the parquet tables of its catalog: run the backfill as corrective "
+            "(semantics='corrective'), which switches the window's partitions whole after the same diff "
+            "and thresholds. Nothing was written."
+        )
+    if not keys:
+        raise SchemaError("a guarded write diffs by key: give key columns, e.g. ['sale_id'].")
+    if mode == "replay" and not expected_checksum:
+        raise GuardRefusal(
+            f"a replay of {spec.table} window {spec.window.label()} compares with the checksum recorded "
+            "for the window's original write, and none was given: replay a window written with "
+            "checksum=True, or run a corrective write instead."
+        )
+    if completeness_sql is not None and not isinstance(completeness_sql, exp.Query):
+        raise SqlParseError(
+            "completeness_sql must be a SELECT over the source window whose first column is true when "
+            f"the window is complete, got a {completeness_sql.key.upper()} statement."
+        )
+    seen: dict[str, WindowDiff] = {}
+
+    def inspect(
+        conn: Any, stage: str, info: SparkTableInfo, columns: list[str], params: dict[str, Any], checksum: str
+    ) -> None:
+        window_only = window_binds(params)
+        check_complete(adapter, conn, spec, completeness_sql, params)
+        key_names = [info.column(k, "key column").name for k in keys]
+        wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
+        measure_names = list(dict.fromkeys(info.column(m, "measure column").name for m in wanted))
+        staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
+        check_keys(adapter, conn, staged, key_names, window_only)
+        check_target_keys(adapter, conn, spec, info, key_names, window_only)
+        diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+        seen["diff"] = diff
+        breaches = diff.breaches(thresholds)
+        if mode == "replay":
+            rows = int(checksum.split(":", 1)[0])
+            matches = checksum == expected_checksum
+            raise _Replayed(
+                GuardedResult(mode, diff, False, checksum, rows, breaches, matches, expected_checksum)
+            )
+        if breaches:
+            result = GuardedResult(mode, diff, False, None, None, breaches, None, expected_checksum)
+            raise GuardBreach(
+                f"stop condition for {spec.table} window {spec.window.label()} ({mode}): "
+                f"{'; '.join(breaches)}. Nothing was switched: production is unchanged. If the change is "
+                "intended, raise the limit (the DAG's idempotent_guard thresholds, or this backfill's conf "
+                "thresholds) and run it again.",
+                result,
+            )
+
+    try:
+        written = overwrite_by_switch(
+            adapter,
+            dataclasses.replace(spec, before_commit=before_commit or spec.before_commit),
+            store,
+            target,
+            inspect=inspect,
+        )
+    except _Replayed as done:
+        log.info(
+            "replay of %s for window %s on Spark: staged checksum %s, recorded %s; production unchanged",
+            spec.table,
+            spec.window.label(),
+            done.result.checksum,
+            expected_checksum,
+        )
+        return done.result
+    return GuardedResult(
+        mode,
+        seen["diff"],
+        True,
+        written.checksum,
+        written.row_count,
+        [],
+        None,
+        expected_checksum,
+        rows_deleted=written.rows_deleted,
+        rows_inserted=written.rows_inserted,
+    )
+
+
+def check_complete(
+    adapter: SparkAdapter,
+    conn: Any,
+    spec: WriteSpec,
+    completeness_sql: exp.Expr | None,
+    params: Mapping[str, Any],
+) -> None:
+    """The source window must be complete (the guard's completeness_sql is true) before a switch."""
+    if completeness_sql is None:
+        return
+    row = adapter.execute(conn, completeness_sql, params).first()
+    value = None if row is None else row[0]
+    truthy = (
+        value.strip().lower() not in ("", "0", "f", "false", "n", "no") if isinstance(value, str) else value
+    )
+    if row is None or not truthy:
+        raise GuardRefusal(
+            f"source window incomplete: the completeness check for window {spec.window.label()} returned "
+            f"{'no row' if row is None else repr(value)}. Nothing was switched in {spec.table}. Wait for "
+            "the source to finish loading, then rerun this window."
+        )
+
+
+def check_target_keys(
+    adapter: SparkAdapter,
+    conn: Any,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+) -> None:
+    """Production's window must be unique on the keys (Spark tables have no unique index)."""
+    assert spec.partition_column is not None
+    window_rows = adapter.select_columns(spec.table, [c.name for c in info.columns.values()]).where(
+        adapter.in_window(spec.partition_column)
+    )
+    rows = adapter.execute(conn, adapter.key_problems(window_rows, keys, None, SAMPLE_SIZE), params).all()
+    if rows:
+        shown = ", ".join(str(tuple(r[: len(keys)])) for r in rows)
+        raise SchemaError(
+            f"{info.qualified} holds several rows per key ({', '.join(keys)}) in window "
+            f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window."
+        )

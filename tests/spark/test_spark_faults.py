@@ -1,0 +1,179 @@
+"""Faults of the engine itself: SIGKILL of the Spark Connect server during the write (restarted on
+the same port), and the zombie race (a killed task's statement still running on the server while
+its retry runs). After each: every day of the month old or new, 0 rows lost, 0 duplicates, and one
+rerun gives the month under v2. Each case is recorded for RELIABILITY.md (`reliability`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent.history import HistoryStore, switches
+from tests.spark.payouts_spark import START, all_days, context, create_payouts, operator
+from tests.spark.test_spark_crash_matrix import REPO, V2, measure
+
+pytestmark = pytest.mark.spark
+
+
+def writer(conn_id: str, table: str, step: str, action: str, slow: bool = False) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "tests.spark.crash_writer", conn_id, table, step, "v2", action]
+    return subprocess.Popen(
+        [*args, *(["slow"] if slow else [])],
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the writer exited {proc.returncode}: {proc.stderr.read()[-3000:]!r}")  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the writer never reached its step"
+        time.sleep(0.1)
+
+
+def end(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The writer's end: its exit status, or SIGKILL after `timeout` s (a client retrying a dead server)."""
+    try:
+        return f"exited {proc.wait(timeout=timeout)}"
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return "killed while retrying"
+
+
+@pytest.mark.parametrize(("point", "step", "action_kind", "slow"), [
+    ("server_sigkill_while_staging", "recorded", "mark", True),
+    ("server_sigkill_mid_switch", "switched_one", "pause", False),
+])  # fmt: skip
+def test_connect_server_sigkill_during_the_write_then_rerun(
+    spark_cluster,
+    spark_conn,
+    tmp_path: Path,
+    reliability,
+    point: str,
+    step: str,
+    action_kind: str,
+    slow: bool,
+) -> None:
+    if not spark_cluster.daemons:
+        pytest.skip("attached to a cluster this session does not own: its server cannot be restarted")
+    table = f"payouts_{point}"
+    client = spark_cluster.session()
+    create_payouts(client, table)
+    operator(spark_conn, table, granularity="month").execute(context(START))
+    client.stop()
+    marker = tmp_path / "reached"
+    proc = writer(spark_conn, table, step, f"{action_kind}={marker}", slow=slow)
+    wait_for(marker, proc)
+    time.sleep(3.0 if slow else 0.5)  # the statement is on the server
+    spark_cluster.kill_connect()
+    ended = end(proc, timeout=2)  # its client would retry the dead server for minutes: a failed task
+    restart = spark_cluster.start_connect()
+    fresh = spark_cluster.session()
+    try:
+        left = measure(fresh, table)
+        result = operator(
+            spark_conn, table, granularity="month", parameters={"policy_version": "v2"}
+        ).execute(context(START))
+        after = measure(fresh, table)
+        ok = (
+            left["missing_days"] == left["mixed_days"] == left["rows_lost"] == left["duplicates"] == 0
+            and all_days(fresh, table) == V2
+            and after["rows_lost"] == after["duplicates"] == 0
+        )
+    finally:
+        fresh.stop()
+    reliability.record(
+        suite="fault",
+        case=f"fault/spark/overwrite_switch/{point}",
+        database="spark",
+        strategy="overwrite_switch",
+        crash_point=point,
+        reruns=1,
+        rows_lost=left["rows_lost"] + after["rows_lost"],
+        duplicates=left["duplicates"] + after["duplicates"],
+        outcome="ok" if ok else "broken",
+        fault=point,
+        measured={"after_crash": left, "writer": ended, "restart_seconds": round(restart, 1)},
+        survived=ok,
+        summary=(
+            f"{point}: server restarted in {restart:.1f} s, writer {ended}; after it {left['new_days']} "
+            f"new and {30 - left['new_days']} old days, {left['missing_days']} missing, {left['mixed_days']} "
+            "mixed; one rerun: the month under v2"
+        ),
+    )
+    assert left["missing_days"] == left["mixed_days"] == 0, left
+    assert left["rows_lost"] == left["duplicates"] == 0, left
+    assert result["row_count"] == 60000
+    assert after == {
+        **after,
+        "missing_days": 0,
+        "mixed_days": 0,
+        "new_days": 30,
+        "rows_lost": 0,
+        "duplicates": 0,
+    }
+
+
+def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
+    spark, spark_conn, reliability, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The killed attempt's slow staging SELECT still runs on the server when the retry starts:
+    the retry interrupts it (in the dead attempt's session) before it stages anything, so the
+    zombie neither lands a staging table nor competes with the retry."""
+    table = "payouts_zombie"
+    create_payouts(spark, table)
+    operator(spark_conn, table, granularity="month").execute(context(START))
+    began = time.monotonic()
+    proc = writer(spark_conn, table, "recorded", "after=4", slow=True)
+    assert proc.wait(timeout=180) == -9, proc.stderr.read()[-3000:]  # type: ignore[union-attr]
+    killed_after = time.monotonic() - began
+    store = HistoryStore.from_airflow()
+    dead = switches.unfinished(store, f"{spark_conn}:{table}")
+    assert [p.status for p in dead] == [switches.STAGING]
+    with caplog.at_level(logging.INFO, logger="airflow_idempotent.partition_switch"):
+        retry_began = time.monotonic()
+        result = operator(
+            spark_conn, table, granularity="month", parameters={"policy_version": "v2"}
+        ).execute(context(START))
+        retry_seconds = time.monotonic() - retry_began
+    interrupted = [r.getMessage() for r in caplog.records if "interrupted" in r.getMessage()]
+    assert any(m.startswith("interrupted 1 operation") for m in interrupted), interrupted
+    assert result["row_count"] == 60000 and all_days(spark, table) == V2
+    time.sleep(3.0)  # had the zombie gone on, its staging table would appear now or never
+    zombie = dead[0].staging_table.split(".")[-1]
+    assert not spark.catalog.tableExists(zombie)
+    after = measure(spark, table)
+    assert (after["rows_lost"], after["duplicates"], after["new_days"]) == (0, 0, 30)
+    reliability.record(
+        suite="fault",
+        case="fault/spark/overwrite_switch/zombie_statement",
+        database="spark",
+        strategy="overwrite_switch",
+        crash_point="zombie_statement",
+        reruns=1,
+        rows_lost=after["rows_lost"],
+        duplicates=after["duplicates"],
+        outcome="ok",
+        fault="zombie_statement",
+        measured={
+            "killed_after_seconds": round(killed_after, 1),
+            "retry_seconds": round(retry_seconds, 1),
+            "interrupted": interrupted,
+        },
+        survived=True,
+        summary=(
+            f"zombie: attempt SIGKILLed {killed_after:.1f} s in, its slow SELECT still running; the retry "
+            f"interrupted it and took {retry_seconds:.1f} s; no late staging table"
+        ),
+    )
