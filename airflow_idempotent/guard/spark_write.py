@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -27,10 +27,17 @@ from airflow_idempotent.errors import SchemaError, SqlParseError
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.guard.write import MODES, GuardBreach, GuardedResult, Mode
+from airflow_idempotent.guard.write import (
+    MODES,
+    GuardBreach,
+    GuardedResult,
+    Mode,
+    check_complete,
+    check_target_keys,
+)
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.partition_switch import overwrite_by_switch
-from airflow_idempotent.strategies import SAMPLE_SIZE, WriteSpec, check_keys, window_binds
+from airflow_idempotent.strategies import WriteSpec, check_keys, window_binds
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +93,7 @@ def guarded_switch(
         conn: Any, stage: str, info: SparkTableInfo, columns: list[str], params: dict[str, Any], checksum: str
     ) -> None:
         window_only = window_binds(params)
-        check_complete(adapter, conn, spec, completeness_sql, params)
+        check_complete(adapter, conn, spec, completeness_sql, params, nothing="switched in")
         key_names = [info.column(k, "key column").name for k in keys]
         wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
         measure_names = list(dict.fromkeys(info.column(m, "measure column").name for m in wanted))
@@ -141,48 +148,3 @@ def guarded_switch(
         rows_deleted=written.rows_deleted,
         rows_inserted=written.rows_inserted,
     )
-
-
-def check_complete(
-    adapter: SparkAdapter,
-    conn: Any,
-    spec: WriteSpec,
-    completeness_sql: exp.Expr | None,
-    params: Mapping[str, Any],
-) -> None:
-    """The source window must be complete (the guard's completeness_sql is true) before a switch."""
-    if completeness_sql is None:
-        return
-    row = adapter.execute(conn, completeness_sql, params).first()
-    value = None if row is None else row[0]
-    truthy = (
-        value.strip().lower() not in ("", "0", "f", "false", "n", "no") if isinstance(value, str) else value
-    )
-    if row is None or not truthy:
-        raise GuardRefusal(
-            f"source window incomplete: the completeness check for window {spec.window.label()} returned "
-            f"{'no row' if row is None else repr(value)}. Nothing was switched in {spec.table}. Wait for "
-            "the source to finish loading, then rerun this window."
-        )
-
-
-def check_target_keys(
-    adapter: SparkAdapter,
-    conn: Any,
-    spec: WriteSpec,
-    info: SparkTableInfo,
-    keys: Sequence[str],
-    params: Mapping[str, Any],
-) -> None:
-    """Production's window must be unique on the keys (Spark tables have no unique index)."""
-    assert spec.partition_column is not None
-    window_rows = adapter.select_columns(spec.table, [c.name for c in info.columns.values()]).where(
-        adapter.in_window(spec.partition_column)
-    )
-    rows = adapter.execute(conn, adapter.key_problems(window_rows, keys, None, SAMPLE_SIZE), params).all()
-    if rows:
-        shown = ", ".join(str(tuple(r[: len(keys)])) for r in rows)
-        raise SchemaError(
-            f"{info.qualified} holds several rows per key ({', '.join(keys)}) in window "
-            f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window."
-        )

@@ -203,7 +203,7 @@ def guarded_write(
                         f"{lacking}: select every column of {info.qualified}."
                     )
                 # (1) the source window must be complete before anything is staged
-                _check_complete(adapter, conn, spec, completeness_sql, params)
+                check_complete(adapter, conn, spec, completeness_sql, params)
 
                 # (2) stage, typed like the target, and check it like a merge source
                 adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
@@ -212,7 +212,7 @@ def guarded_write(
                 staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
                 check_keys(adapter, conn, staged, key_names, window_only)
                 if frozenset(k.lower() for k in key_names) not in info.unique_keys:
-                    _check_target_keys(adapter, conn, spec, info, key_names, window_only)
+                    check_target_keys(adapter, conn, spec, info, key_names, window_only)
 
                 # (3) the diff, set-based
                 diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
@@ -321,14 +321,16 @@ def _breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str]) -> str:
     )
 
 
-def _check_complete(
+def check_complete(
     adapter: EngineAdapter,
-    conn: Connection,
+    conn: Any,
     spec: WriteSpec,
     completeness_sql: exp.Expr | None,
     params: Mapping[str, Any],
+    nothing: str = "written to",
 ) -> None:
-    """The source window must be complete before a window is rewritten from it."""
+    """The source window must be complete before a window is rewritten from it (every engine:
+    `nothing` says what did not happen, e.g. "switched in" where partitions are switched)."""
     if completeness_sql is None:
         return
     row = adapter.execute(conn, completeness_sql, params).first()
@@ -337,19 +339,20 @@ def _check_complete(
         raise GuardRefusal(
             f"source window incomplete: the completeness check for window {spec.window.label()} returned "
             f"{'no row' if row is None else repr(value)} ({adapter.render(completeness_sql)}). Nothing was "
-            f"written to {spec.table}. Wait for the source to finish loading, then rerun this window."
+            f"{nothing} {spec.table}. Wait for the source to finish loading, then rerun this window."
         )
 
 
-def _check_target_keys(
+def check_target_keys(
     adapter: EngineAdapter,
-    conn: Connection,
+    conn: Any,
     spec: WriteSpec,
     info: TableInfo,
     keys: Sequence[str],
     params: Mapping[str, Any],
 ) -> None:
-    """Without a unique index on the keys, production's window itself must be unique on them."""
+    """Without a unique index on the keys, production's window itself must be unique on them
+    (on an engine with no unique indexes, always)."""
     assert spec.partition_column is not None
     window_rows = adapter.select_columns(spec.table, [c.name for c in info.columns.values()]).where(
         adapter.in_window(spec.partition_column)
@@ -359,8 +362,8 @@ def _check_target_keys(
         shown = ", ".join(str(tuple(r[: len(keys)])) for r in rows)
         raise SchemaError(
             f"{info.qualified} holds several rows per key ({', '.join(keys)}) in window "
-            f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window "
-            "(or add a unique index on the key columns)."
+            f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window"
+            + (" (or add a unique index on the key columns)." if adapter.supports_transactions else ".")
         )
 
 
