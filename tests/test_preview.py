@@ -17,13 +17,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.cli import main
 from airflow_idempotent.examples.payouts import create_payouts, create_sales
 from airflow_idempotent.guard import killswitch
-from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.history.store import BackfillSizeRecord, HistoryStore
 from airflow_idempotent.preview import load_dag
 from airflow_idempotent.testing.context import run_context
 from airflow_idempotent.window import day_range
@@ -165,7 +166,18 @@ def test_policy_change_preview_is_exactly_what_the_corrective_backfill_changes(
     assert Decimal(diff["measures"]["amount_eur"]["after"]) == sum(payout(i, "v2") for i in SALES)
     assert write["preview"]["samples"]["changed"] == EXPECTED_CHANGED[:10]
 
-    # the corrective backfill, through the guard, for real
+    # the corrective backfill, through the guard, for real: a one-window backfill, its size recorded
+    # as the scheduler's listener records it when the run starts (the guard refuses without it)
+    store.record(
+        BackfillSizeRecord(
+            dag_id="payouts_overwrite",
+            run_id=f"backfill__{DAY}",
+            backfill_id=1,
+            windows=1,
+            approve_windows=None,
+            recorded_at=pendulum.now("UTC"),
+        )
+    )
     out = run_task("payouts_overwrite", "write_payouts", conf, run_type="backfill")
     assert out["semantics"] == "corrective" and out["diff"]["changed"] == diff["changed"]
     after = amounts(warehouse.engine)
