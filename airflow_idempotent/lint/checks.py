@@ -186,7 +186,13 @@ def _project_operator(check: TaskCheck) -> None:
         literal = scope.literal(granularity)
         gran = literal if isinstance(literal, str) else ast.unparse(granularity)
         period = "the period ending at it" if anchor == "end" else f"granularity={gran}"
-        facts.windows.append(WindowRef("run", f"The run's logical date plus {period} ({task.operator})."))
+        schedule = task.dag.kwargs.get("schedule") if task.dag is not None else None
+        source = (
+            "partition key"  # a partitioned timetable's runs carry one, and the window takes it first
+            if schedule is not None and "Partition" in ast.unparse(schedule)
+            else "logical date"
+        )
+        facts.windows.append(WindowRef("run", f"The run's {source} plus {period} ({task.operator})."))
     else:
         facts.windows.append(
             WindowRef(
