@@ -23,7 +23,6 @@ from typing import Any
 from sqlglot import exp
 
 from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
-from airflow_idempotent.errors import SchemaError, SqlParseError
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
 from airflow_idempotent.guard.errors import GuardRefusal
@@ -33,6 +32,7 @@ from airflow_idempotent.guard.write import (
     GuardedResult,
     Mode,
     check_complete,
+    check_guarded_args,
     check_target_keys,
 )
 from airflow_idempotent.history.store import HistoryStore
@@ -74,19 +74,7 @@ def guarded_switch(
             "(semantics='corrective'), which switches the window's partitions whole after the same diff "
             "and thresholds. Nothing was written."
         )
-    if not keys:
-        raise SchemaError("a guarded write diffs by key: give key columns, e.g. ['sale_id'].")
-    if mode == "replay" and not expected_checksum:
-        raise GuardRefusal(
-            f"a replay of {spec.table} window {spec.window.label()} compares with the checksum recorded "
-            "for the window's original write, and none was given: replay a window written with "
-            "checksum=True, or run a corrective write instead."
-        )
-    if completeness_sql is not None and not isinstance(completeness_sql, exp.Query):
-        raise SqlParseError(
-            "completeness_sql must be a SELECT over the source window whose first column is true when "
-            f"the window is complete, got a {completeness_sql.key.upper()} statement."
-        )
+    check_guarded_args(spec, mode, keys, expected_checksum, completeness_sql)
     seen: dict[str, WindowDiff] = {}
 
     def inspect(

@@ -169,19 +169,7 @@ def guarded_write(
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if spec.partition_column is None:
         raise SchemaError("a guarded write needs a partition_column: the column the window selects.")
-    if not keys:
-        raise SchemaError("a guarded write diffs by key: give key columns, e.g. ['sale_id'].")
-    if mode == "replay" and not expected_checksum:
-        raise GuardRefusal(
-            f"a replay of {spec.table} window {spec.window.label()} compares with the checksum recorded "
-            "for the window's original write, and none was given: replay a window written with "
-            "checksum=True, or run a corrective write instead."
-        )
-    if completeness_sql is not None and not isinstance(completeness_sql, exp.Query):
-        raise SqlParseError(
-            "completeness_sql must be a SELECT over the source window whose first column is true when "
-            f"the window is complete, got a {completeness_sql.key.upper()} statement."
-        )
+    check_guarded_args(spec, mode, keys, expected_checksum, completeness_sql)
     if before_commit is None:
         before_commit = spec.before_commit
     partition = spec.partition_column
@@ -319,6 +307,30 @@ def _breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str]) -> str:
         "Nothing was swapped: production is unchanged. If the change is intended, raise the limit (the "
         "DAG's idempotent_guard thresholds, or this backfill's conf thresholds) and run it again."
     )
+
+
+def check_guarded_args(
+    spec: WriteSpec,
+    mode: str,
+    keys: Sequence[str],
+    expected_checksum: str | None,
+    completeness_sql: exp.Expr | None,
+) -> None:
+    """What every engine's guarded write refuses before it touches anything: no keys to diff by,
+    a replay with nothing to compare with, a completeness check that is not a SELECT."""
+    if not keys:
+        raise SchemaError("a guarded write diffs by key: give key columns, e.g. ['sale_id'].")
+    if mode == "replay" and not expected_checksum:
+        raise GuardRefusal(
+            f"a replay of {spec.table} window {spec.window.label()} compares with the checksum recorded "
+            "for the window's original write, and none was given: replay a window written with "
+            "checksum=True, or run a corrective write instead."
+        )
+    if completeness_sql is not None and not isinstance(completeness_sql, exp.Query):
+        raise SqlParseError(
+            "completeness_sql must be a SELECT over the source window whose first column is true when "
+            f"the window is complete, got a {completeness_sql.key.upper()} statement."
+        )
 
 
 def check_complete(

@@ -210,20 +210,20 @@ def reliability_seed() -> int:
     return _SEED
 
 
-@pytest.fixture(scope="session")
-def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
-    """The session's recorder (see the module docstring)."""
-    path = results_path(request.config.rootpath)
-    recorder = Recorder(path=path, session=secrets.token_hex(4), seed=_SEED)
+@contextlib.contextmanager
+def recording(request: pytest.FixtureRequest, seed: int, argv: list[str]) -> Iterator[Recorder]:
+    """A test session's recorder, its start and end written around it: the one way a suite
+    (this one, tests/spark) puts its cases where tools/reliability_report.py reads them."""
+    recorder = Recorder(path=results_path(request.config.rootpath), session=secrets.token_hex(4), seed=seed)
     started = time.monotonic()
     recorder.write(
         {
             "kind": "session",
             "session": recorder.session,
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "seed": _SEED,
+            "seed": seed,
             "markexpr": request.config.getoption("markexpr", default="") or "",
-            "argv": sys.argv[1:],
+            "argv": argv,
             "machine": machine(),
         }
     )
@@ -239,6 +239,13 @@ def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
                 "cases": recorder.count,
             }
         )
+
+
+@pytest.fixture(scope="session")
+def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
+    """The session's recorder (see the module docstring)."""
+    with recording(request, _SEED, sys.argv[1:]) as recorder:
+        yield recorder
 
 
 # --------------------------------------------------------------------------------------------

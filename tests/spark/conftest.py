@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from airflow_idempotent.testing.spark_cluster import SparkCluster
-from tests.reliability.conftest import SEED_ENV, Recorder, machine, results_path
+from tests.reliability.conftest import SEED_ENV, Recorder, recording
 
 log = logging.getLogger(__name__)
 
@@ -86,30 +84,5 @@ def spark(spark_cluster: SparkCluster, _spark_clients: dict[int, Any]) -> Any:
 def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
     """The reliability suite's recorder (tests/reliability/conftest.py) for the Spark cases, so
     tools/reliability_report.py puts the Spark crash matrix in RELIABILITY.md with the others."""
-    seed = int(os.environ.get(SEED_ENV) or 0)
-    recorder = Recorder(path=results_path(request.config.rootpath), session=secrets.token_hex(4), seed=seed)
-    began = time.monotonic()
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    recorder.write(
-        {
-            "kind": "session",
-            "session": recorder.session,
-            "at": now,
-            "seed": seed,
-            "markexpr": request.config.getoption("markexpr", default="") or "",
-            "argv": ["tests/spark"],
-            "machine": machine(),
-        }
-    )
-    try:
+    with recording(request, int(os.environ.get(SEED_ENV) or 0), ["tests/spark"]) as recorder:
         yield recorder
-    finally:
-        recorder.write(
-            {
-                "kind": "session_end",
-                "session": recorder.session,
-                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "seconds": round(time.monotonic() - began, 1),
-                "cases": recorder.count,
-            }
-        )
