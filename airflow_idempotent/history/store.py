@@ -274,6 +274,7 @@ class HistoryStore:
             table.c.task_id == record.task_id,
             table.c.map_index == record.map_index,
             table.c.try_number == record.try_number,
+            table.c.window_start == record.window_start,
         ]
 
     def _derive(self, conn: Connection, record: WriteRecord) -> StoredWrite:
