@@ -38,6 +38,7 @@ from airflow_idempotent.examples.payouts import (
 )
 from airflow_idempotent.guard import GuardConfig, GuardRefusal, check_scope, sizes
 from airflow_idempotent.history import HistoryStore
+from airflow_idempotent.lint import lint_paths
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 from airflow_idempotent.preview import preview_rerun
 from airflow_idempotent.window import MAX_LOOKBACK, Window, covered_windows, spanning, window_of
@@ -363,3 +364,22 @@ def test_the_rerun_preview_compares_every_covered_period(loaded: Any, history: H
     assert task.write.diff is not None and task.write.diff.added == 1  # the late row, nothing else
     assert any("rewrites 2 periods (2026-08-24, 2026-08-25)" in r for r in task.reasons)
     assert table_checksum(loaded.engine, "payouts") == before  # a preview writes nothing
+
+
+def test_the_linter_answers_that_a_lookback_task_rewrites_the_periods_before_its_window(
+    tmp_path: Path,
+) -> None:
+    dag_file = tmp_path / "late.py"
+    dag_file.write_text(
+        "import pendulum\n"
+        "from airflow.sdk import DAG\n"
+        "from airflow_idempotent.operators import PartitionOverwriteOperator\n"
+        "with DAG('late', schedule='@daily', start_date=pendulum.datetime(2026, 8, 1, tz='UTC')):\n"
+        "    PartitionOverwriteOperator(task_id='w', table='payouts', partition_column='sale_date',\n"
+        "        sql='SELECT 1', granularity='day', lookback=2)\n"
+    )
+    (answer,) = lint_paths([dag_file]).tasks
+    assert answer.window == (
+        "The run's logical date plus granularity=day, and the 2 period(s) before it (lookback=2, for rows "
+        "that arrive late) (PartitionOverwriteOperator)."
+    )
