@@ -192,22 +192,10 @@ class WindowWriteOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
-        periods = self.covered(context)
-        window = spanning(periods)
         identity = AttemptIdentity.from_context(context, self)
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        adapter.check_lookback_supported(self.table, self.lookback)
-        query = check_deterministic(self.sql, adapter.dialect, self.allow_functions)
-        spec = WriteSpec(
-            table=self.table,
-            query=query,
-            window=window,
-            partition_column=self.partition_column,
-            params=self.parameters,
-            lock_timeout=self.lock_timeout,
-            checksum=self.checksum,
-            periods=tuple(periods) if self.lookback else (),
-        )
+        spec = self.build_spec(context, adapter)
+        window = spec.window
         policy = self.effective_policy_version()
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
         history = SafeHistory(self.history_conn_id) if self.record_history else None
@@ -320,6 +308,22 @@ class WindowWriteOperator(BaseOperator):
                     )
         self.emit_asset_event(context, window, out)
         return out
+
+    def build_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
+        """What this run writes where: its window (with lookback, the span of the covered periods,
+        each of which is locked, counted and recorded), the linted SELECT, its bound parameters."""
+        adapter.check_lookback_supported(self.table, self.lookback)
+        periods = self.covered(context)
+        return WriteSpec(
+            table=self.table,
+            query=check_deterministic(self.sql, adapter.dialect, self.allow_functions),
+            window=spanning(periods),
+            partition_column=self.partition_column,
+            params=self.parameters,
+            lock_timeout=self.lock_timeout,
+            checksum=self.checksum,
+            periods=tuple(periods) if self.lookback else (),
+        )
 
     def record_periods(
         self,
