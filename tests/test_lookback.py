@@ -36,7 +36,7 @@ from airflow_idempotent.examples.payouts import (
     table_checksum,
     window_totals,
 )
-from airflow_idempotent.guard import GuardConfig, GuardRefusal, check_scope, sizes
+from airflow_idempotent.guard import GuardBreach, GuardConfig, GuardRefusal, Thresholds, check_scope, sizes
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.lint import lint_paths
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
@@ -383,3 +383,19 @@ def test_the_linter_answers_that_a_lookback_task_rewrites_the_periods_before_its
         "The run's logical date plus granularity=day, and the 2 period(s) before it (lookback=2, for rows "
         "that arrive late) (PartitionOverwriteOperator)."
     )
+
+
+@pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
+def test_a_breach_over_the_covered_range_refuses_every_period_and_swaps_nothing(
+    loaded: Any, history: HistoryStore
+) -> None:
+    guard = GuardConfig(cap=31, measures=["amount_eur"], lookback=1, thresholds=Thresholds(max_added_rows=0))
+    guarded("overwrite", guard, lookback=1).execute(run(YESTERDAY, 1))
+    late_row(loaded.engine)
+    before = table_checksum(loaded.engine, "payouts")
+    conf = {"semantics": "corrective", "reason": "late sales of the 24th", "policy_version": "v1"}
+    with pytest.raises(GuardBreach, match="max_added_rows"):
+        guarded("overwrite", guard, lookback=1).execute(backfill(TODAY, 1, **conf))
+    assert table_checksum(loaded.engine, "payouts") == before
+    refused = [(w["window_label"], w["row_count"]) for w in writes(history) if w["status"] == "refused"]
+    assert refused == [("2026-08-24", None), ("2026-08-25", None)]
