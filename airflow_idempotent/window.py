@@ -236,6 +236,21 @@ def covered_windows(
     return periods
 
 
+#: Partition key spellings a covered period's key is written in (the first that spells the run's own).
+_KEY_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H", "%Y-%m-%d %H:%M:%S")
+
+
+def covered_partition_keys(key: str, periods: Sequence[Window]) -> list[str]:
+    """The partition keys of the covered periods, spelt like the run's own `key` (the last period's),
+    so a downstream partitioned DAG reruns every partition a write with lookback rewrote. A key
+    whose spelling is not one of the known date forms stays the only one."""
+    own = periods[-1].start.in_timezone(periods[-1].tz)
+    for form in _KEY_FORMATS:
+        if own.strftime(form) == key:
+            return [p.start.in_timezone(p.tz).strftime(form) for p in periods]
+    return [key]
+
+
 def spanning(periods: Sequence[Window]) -> Window:
     """One window from the first period's start to the last one's end: what a write over the
     covered periods binds as :window_start / :window_end (periods from `covered_windows`)."""

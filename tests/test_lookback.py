@@ -19,6 +19,7 @@ import pendulum
 import pytest
 import sqlalchemy as sa
 from airflow.sdk import DAG
+from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_idempotent.adapters import adapter_for
 from airflow_idempotent.errors import (
@@ -40,8 +41,16 @@ from airflow_idempotent.guard import GuardBreach, GuardConfig, GuardRefusal, Thr
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.lint import lint_paths
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
+from airflow_idempotent.operators.base import target_asset
 from airflow_idempotent.preview import preview_rerun
-from airflow_idempotent.window import MAX_LOOKBACK, Window, covered_windows, spanning, window_of
+from airflow_idempotent.window import (
+    MAX_LOOKBACK,
+    Window,
+    covered_partition_keys,
+    covered_windows,
+    spanning,
+    window_of,
+)
 from tests.test_guard_operator import backfill, guarded
 from tests.test_operators import amount, context, make
 
@@ -399,3 +408,17 @@ def test_a_breach_over_the_covered_range_refuses_every_period_and_swaps_nothing(
     assert table_checksum(loaded.engine, "payouts") == before
     refused = [(w["window_label"], w["row_count"]) for w in writes(history) if w["status"] == "refused"]
     assert refused == [("2026-08-24", None), ("2026-08-25", None)]
+
+
+def test_a_partitioned_run_with_lookback_announces_every_partition_it_rewrote() -> None:
+    events = OutletEventAccessors()
+    context = {"outlet_events": events, "partition_key": "2026-08-25T00:00:00"}
+    op = make("overwrite", lookback=2)
+    op.emit_asset_event(context, window_of("2026-08-25"), {"periods": [{"window": "x"}]})
+    event = events[target_asset("warehouse", "payouts")]
+    assert event.partition_keys == {"2026-08-23T00:00:00", "2026-08-24T00:00:00", "2026-08-25T00:00:00"}
+    days = [window_of(d) for d in ("2026-08-24", "2026-08-25")]
+    assert covered_partition_keys("2026-08-25", days) == ["2026-08-24", "2026-08-25"]
+    assert covered_partition_keys("eu|2026-08-25", days) == [
+        "eu|2026-08-25"
+    ]  # unknown spelling: its own only

@@ -33,6 +33,7 @@ from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,
     check_lookback,
+    covered_partition_keys,
     covered_windows,
     parse_granularity,
     spanning,
@@ -734,7 +735,10 @@ class WindowWriteOperator(BaseOperator):
         event = context["outlet_events"][target_asset(self.conn_id, self.table)]  # type: ignore[index]
         event.extra.update(extra)
         if isinstance(extra["partition_key"], str):  # a partitioned run: downstream runs per partition
-            event.add_partitions(extra["partition_key"])
+            keys = [extra["partition_key"]]
+            if self.lookback:  # and for each earlier partition the write rewrote
+                keys = covered_partition_keys(keys[0], self.covered(context))
+            event.add_partitions(keys)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """What the attempt read and wrote, for the OpenLineage provider (see airflow_idempotent.lineage)."""
