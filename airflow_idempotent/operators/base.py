@@ -29,6 +29,7 @@ from airflow_idempotent.history.store import DEFAULT_CONN_ID, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
+from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,
@@ -270,8 +271,8 @@ class WindowWriteOperator(BaseOperator):
             digest[:12],
         )
         if history is not None and result.periods:
-            out |= self.record_periods(
-                history, identity, target, result.periods, digest, parts, policy, semantics, window
+            out |= record_periods(
+                self, history, identity, target, result.periods, digest, parts, policy, semantics, window
             )
         elif history is not None:
             record = identity.write_record(
@@ -325,74 +326,6 @@ class WindowWriteOperator(BaseOperator):
             checksum=self.checksum,
             periods=tuple(periods) if self.lookback else (),
         )
-
-    def record_periods(
-        self,
-        history: SafeHistory,
-        identity: AttemptIdentity,
-        target: str,
-        periods: Sequence[PeriodResult],
-        digest: str,
-        parts: str,
-        policy: str | None,
-        semantics: str | None,
-        covered: Window,
-        status: str = "written",
-        counts: bool = True,
-        note: str | None = None,
-        **extra: Any,
-    ) -> dict[str, Any]:
-        """One history record per covered period of a write with lookback (each its own ordinal,
-        row count and checksum); the XCom's ordinal and dataset version are the run's own period's."""
-        out: dict[str, Any] = {"lookback": self.lookback, "periods": []}
-        where, span = f"lookback={self.lookback}: period", covered.label()
-        for number, period in enumerate(periods, start=1):
-            stored = history.record(
-                identity.write_record(
-                    target,
-                    period.window,
-                    self.strategy,
-                    status,
-                    digest,
-                    parts,
-                    policy,
-                    semantics,
-                    row_count=period.row_count,
-                    checksum=period.checksum,
-                    message="; ".join(
-                        m for m in (f"{where} {number} of {len(periods)} of {span}", note) if m
-                    ),
-                    **(self.period_counts(period) if counts else {}),
-                    **extra,
-                )
-            )
-            entry = period.as_dict()
-            if stored is not None:
-                entry |= {
-                    "ordinal": stored.ordinal,
-                    "dataset_version": stored.dataset_version,
-                    "nondeterministic": stored.nondeterministic,
-                }
-                if stored.nondeterministic:
-                    self.log.warning(
-                        "NON-DETERMINISTIC: period %s of %s has the same fingerprint as an earlier write but "
-                        "a different result (checksum %s, before %s)",
-                        period.window.label(),
-                        target,
-                        period.checksum,
-                        stored.previous_checksum,
-                    )
-            out["periods"].append(entry)
-        own = out["periods"][-1]
-        out |= {k: own[k] for k in ("ordinal", "dataset_version", "nondeterministic") if k in own}
-        self.log.info(
-            "lookback=%d: recorded %s",
-            self.lookback,
-            ", ".join(
-                f"{p['window']} ({p['row_count']} rows, write #{p.get('ordinal')})" for p in out["periods"]
-            ),
-        )
-        return out
 
     def period_counts(self, period: PeriodResult) -> dict[str, Any]:
         """What a covered period's record says was changed in it (the strategy knows; none here)."""
@@ -510,7 +443,8 @@ class WindowWriteOperator(BaseOperator):
         def record(status: str, result: Any, message: str | None = None) -> Any:
             if spec.periods:  # lookback: one record per covered period, each with the range's diff
                 done = result.periods or [PeriodResult(p, None, None, None) for p in spec.periods]
-                return self.record_periods(
+                return record_periods(
+                    self,
                     history,
                     identity,
                     target,
