@@ -191,6 +191,14 @@ class StoredWrite:
     nondeterministic: bool
     previous_checksum: str | None = None
 
+    def summary(self) -> dict[str, Any]:
+        """What a write's XCom says of its record: ordinal, dataset version, nondeterministic."""
+        return {
+            "ordinal": self.ordinal,
+            "dataset_version": self.dataset_version,
+            "nondeterministic": self.nondeterministic,
+        }
+
 
 @dataclass
 class HistoryStore:

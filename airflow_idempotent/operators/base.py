@@ -293,11 +293,7 @@ class WindowWriteOperator(BaseOperator):
             )
             stored = history.record(record)
             if stored is not None:
-                out |= {
-                    "ordinal": stored.ordinal,
-                    "dataset_version": stored.dataset_version,
-                    "nondeterministic": stored.nondeterministic,
-                }
+                out |= stored.summary()
                 if stored.nondeterministic:
                     self.log.warning(
                         "NON-DETERMINISTIC: window %s of %s has the same fingerprint as an earlier write "

@@ -59,11 +59,7 @@ def record_periods(
         )
         entry = period.as_dict()
         if stored is not None:
-            entry |= {
-                "ordinal": stored.ordinal,
-                "dataset_version": stored.dataset_version,
-                "nondeterministic": stored.nondeterministic,
-            }
+            entry |= stored.summary()
             if stored.nondeterministic:
                 op.log.warning(
                     "NON-DETERMINISTIC: period %s of %s has the same fingerprint as an earlier write but "
