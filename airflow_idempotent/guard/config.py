@@ -33,6 +33,7 @@ from airflow_idempotent.window import (
     Anchor,
     Window,
     check_anchor,
+    check_lookback,
     check_timezone,
     parse_granularity,
     run_window,
@@ -158,6 +159,8 @@ class GuardConfig:
     timezone: str = "UTC"
     #: "start": a run writes the period containing its logical date; "end": the one ending at it
     anchor: Anchor = "start"
+    #: earlier periods each run also rewrites (the operators' lookback): the cap counts them too
+    lookback: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1:
@@ -166,6 +169,7 @@ class GuardConfig:
             parse_granularity(self.granularity)
             check_timezone(self.timezone)
             check_anchor(self.anchor)
+            check_lookback(self.lookback, self.granularity)
         except WindowError as err:
             raise GuardRefusal(f"guard window: {err}") from None
 
@@ -228,6 +232,7 @@ class GuardConfig:
         granularity: str | datetime.timedelta | None,
         timezone: str,
         anchor: str,
+        lookback: int = 0,
     ) -> None:
         """Refuse an operator whose window would differ from the one this guard checks.
 
@@ -244,6 +249,8 @@ class GuardConfig:
                 differ.append(("anchor", anchor, self.anchor))
         if timezone != self.timezone:
             differ.append(("timezone", timezone, self.timezone))
+        if lookback != self.lookback:
+            differ.append(("lookback", lookback, self.lookback))
         if not differ:
             return
         task = ", ".join(f"{name}={value!r}" for name, value, _ in differ)

@@ -36,9 +36,12 @@ from airflow_idempotent.guard.diff import WindowDiff, diff_window
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.strategies import (
     SAMPLE_SIZE,
+    PeriodResult,
     WriteSpec,
     check_keys,
+    checksum_periods,
     checksum_window,
+    count_periods,
     prepare,
     rowcount,
     window_binds,
@@ -72,10 +75,13 @@ class GuardedResult:
     rows_deleted: int = 0
     rows_inserted: int = 0
     rows_updated: int = 0
+    #: with lookback, each covered period's counts and checksum as committed (swap, reconcile)
+    periods: tuple[PeriodResult, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["diff"] = self.diff.to_json()
+        data["periods"] = [p.as_dict() for p in self.periods]
         return data
 
 
@@ -176,7 +182,7 @@ def guarded_write(
     stage = staging_name()
     created = False
     try:
-        with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+        with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
             try:
                 adapter.prepare_connection(conn)
                 info, columns, params = prepare(adapter, conn, spec)
@@ -231,6 +237,7 @@ def guarded_write(
                     raise _RollBack(result)
 
                 # (6) swap: the window out, the staged rows in; reconcile: only the difference
+                before = count_periods(adapter, conn, spec, info)  # lookback: per covered period
                 if mode == "swap":
                     deleted = rowcount(
                         adapter.execute(conn, adapter.delete_window(spec.table, partition), window_only)
@@ -262,6 +269,7 @@ def guarded_write(
                     rows_deleted=deleted,
                     rows_inserted=inserted,
                     rows_updated=updated,
+                    periods=checksum_periods(adapter, conn, spec, info, before),
                 )
             except BaseException:
                 if created and not adapter.transactional_ddl:
