@@ -26,7 +26,7 @@ from airflow_idempotent.examples.payouts import create_payouts, create_sales
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history.store import BackfillSizeRecord, HistoryStore
 from airflow_idempotent.preview import load_dag
-from airflow_idempotent.testing.context import run_context
+from airflow_idempotent.context import run_context
 from airflow_idempotent.window import day_range
 
 REPO = Path(__file__).resolve().parent.parent
