@@ -16,7 +16,7 @@ from airflow_idempotent import __version__
 from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS
 from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, MAX_DEPTH
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
-from airflow_idempotent.plugins.ui.routes import api, backfills, pages
+from airflow_idempotent.plugins.ui.routes import api, backfills, pages, rerun
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS, BodyLimit
 
 API_DESCRIPTION = f"""\
@@ -107,6 +107,8 @@ def create_app() -> FastAPI:
 
     for module in (api, backfills, pages):
         app.include_router(module.router)
+    app.include_router(rerun.router)
+    app.include_router(rerun.pages)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
