@@ -24,7 +24,8 @@ The JSON API of airflow-idempotent's pages in the Airflow UI, mounted in Airflow
 under `/idempotent`. Authenticate as for Airflow's own REST API: `Authorization: Bearer <JWT>`
 (from `POST /auth/token`), or the UI's session cookie. Every route needs a logged-in user (401)
 with access to the DAG it names (403): history and status GET on the DAG's runs, attempts GET
-on its task instances, preview and create POST on its runs, stop and clear PUT on its runs.
+on its task instances, preview, create and the rerun preview POST on its runs, stop and clear
+PUT on its runs.
 POST bodies are JSON (415 otherwise), at most {MAX_BODY:,} bytes (413, before anything reads
 them) and nested at most {MAX_DEPTH} levels (422); a browser session (cookie) must also send the
 page's `X-Idempotent-CSRF` token, which ends with the session it was issued to. Errors:

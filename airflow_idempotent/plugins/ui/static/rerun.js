@@ -32,13 +32,18 @@
     return "HTTP " + status;
   }
 
-  function fmt(v) {
+  function decimals(v) {
+    var text = String(v === null || v === undefined ? "" : v);
+    return text.indexOf(".") >= 0 ? Math.min(4, text.split(".")[1].length) : 0;
+  }
+
+  /* A figure with thousands separators and `places` decimals (default: its own). */
+  function fmt(v, places) {
     if (v === null || v === undefined || v === "") return "";
-    var text = String(v);
-    var n = Number(text);
-    if (isNaN(n)) return text;
-    var places = text.indexOf(".") >= 0 ? Math.min(4, text.split(".")[1].length) : 0;
-    return n.toLocaleString("en-US", { minimumFractionDigits: places, maximumFractionDigits: places });
+    var n = Number(v);
+    if (isNaN(n)) return String(v);
+    var p = places === undefined ? decimals(v) : places;
+    return n.toLocaleString("en-US", { minimumFractionDigits: p, maximumFractionDigits: p });
   }
 
   function collect() {
@@ -90,8 +95,9 @@
         row(measures, ["measure", "sum before", "sum after", "change"], true);
         names.forEach(function (m) {
           var s = sums[m];
-          var delta = s.delta !== undefined ? s.delta : (Number(s.after) - Number(s.before)).toFixed(2);
-          row(measures, [m, fmt(s.before), fmt(s.after), fmt(delta)]);
+          var delta = s.delta !== undefined ? s.delta : String(Number(s.after) - Number(s.before));
+          var p = Math.max(decimals(s.before), decimals(s.after), decimals(delta));
+          row(measures, [m, fmt(s.before, p), fmt(s.after, p), fmt(delta, p)]);
         });
         box.appendChild(measures);
       }
