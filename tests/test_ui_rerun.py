@@ -16,7 +16,6 @@ it where it was, and the target byte-identical.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import secrets
@@ -24,7 +23,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history.store import HistoryStore
 from tests.authmanager import SCOPES_ENV
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.test_preview import payout, table_digest
 from tests.ui_env import airflow_api_app, august_write
 
 DAG_ID = "rerun_ui_payouts"
@@ -80,15 +80,6 @@ DAG_FILE = textwrap.dedent(
 )
 
 
-def price(i: int) -> Decimal:
-    return (Decimal(25) + Decimal((i * 37) % 900) * Decimal("0.5")).quantize(Decimal("0.01"))
-
-
-def payout(i: int, policy: str) -> Decimal:
-    rate = Decimal("0.55") if policy == "v2" and price(i) >= Decimal("400.00") else Decimal("0.60")
-    return (price(i) * rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-
-
 CHANGED_BY_V2 = sorted(i for i in SALES if payout(i, "v1") != payout(i, "v2"))
 
 
@@ -113,11 +104,7 @@ class Env:
 
     def digest(self) -> str:
         """Every payouts row in key order, hashed in Python (independent of the package's checksum)."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.text("SELECT sale_id, sale_date, amount_eur, rate FROM payouts ORDER BY sale_id")
-            )
-            return hashlib.sha256("\n".join("|".join(map(str, r)) for r in rows).encode()).hexdigest()
+        return table_digest(self.engine)
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from datetime import date, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from tests.e2e.conftest import (
     kill_group,
     pg_admin,
 )
+from tests.test_preview import payout, table_digest  # the scenario's formula, computed in the tests
 
 pytestmark = pytest.mark.e2e
 
@@ -492,7 +493,7 @@ def test_a_guarded_backfill_from_the_airflow_ui(
     page.goto(f"{cluster.base_url}/dags/{DAG_ID}")
     page.get_by_role("link", name="Guarded backfill").click()
     form = page.frame_locator("iframe[title='Guarded backfill']")
-    expect(form.locator("html[data-ready='1']")).to_have_count(1)  # its script is wired up
+    expect(form.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
     form.locator("#from_date").fill("2026-08-03")
     form.locator("#to_date").fill("2026-08-05")
     form.locator("#reprocess_behavior").select_option("completed")
@@ -567,7 +568,7 @@ def test_a_guarded_backfill_from_the_airflow_ui(
     # Back to v1 with a 0.1 % limit on amount_eur: the first window breaches. Stop.
     page.goto(f"{cluster.base_url}/dags/{DAG_ID}/plugin/idempotent-backfill")
     form = page.frame_locator("iframe[title='Guarded backfill']")
-    expect(form.locator("html[data-ready='1']")).to_have_count(1)  # its script is wired up
+    expect(form.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
     form.locator("#from_date").fill("2026-08-03")
     form.locator("#to_date").fill("2026-08-05")
     form.locator("#reprocess_behavior").select_option("completed")
@@ -631,27 +632,6 @@ def test_a_guarded_backfill_from_the_airflow_ui(
 # --------------------------------------------------------------------------------------------
 
 
-def price(i: int) -> Decimal:
-    """The scenario's price of sale i (/work/shared/scenarios/payouts.md), computed here."""
-    return (Decimal(25) + Decimal((i * 37) % 900) * Decimal("0.5")).quantize(Decimal("0.01"))
-
-
-def payout(i: int, policy: str) -> Decimal:
-    rate = Decimal("0.55") if policy == "v2" and price(i) >= Decimal("400.00") else Decimal("0.60")
-    return (price(i) * rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-
-
-def payouts_digest(engine: sa.Engine) -> str:
-    """Every payouts row in key order, hashed in Python (not the package's checksum)."""
-    import hashlib
-
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT sale_id, sale_date, amount_eur, rate FROM payouts ORDER BY sale_id")
-        )
-        return hashlib.sha256("\n".join("|".join(map(str, r)) for r in rows).encode()).hexdigest()
-
-
 def login(page: Any, cluster: AirflowCluster) -> None:
     """Airflow's own login page, unless the browser's session is still logged in."""
     page.goto(cluster.base_url + "/")
@@ -682,7 +662,7 @@ def test_preview_rerun_of_a_window_from_the_run_history(
     other = "v1" if current == "v2" else "v2"
     expected = sum(1 for i in sales if payout(i, current) != payout(i, other))
     assert expected > 0
-    digest = payouts_digest(warehouse)
+    digest = table_digest(warehouse)
     writes_before = counts(cluster, history)[1]
 
     page = browser.new_page()
@@ -694,7 +674,7 @@ def test_preview_rerun_of_a_window_from_the_run_history(
     frame = page.frame_locator("iframe[title='Run history']")
     window = frame.locator("section.window").filter(has_text=day.isoformat()).first
     window.get_by_role("link", name="Preview rerun").click()
-    expect(frame.locator("html[data-ready='1']")).to_have_count(1)  # the rerun page's script is wired up
+    expect(frame.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
     expect(frame.locator("#window")).to_have_text(
         f"[{day.isoformat()}T00:00:00+00:00, 2026-08-04T00:00:00+00:00)"
     )
@@ -714,7 +694,7 @@ def test_preview_rerun_of_a_window_from_the_run_history(
     expect(frame.locator("#result-summary")).to_contain_text("nothing was written")
     to_top(frame.locator("#result"))
     shot(page, "rerun-preview")
-    assert payouts_digest(warehouse) == digest  # the target is byte-identical
+    assert table_digest(warehouse) == digest  # the target is byte-identical
     assert counts(cluster, history)[1] == writes_before  # no history record either
     assert errors == [], errors
     elapsed = time.monotonic() - started

@@ -27,6 +27,7 @@ STATIC = Path(__file__).with_name("static")
 #: The files `/static/{name}` serves (nothing else is ever read from disk by name).
 STATIC_FILES = {
     "idempotent.css": "text/css; charset=utf-8",
+    "common.js": "text/javascript; charset=utf-8",
     "backfill.js": "text/javascript; charset=utf-8",
     "rerun.js": "text/javascript; charset=utf-8",
 }

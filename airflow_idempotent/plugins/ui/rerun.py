@@ -87,9 +87,8 @@ def rerun_preview(session: Session, store: HistoryStore, dag_id: str, form: Reru
 def page_data(session: Session, dag_id: str) -> dict[str, Any]:
     """What the page shows before a preview: the DAG's params (defaults) and tasks (404 if unknown)."""
     dag = serialized_dag(session, dag_id)
-    params: dict[str, Any] = {}
     try:
         params = dict(dag.params.dump())
-    except Exception:
+    except Exception:  # a param that cannot be resolved without a run's conf: show none
         params = {}
     return {"params": jsonable(params), "tasks": [t.task_id for t in dag.tasks]}

@@ -4,47 +4,9 @@
   "use strict";
 
   var data = JSON.parse(document.getElementById("idem-data").textContent);
-  var csrf = document.querySelector('meta[name="idempotent-csrf"]').getAttribute("content");
+  var idem = window.idempotent;
+  var $ = idem.$, el = idem.el, say = idem.say, detail = idem.detail, decimals = idem.decimals, fmt = idem.fmt;
   var url = data.root + "/api/dags/" + encodeURIComponent(data.dag_id) + "/rerun/preview";
-
-  function $(id) { return document.getElementById(id); }
-
-  function el(tag, text, cls) {
-    var node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    if (cls) node.className = cls;
-    return node;
-  }
-
-  function say(text, kind) {
-    var box = $("message");
-    box.textContent = text || "";
-    box.className = "box" + (kind ? " " + kind : "") + (text ? "" : " hidden");
-  }
-
-  function detail(payload, status) {
-    if (payload && typeof payload.detail === "string") return payload.detail;
-    if (payload && Array.isArray(payload.detail)) {
-      return payload.detail.map(function (d) {
-        return (d.loc || []).slice(1).join(".") + ": " + d.msg;
-      }).join("; ");
-    }
-    return "HTTP " + status;
-  }
-
-  function decimals(v) {
-    var text = String(v === null || v === undefined ? "" : v);
-    return text.indexOf(".") >= 0 ? Math.min(4, text.split(".")[1].length) : 0;
-  }
-
-  /* A figure with thousands separators and `places` decimals (default: its own). */
-  function fmt(v, places) {
-    if (v === null || v === undefined || v === "") return "";
-    var n = Number(v);
-    if (isNaN(n)) return String(v);
-    var p = places === undefined ? decimals(v) : places;
-    return n.toLocaleString("en-US", { minimumFractionDigits: p, maximumFractionDigits: p });
-  }
 
   function collect() {
     var raw = $("conf").value.trim() || "{}";
@@ -141,21 +103,14 @@
     var button = $("preview-button");
     button.disabled = true;
     say("Staging and diffing each task's window…");
-    fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Accept": "application/json", "Content-Type": "application/json", "X-Idempotent-CSRF": csrf },
-      body: JSON.stringify(form.body)
-    }).then(function (response) {
-      return response.json().catch(function () { return null; }).then(function (payload) {
-        if (response.status !== 200) {
-          say("Refused: " + detail(payload, response.status), "error");
-          $("result").classList.add("hidden");
-          return;
-        }
-        say("");
-        show(payload);
-      });
+    idem.call("POST", url, form.body).then(function (answer) {
+      if (answer.status !== 200) {
+        say("Refused: " + detail(answer.payload, answer.status), "error");
+        $("result").classList.add("hidden");
+        return;
+      }
+      say("");
+      show(answer.payload);
     }).catch(function (err) {
       say("The preview failed: " + err, "error");
     }).then(function () { button.disabled = false; });
