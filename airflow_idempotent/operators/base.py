@@ -159,10 +159,10 @@ class WindowWriteOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
+        window = self.window(context)  # a run without a window fails before any connection
         identity = AttemptIdentity.from_context(context, self)
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
         spec = self.write_spec(context, adapter)
-        window = spec.window
         policy = self.effective_policy_version()
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
         history = SafeHistory(self.history_conn_id) if self.record_history else None
