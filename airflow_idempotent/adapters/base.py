@@ -142,6 +142,13 @@ class EngineAdapter(StagingStatements):
     #: With NOT NULL key columns (which every engine enforces) a merge then skips its key
     #: pre-check pass and runs it only to name the keys after such a failure (`strategies.merge`).
     upsert_refuses_repeated_keys: ClassVar[bool] = False
+    #: The native upsert keeps one row per repeated key and its row count is the number of distinct
+    #: target rows it wrote (DuckDB's ON CONFLICT), so a count below the source's reveals repeated
+    #: keys after the statement, inside the transaction: no key pass before it (`strategies.merge`).
+    upsert_counts_distinct_rows: ClassVar[bool] = False
+    #: COUNT(DISTINCT a, b) works on a tuple of columns (SQLite's takes one): read by `source_profile`'s
+    #: callers to fold a multi-column key's check into the source's count.
+    counts_distinct_tuples: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -469,8 +476,15 @@ class EngineAdapter(StagingStatements):
             .limit(limit)
         )
 
-    def source_profile(self, query: exp.Expr, partition_column: str | None) -> exp.Select:
-        """One pass over the source: its row count and how many rows fall outside the window."""
+    def source_profile(
+        self, query: exp.Expr, partition_column: str | None, keys: Sequence[str] = ()
+    ) -> exp.Select:
+        """One pass over the source: its row count, how many rows fall outside the window and, with
+        `keys`, how many distinct non-NULL keys and how many rows with a NULL key part it has.
+
+        With keys, the merge's key check costs no pass of its own: the source is clean when the
+        distinct keys equal the rows and no key is NULL (`key_problems` then names the bad ones).
+        """
         outside: exp.Expr = exp.Literal.number(0)
         if partition_column is not None:
             col = self.column(partition_column, SOURCE_ALIAS)
@@ -479,7 +493,13 @@ class EngineAdapter(StagingStatements):
                 exp.Is(this=col.copy(), expression=exp.null()),
             )
             outside = exp.Count(this=exp.Case(ifs=[exp.If(this=miss, true=exp.Literal.number(1))]))
-        return exp.select(exp.Count(this=exp.Star()), outside).from_(self.source(query))
+        selects: list[exp.Expr] = [exp.Count(this=exp.Star()), outside]
+        if keys:
+            key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
+            null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
+            selects.append(exp.Count(this=exp.Distinct(expressions=key_cols)))
+            selects.append(exp.Count(this=exp.Case(ifs=[exp.If(this=null_any, true=exp.Literal.number(1))])))
+        return exp.select(*selects).from_(self.source(query))
 
     def count_source(self, query: exp.Expr) -> exp.Select:
         return exp.select(exp.Count(this=exp.Star())).from_(self.source(query))

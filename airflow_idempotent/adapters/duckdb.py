@@ -36,6 +36,7 @@ class DuckDBAdapter(EngineAdapter):
     hosts_history_store = False
 
     checksum_version = "v2"
+    upsert_counts_distinct_rows = True
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hash", expressions=[text])
