@@ -8,6 +8,7 @@ and the adapter renders it in its own dialect with `:name` bound parameters (SQL
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.locks import LockId, LockStyle
@@ -51,6 +53,25 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
+@functools.cache
+def binding_dialect(name: str) -> Dialect:
+    """The sqlglot dialect `name`, writing named placeholders as SQLAlchemy's `:name` (PostgreSQL's
+    own spelling is `%(name)s`, DuckDB's `$name`) and refusing positional ones (?, %s, $1)."""
+    base = type(Dialect.get_or_raise(name))
+
+    class Generator(base.Generator):  # type: ignore[name-defined,misc]
+        def placeholder_sql(self, expression: exp.Placeholder) -> str:
+            if not expression.name or expression.name == "?":
+                raise SqlParseError(
+                    "positional placeholders (?, %s, $1) cannot be bound by name: "
+                    "use named ones such as :window_start, :window_end or :my_param."
+                )
+            return f":{expression.name}"
+
+    dialect: type[Dialect] = type(f"IdemBinding{base.__name__}", (base,), {"Generator": Generator})
+    return dialect()
+
+
 def split_table_name(name: str) -> tuple[str | None, str]:
     """Split `schema.table` (or `table`) into validated parts."""
     if not isinstance(name, str):
@@ -63,6 +84,14 @@ def split_table_name(name: str) -> tuple[str | None, str]:
     if len(parts) == 2:
         return validate_identifier(parts[0], "schema name"), validate_identifier(parts[1], "table name")
     return None, validate_identifier(parts[0], "table name")
+
+
+def missing_table(table: str) -> SchemaError:
+    """The refusal of a target the connection's database does not have."""
+    return SchemaError(
+        f"table {table!r} does not exist in this connection's database: create it first "
+        "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
+    )
 
 
 @dataclass(frozen=True)
@@ -182,19 +211,12 @@ class EngineAdapter(StagingStatements):
 
     # ------------------------------------------------------------------ rendering
     def render(self, expression: exp.Expr) -> str:
-        """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind."""
+        """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind.
 
-        def to_colon(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Placeholder):
-                if not node.name or node.name == "?":
-                    raise SqlParseError(
-                        "positional placeholders (?, %s, $1) cannot be bound by name: "
-                        "use named ones such as :window_start, :window_end or :my_param."
-                    )
-                return exp.var(f":{node.name}")
-            return node
-
-        return expression.transform(to_colon, copy=True).sql(dialect=self.dialect)
+        The dialect's generator writes the placeholders itself (`binding_dialect`), so rendering
+        neither copies nor walks the tree first: it ran for every statement of every write.
+        """
+        return expression.sql(dialect=binding_dialect(self.dialect))
 
     def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
         """Run one expression with bound parameters and return SQLAlchemy's result."""
@@ -316,10 +338,7 @@ class EngineAdapter(StagingStatements):
         schema, name = split_table_name(table)
         inspector = sa.inspect(conn)
         if not inspector.has_table(name, schema=schema):
-            raise SchemaError(
-                f"table {table!r} does not exist in this connection's database: create it first "
-                "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
-            )
+            raise missing_table(table)
         columns: dict[str, ColumnInfo] = {}
         for col in inspector.get_columns(name, schema=schema):
             columns[col["name"].lower()] = ColumnInfo(
