@@ -182,13 +182,13 @@ def timed_statements() -> Iterator[dict[str, float]]:
     real_commit = DefaultDialect.do_commit
     steps: dict[str, float] = defaultdict(float)
     last: list[str] = [""]
-    writers: set[int] = set()  # the DB-API connections the adapter's statements ran on
+    writers: set[int] = set()  # the pooled connections the adapter's statements ran on
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         last[0] = statement
 
     def execute(self: Any, conn: Any, expression: Any, binds: Any) -> Any:
-        writers.add(id(conn.connection.dbapi_connection))
+        writers.add(id(conn.connection))  # what SQLAlchemy hands do_commit
         t0 = time.perf_counter()
         try:
             return real(self, conn, expression, binds)
