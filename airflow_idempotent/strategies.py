@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
@@ -237,9 +237,10 @@ def merge(
 ) -> WriteResult:
     """Upsert the SELECT's rows on `keys`; optionally delete the window's rows the source lacks.
 
-    Repeated or NULL source keys are refused naming them, with nothing written: found by a pass
-    before the upsert, or, where the database refuses them itself (`database_refuses_bad_keys`), by
-    the same query run after the upsert failed and the transaction rolled back.
+    Repeated or NULL source keys are refused naming them, with nothing written. How they are found
+    is what the database guarantees (`key_check`): the upsert refuses them itself, or its row count
+    reveals them, and the key query runs only after that, to name them; otherwise the source's one
+    counting pass also counts its distinct and NULL keys, and only a mismatch runs the key query.
     """
     if not keys:
         raise SchemaError("merge needs key_columns: the columns that identify a row, e.g. ['sale_id'].")
@@ -250,7 +251,7 @@ def merge(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
             "the source is complete for."
         )
-    # Set when the database itself refuses repeated or NULL keys: the keys and binds to name them by.
+    # Set when the upsert itself reveals repeated or NULL keys: the keys and binds to name them by.
     diagnosis: dict[str, Any] = {}
     try:
         with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
@@ -265,18 +266,24 @@ def merge(
                     f"an upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
                     f"{info.qualified} ({', '.join(key_names)})."
                 )
-            if database_refuses_bad_keys(adapter, info, key_names):
-                diagnosis.update(keys=key_names, params=params)
-                profile = adapter.source_profile(spec.query, spec.partition_column)
-                count, outside = adapter.execute(conn, profile, params).one()
-                source_rows = int(count)
-                if int(outside or 0):
-                    _raise_outside(adapter, conn, spec, params, int(outside))
-            else:
+            how = key_check(adapter, info, key_names)
+            if how == "pass":
                 check_keys(adapter, conn, spec, key_names, params)
                 source_rows = int(
                     adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one()
                 )
+            else:
+                counted = key_names if how == "counts" else ()
+                profile = adapter.source_profile(spec.query, spec.partition_column, counted)
+                row = adapter.execute(conn, profile, params).one()
+                source_rows, outside = int(row[0]), int(row[1] or 0)
+                if counted and (int(row[3] or 0) or int(row[2] or 0) != source_rows):
+                    check_keys(adapter, conn, spec, key_names, params)  # names them and raises
+                    raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, int(row[2] or 0)))
+                if outside:
+                    _raise_outside(adapter, conn, spec, params, outside)
+                if how != "counts":
+                    diagnosis.update(keys=key_names, params=params)
             window_only = window_binds(params)
             periods_before = count_periods(adapter, conn, spec, info)
             deleted = 0
@@ -285,7 +292,13 @@ def merge(
                 stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
                 deleted = rowcount(adapter.execute(conn, stmt, params))
             before = _window_count(adapter, conn, spec, window_only)
-            adapter.execute(conn, adapter.upsert(spec.table, columns, key_names, spec.query), params)
+            upsert = adapter.upsert(spec.table, columns, key_names, spec.query)
+            written = rowcount(adapter.execute(conn, upsert, params))
+            if how == "rowcount" and written != source_rows:
+                if written < 0:  # the driver did not count: look for them the slow way
+                    check_keys(adapter, conn, spec, key_names, params)
+                else:  # one row per repeated key was kept: roll back, then name them
+                    raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, written))
             row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
             after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
             inserted = after - before if before >= 0 else source_rows
@@ -303,7 +316,7 @@ def merge(
             )
             if spec.before_commit is not None:
                 spec.before_commit()
-    except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
+    except (sa_exc.IntegrityError, sa_exc.ProgrammingError, MergeKeyError):
         if diagnosis:  # rolled back; name the keys the database refused (check_keys raises)
             with adapter.engine.connect() as conn:
                 check_keys(adapter, conn, spec, diagnosis["keys"], diagnosis["params"])
@@ -321,11 +334,36 @@ def merge(
     return result
 
 
-def database_refuses_bad_keys(adapter: EngineAdapter, info: TableInfo, keys: Sequence[str]) -> bool:
-    """The upsert statement itself fails on repeated keys (the adapter's flag) and on NULL keys
-    (NOT NULL key columns), so its failure, not a pass before it, is when to look for them."""
-    return adapter.upsert_refuses_repeated_keys and not any(
-        info.column(k, "key column").nullable for k in keys
+KeyCheck = Literal["statement", "rowcount", "counts", "pass"]
+
+
+def key_check(adapter: EngineAdapter, info: TableInfo, keys: Sequence[str]) -> KeyCheck:
+    """How a merge finds repeated or NULL source keys, by what the database guarantees:
+
+    - ``statement``: the upsert fails on them (`upsert_refuses_repeated_keys`, NOT NULL keys);
+    - ``rowcount``: the upsert's row count falls short of the source's (`upsert_counts_distinct_rows`,
+      NOT NULL keys refused by the database);
+    - ``counts``: the source's counting pass counts distinct and NULL keys too;
+    - ``pass``: a key pass of its own (a multi-column key where COUNT(DISTINCT) takes one column).
+
+    In every case the keys are named by `check_keys` and nothing is written.
+    """
+    not_null = not any(info.column(k, "key column").nullable for k in keys)
+    if not_null and adapter.upsert_refuses_repeated_keys:
+        return "statement"
+    if not_null and adapter.upsert_counts_distinct_rows:
+        return "rowcount"
+    if len(keys) == 1 or adapter.counts_distinct_tuples:
+        return "counts"
+    return "pass"
+
+
+def _repeated_keys(spec: WriteSpec, keys: Sequence[str], source_rows: int, distinct: int) -> str:
+    """The refusal when the keys could be counted but not named (they changed between two reads)."""
+    return (
+        f"the merge source has {source_rows} rows but {distinct} distinct non-NULL key(s) on "
+        f"({', '.join(keys)}) for window {spec.window.label()}: nothing was written. Make the SELECT "
+        "return one row per key (deduplicate, or add the missing key columns), and filter out NULL keys."
     )
 
 

@@ -8,6 +8,7 @@ and the adapter renders it in its own dialect with `:name` bound parameters (SQL
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.locks import LockId, LockStyle
@@ -51,6 +53,25 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
+@functools.cache
+def binding_dialect(name: str) -> Dialect:
+    """The sqlglot dialect `name`, writing named placeholders as SQLAlchemy's `:name` (PostgreSQL's
+    own spelling is `%(name)s`, DuckDB's `$name`) and refusing positional ones (?, %s, $1)."""
+    base = type(Dialect.get_or_raise(name))
+
+    class Generator(base.Generator):  # type: ignore[name-defined,misc]
+        def placeholder_sql(self, expression: exp.Placeholder) -> str:
+            if not expression.name or expression.name == "?":
+                raise SqlParseError(
+                    "positional placeholders (?, %s, $1) cannot be bound by name: "
+                    "use named ones such as :window_start, :window_end or :my_param."
+                )
+            return f":{expression.name}"
+
+    dialect: type[Dialect] = type(f"IdemBinding{base.__name__}", (base,), {"Generator": Generator})
+    return dialect()
+
+
 def split_table_name(name: str) -> tuple[str | None, str]:
     """Split `schema.table` (or `table`) into validated parts."""
     if not isinstance(name, str):
@@ -63,6 +84,14 @@ def split_table_name(name: str) -> tuple[str | None, str]:
     if len(parts) == 2:
         return validate_identifier(parts[0], "schema name"), validate_identifier(parts[1], "table name")
     return None, validate_identifier(parts[0], "table name")
+
+
+def missing_table(table: str) -> SchemaError:
+    """The refusal of a target the connection's database does not have."""
+    return SchemaError(
+        f"table {table!r} does not exist in this connection's database: create it first "
+        "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
+    )
 
 
 @dataclass(frozen=True)
@@ -145,6 +174,13 @@ class EngineAdapter(StagingStatements):
     #: With NOT NULL key columns (which every engine enforces) a merge then skips its key
     #: pre-check pass and runs it only to name the keys after such a failure (`strategies.merge`).
     upsert_refuses_repeated_keys: ClassVar[bool] = False
+    #: The native upsert keeps one row per repeated key and its row count is the number of distinct
+    #: target rows it wrote (DuckDB's ON CONFLICT), so a count below the source's reveals repeated
+    #: keys after the statement, inside the transaction: no key pass before it (`strategies.merge`).
+    upsert_counts_distinct_rows: ClassVar[bool] = False
+    #: COUNT(DISTINCT a, b) works on a tuple of columns (SQLite's takes one): read by `source_profile`'s
+    #: callers to fold a multi-column key's check into the source's count.
+    counts_distinct_tuples: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -187,19 +223,12 @@ class EngineAdapter(StagingStatements):
 
     # ------------------------------------------------------------------ rendering
     def render(self, expression: exp.Expr) -> str:
-        """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind."""
+        """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind.
 
-        def to_colon(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Placeholder):
-                if not node.name or node.name == "?":
-                    raise SqlParseError(
-                        "positional placeholders (?, %s, $1) cannot be bound by name: "
-                        "use named ones such as :window_start, :window_end or :my_param."
-                    )
-                return exp.var(f":{node.name}")
-            return node
-
-        return expression.transform(to_colon, copy=True).sql(dialect=self.dialect)
+        The dialect's generator writes the placeholders itself (`binding_dialect`), so rendering
+        neither copies nor walks the tree first: it ran for every statement of every write.
+        """
+        return expression.sql(dialect=binding_dialect(self.dialect))
 
     def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
         """Run one expression with bound parameters and return SQLAlchemy's result."""
@@ -328,10 +357,7 @@ class EngineAdapter(StagingStatements):
         schema, name = split_table_name(table)
         inspector = sa.inspect(conn)
         if not inspector.has_table(name, schema=schema):
-            raise SchemaError(
-                f"table {table!r} does not exist in this connection's database: create it first "
-                "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
-            )
+            raise missing_table(table)
         columns: dict[str, ColumnInfo] = {}
         for col in inspector.get_columns(name, schema=schema):
             columns[col["name"].lower()] = ColumnInfo(
@@ -387,6 +413,9 @@ class EngineAdapter(StagingStatements):
         return value.isoformat()
 
     # ------------------------------------------------------------------ SQL builders
+    # Each builder makes a fresh tree (the user's query copied once, by `source`), so the chained
+    # sqlglot calls take copy=False: copying the growing tree at every step was half the time of
+    # building and rendering a write's statements.
     def in_window(self, partition_column: str, table: str | None = None) -> exp.Expr:
         """`partition >= :window_start AND partition < :window_end`: the half-open window."""
         col = self.column(partition_column, table)
@@ -406,7 +435,12 @@ class EngineAdapter(StagingStatements):
 
     def probe_columns(self, query: exp.Expr) -> exp.Select:
         """A query returning no rows whose result columns are the user's SELECT's columns."""
-        return exp.select("*").from_(self.source(query)).where(exp.false()).limit(0)
+        return (
+            exp.select("*")
+            .from_(self.source(query), copy=False)
+            .where(exp.false(), copy=False)
+            .limit(0, copy=False)
+        )
 
     def delete_window(self, table: str, partition_column: str) -> exp.Delete:
         return exp.delete(self.table(table), where=self.in_window(partition_column))
@@ -414,17 +448,22 @@ class EngineAdapter(StagingStatements):
     def count_window(self, table: str, partition_column: str) -> exp.Select:
         return (
             exp.select(exp.Count(this=exp.Star()))
-            .from_(self.table(table))
-            .where(self.in_window(partition_column))
+            .from_(self.table(table), copy=False)
+            .where(self.in_window(partition_column), copy=False)
         )
 
     def insert_select(self, table: str, columns: Sequence[str], query: exp.Expr) -> exp.Insert:
         """INSERT INTO table (cols) SELECT cols FROM (query): set-based, rows never leave the database."""
-        select = exp.select(*[self.column(c, SOURCE_ALIAS) for c in columns]).from_(self.source(query))
+        select = exp.select(*[self.column(c, SOURCE_ALIAS) for c in columns]).from_(
+            self.source(query), copy=False
+        )
         if self.upsert_select_needs_where:
-            select = select.where(exp.true())
+            select = select.where(exp.true(), copy=False)
         return exp.insert(
-            select, self.table(table), columns=[exp.to_identifier(c, quoted=True) for c in columns]
+            select,
+            self.table(table),
+            columns=[exp.to_identifier(c, quoted=True) for c in columns],
+            copy=False,
         )
 
     def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str], query: exp.Expr) -> exp.Expr:
@@ -481,15 +520,22 @@ class EngineAdapter(StagingStatements):
             selects.append(exp.alias_(exp.Literal.number(0), "outside"))
         return (
             exp.select(*selects)
-            .from_(self.source(query))
-            .group_by(*[c.copy() for c in key_cols])
-            .having(exp.or_(*problems))
-            .order_by(*[c.copy() for c in key_cols])
-            .limit(limit)
+            .from_(self.source(query), copy=False)
+            .group_by(*[c.copy() for c in key_cols], copy=False)
+            .having(exp.or_(*problems), copy=False)
+            .order_by(*[c.copy() for c in key_cols], copy=False)
+            .limit(limit, copy=False)
         )
 
-    def source_profile(self, query: exp.Expr, partition_column: str | None) -> exp.Select:
-        """One pass over the source: its row count and how many rows fall outside the window."""
+    def source_profile(
+        self, query: exp.Expr, partition_column: str | None, keys: Sequence[str] = ()
+    ) -> exp.Select:
+        """One pass over the source: its row count, how many rows fall outside the window and, with
+        `keys`, how many distinct non-NULL keys and how many rows with a NULL key part it has.
+
+        With keys, the merge's key check costs no pass of its own: the source is clean when the
+        distinct keys equal the rows and no key is NULL (`key_problems` then names the bad ones).
+        """
         outside: exp.Expr = exp.Literal.number(0)
         if partition_column is not None:
             col = self.column(partition_column, SOURCE_ALIAS)
@@ -498,23 +544,30 @@ class EngineAdapter(StagingStatements):
                 exp.Is(this=col.copy(), expression=exp.null()),
             )
             outside = exp.Count(this=exp.Case(ifs=[exp.If(this=miss, true=exp.Literal.number(1))]))
-        return exp.select(exp.Count(this=exp.Star()), outside).from_(self.source(query))
+        selects: list[exp.Expr] = [exp.Count(this=exp.Star()), outside]
+        if keys:
+            key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
+            null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
+            selects.append(exp.Count(this=exp.Distinct(expressions=key_cols)))
+            selects.append(exp.Count(this=exp.Case(ifs=[exp.If(this=null_any, true=exp.Literal.number(1))])))
+        return exp.select(*selects).from_(self.source(query), copy=False)
 
     def count_source(self, query: exp.Expr) -> exp.Select:
-        return exp.select(exp.Count(this=exp.Star())).from_(self.source(query))
+        return exp.select(exp.Count(this=exp.Star())).from_(self.source(query), copy=False)
 
     def outside_sample(self, query: exp.Expr, partition_column: str, limit: int) -> exp.Select:
         """A few partition values the SELECT produced outside the window, to name them in the error."""
         col = self.column(partition_column, SOURCE_ALIAS)
         return (
             exp.select(col)
-            .from_(self.source(query))
+            .from_(self.source(query), copy=False)
             .where(
                 exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))).or_(
                     exp.Is(this=col.copy(), expression=exp.null())
-                )
+                ),
+                copy=False,
             )
-            .limit(limit)
+            .limit(limit, copy=False)
         )
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
@@ -556,8 +609,8 @@ class EngineAdapter(StagingStatements):
                 exp.Count(this=exp.Star()),
                 exp.func("COALESCE", exp.Sum(this=self.row_checksum(ordered)), exp.Literal.number(0)),
             )
-            .from_(self.table(table))
-            .where(self.in_window(partition_column))
+            .from_(self.table(table), copy=False)
+            .where(self.in_window(partition_column), copy=False)
         )
 
     def checksum_text(self, count: int, total: object) -> str:
@@ -572,7 +625,11 @@ class EngineAdapter(StagingStatements):
         match = exp.and_(
             *[exp.EQ(this=self.column(k, SOURCE_ALIAS), expression=self.column(k, name)) for k in keys]
         )
-        exists = exp.Exists(this=exp.select(exp.Literal.number(1)).from_(self.source(query)).where(match))
+        exists = exp.Exists(
+            this=exp.select(exp.Literal.number(1))
+            .from_(self.source(query), copy=False)
+            .where(match, copy=False)
+        )
         return exp.delete(
             self.table(table),
             where=exp.and_(self.in_window(partition_column, name), exp.not_(exists)),

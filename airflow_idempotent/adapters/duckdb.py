@@ -14,9 +14,9 @@ from airflow_idempotent.adapters.base import (
     ColumnKind,
     EngineAdapter,
     TableInfo,
+    missing_table,
     split_table_name,
 )
-from airflow_idempotent.errors import SchemaError
 
 _KINDS: dict[str, ColumnKind] = {
     "DATE": "date",
@@ -36,6 +36,7 @@ class DuckDBAdapter(EngineAdapter):
     hosts_history_store = False
 
     checksum_version = "v2"
+    upsert_counts_distinct_rows = True
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hash", expressions=[text])
@@ -56,10 +57,7 @@ class DuckDBAdapter(EngineAdapter):
             params,
         ).all()
         if not rows:
-            raise SchemaError(
-                f"table {table!r} does not exist in this connection's database: create it first "
-                "(the example DAGs create theirs with a CREATE TABLE task), or fix the table name."
-            )
+            raise missing_table(table)
         columns = {
             str(r[0]).lower(): ColumnInfo(
                 name=str(r[0]),

@@ -56,6 +56,7 @@ class SQLiteAdapter(EngineAdapter):
     upsert_select_needs_where = True
     binds_temporal_as_text = True
     checksum_version = "v2"
+    counts_distinct_tuples = False
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
