@@ -278,7 +278,7 @@ class EngineAdapter(StagingStatements):
         one of them.
         """
         windows = [window] if isinstance(window, Window) else list(window)
-        held = [LockId.of(f"{table.lower()}|{w.label()}") for w in windows]
+        held = [LockId.of(self.lock_resource(table, w)) for w in windows]
         named = windows[0] if len(windows) == 1 else spanning(windows)
 
         def timed_out(how: str) -> Callable[[], Exception]:
@@ -300,6 +300,15 @@ class EngineAdapter(StagingStatements):
             )
         with transaction as conn:
             yield conn
+
+    def lock_resource(self, table: str, window: Window) -> str:
+        """What the (table, window) lock is named after. Advisory locks and lock files belong to
+        one database already; named locks (`get_lock`) are server-wide, so their name carries the
+        database the table lives in: two databases' tables of one name never wait for each other."""
+        name = table.lower()
+        if self.lock_style == "get_lock" and "." not in name:
+            name = f"{(self.engine.url.database or '').lower()}.{name}"
+        return f"{name}|{window.label()}"
 
     @contextmanager
     def session_lock(self, resource: str, wait: float, prefix: str = "idem_") -> Iterator[None]:
