@@ -248,52 +248,46 @@ def child(strategy: str, run: int) -> int:
 def build_variants(
     pg: bench_write.Pg, n: int, dbt_project: Path | None, sqlmesh_project: Path | None
 ) -> list[Variant]:
+    """Every variant, by strategy: dbt's delete+insert and SQLMesh's by-time model replace the window
+    (overwrite); dbt's merge and microbatch (a MERGE on PostgreSQL) and SQLMesh's by-key model merge."""
     ours = ("public", "payouts")
     variants = []
-    for strategy in STRATEGIES:
+    for s in STRATEGIES:
         variants += [
+            Variant(f"hand-written {s}", s, "hand", ours, lambda r, s=s: hand_call(pg, s, n)),
+            Variant(f"provider {s}, in process", s, "provider", ours, lambda r, s=s: operator_call(s, r)),
             Variant(
-                f"hand-written {strategy}", strategy, "hand", ours, lambda r, s=strategy: hand_call(pg, s, n)
-            ),
-            Variant(
-                f"provider {strategy}, in process",
-                strategy,
-                "provider",
-                ours,
-                lambda r, s=strategy: operator_call(s, r),
-            ),
-            Variant(
-                f"provider {strategy}, own process",
-                strategy,
+                f"provider {s}, own process",
+                s,
                 "provider process",
                 ours,
-                lambda r, s=strategy: operator_process_call(s, 1000 + r),
+                lambda r, s=s: operator_process_call(s, 1000 + r),
             ),
         ]
+    peers: list[tuple[str, str, str, tuple[str, str], Callable[[int], Call]]] = []
     if dbt_project is not None:
-        for dbt_strategy, model in DBT_MODELS.items():
-            strategy = "overwrite" if dbt_strategy == "delete+insert" else "merge"
-            variants.append(
-                Variant(
-                    f"dbt {dbt_strategy}",
-                    strategy,
-                    "dbt",
-                    (DBT_SCHEMA, model),
-                    lambda r, m=model, s=dbt_strategy: dbt_call(dbt_project, m, s, r),
-                )
+        peers += [
+            (
+                f"dbt {s}",
+                "overwrite" if s == "delete+insert" else "merge",
+                "dbt",
+                (DBT_SCHEMA, m),
+                lambda r, m=m, s=s: dbt_call(dbt_project, m, s, r),
             )
+            for s, m in DBT_MODELS.items()
+        ]
     if sqlmesh_project is not None:
-        for kind, model in SQLMESH_MODELS.items():
-            strategy = "overwrite" if kind == "INCREMENTAL_BY_TIME_RANGE" else "merge"
-            variants.append(
-                Variant(
-                    f"SQLMesh {kind}",
-                    strategy,
-                    "sqlmesh",
-                    sqlmesh_physical(pg, model),
-                    lambda r, m=model: sqlmesh_call(sqlmesh_project, m, r),
-                )
+        peers += [
+            (
+                f"SQLMesh {k}",
+                "overwrite" if k == "INCREMENTAL_BY_TIME_RANGE" else "merge",
+                "sqlmesh",
+                sqlmesh_physical(pg, m),
+                lambda r, m=m: sqlmesh_call(sqlmesh_project, m, r),
             )
+            for k, m in SQLMESH_MODELS.items()
+        ]
+    variants += [Variant(*peer) for peer in peers]
     return variants
 
 
@@ -547,8 +541,9 @@ def render(
         "hand-written one; the provider's kinds as bench_engines.py times them). dbt: every statement "
         "of its JSON debug log (`SQLQueryStatus` elapsed), and `run_results execute` (the model's "
         "execute phase from run_results.json). SQLMesh: from one extra `--debug` call per model after "
-        "the timed ones (its log has millisecond timestamps and no durations: each `Executing SQL` line "
-        "until the next log line). The provider's process: `execute()` is the operator call inside it.",
+        "the timed ones: the write is the evaluation `duration` its console prints; the kinds are each "
+        "`Executing SQL` line of its log until the next log line (millisecond timestamps, no durations: "
+        "indicative only). The provider's process: `execute()` is the operator call inside it.",
         "",
         "## For the README",
         "",
