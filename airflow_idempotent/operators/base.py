@@ -28,6 +28,7 @@ from airflow_idempotent.history.store import DEFAULT_CONN_ID, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
+from airflow_idempotent.operators.approval import ApprovalMixin, kept_stage_name
 from airflow_idempotent.strategies import WriteResult, WriteSpec
 from airflow_idempotent.window import Window, parse_granularity, window_from_context
 
@@ -54,7 +55,7 @@ def _conf_value(context: Context | Mapping[str, Any], key: str) -> str | None:
     return str(value)[:64] if isinstance(value, str | int | float) else None
 
 
-class WindowWriteOperator(BaseOperator):
+class WindowWriteOperator(ApprovalMixin, BaseOperator):
     """Write the rows of a SELECT into `table` for the run's window, safely rerunnable.
 
     The window comes from the run (data interval, or the logical date plus a declared
@@ -162,19 +163,10 @@ class WindowWriteOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
-        window = self.window(context)
         identity = AttemptIdentity.from_context(context, self)
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        query = check_deterministic(self.sql, adapter.dialect, self.allow_functions)
-        spec = WriteSpec(
-            table=self.table,
-            query=query,
-            window=window,
-            partition_column=self.partition_column,
-            params=self.parameters,
-            lock_timeout=self.lock_timeout,
-            checksum=self.checksum,
-        )
+        spec = self.build_spec(context, adapter)
+        window = spec.window
         policy = self.effective_policy_version()
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
         history = SafeHistory(self.history_conn_id) if self.record_history else None
@@ -283,6 +275,18 @@ class WindowWriteOperator(BaseOperator):
                     )
         self.emit_asset_event(context, window, out)
         return out
+
+    def build_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
+        """What this run writes where: its window, the linted SELECT, its bound parameters."""
+        return WriteSpec(
+            table=self.table,
+            query=check_deterministic(self.sql, adapter.dialect, self.allow_functions),
+            window=self.window(context),
+            partition_column=self.partition_column,
+            params=self.parameters,
+            lock_timeout=self.lock_timeout,
+            checksum=self.checksum,
+        )
 
     def guard_config(self) -> GuardConfig | None:
         """The guard the DAG declares (its declared param default, never a run's conf), or None.
@@ -412,10 +416,22 @@ class WindowWriteOperator(BaseOperator):
             )
 
         write: Any = guarded_write
+        approve = guard.on_breach == "approve" and mode != "replay"
         if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
             from airflow_idempotent.guard.spark_write import guarded_switch
 
+            if approve:
+                raise GuardRefusal(
+                    f'on_breach="approve" keeps a breached window\'s staged rows in a table of the '
+                    f"warehouse until a person decides; {self.conn_id!r} is a Spark connection, whose "
+                    "guarded write switches partitions instead: nothing was written. Declare "
+                    'on_breach="refuse" for this DAG (the default).'
+                )
             write = functools.partial(guarded_switch, store=history.store, target=target)
+        elif approve:
+            write = functools.partial(
+                guarded_write, keep_on_breach=kept_stage_name(identity, target, spec.window.label())
+            )
         try:
             result = write(
                 adapter,
@@ -429,6 +445,10 @@ class WindowWriteOperator(BaseOperator):
                 before_commit=spec.before_commit,
             )
         except GuardBreach as breach:
+            if breach.result.kept is not None:  # on_breach="approve": parks the task for a decision
+                self.await_approval(
+                    context, guard, breach, identity, history, target, spec, semantics, policy
+                )
             reason = f"{spec.window.label()}: {'; '.join(breach.result.breaches)}"
             record("refused", breach.result, f"stop condition: {reason}")
             if intent is not None:
