@@ -8,6 +8,7 @@ is then resumed as Airflow resumes it, by calling `approval_complete` with the e
 HITL detail produces. Expected figures come from the scenario's formula in pure Python.
 """
 
+# ruff: noqa: F811  (the guard tests' fixtures, imported, are parameters here)
 from __future__ import annotations
 
 import uuid
@@ -21,9 +22,10 @@ from airflow.sdk.exceptions import TaskAwaitingInput
 from airflow.sdk.execution_time import task_runner
 
 from airflow_idempotent.examples.payouts import table_checksum, window_totals
-from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds, killswitch
+from airflow_idempotent.guard import GuardConfig, GuardRefusal, killswitch
 from airflow_idempotent.guard.approval import StaleApproval
 from airflow_idempotent.history import HistoryStore, approvals
+from airflow_idempotent.history.report import window_history
 from airflow_idempotent.identity import AttemptIdentity
 from tests.test_guard_operator import (  # noqa: F401  (fixtures)
     CORRECTIVE,
@@ -94,6 +96,13 @@ def response(option: str, user: str = "alice", comment: str = "") -> dict[str, A
     }
 
 
+def measure_row(body: str) -> tuple[Decimal, ...]:
+    """The amount_eur row of the request's Markdown (before, after, change), to the cent (SQLite
+    sums in floating point)."""
+    (row,) = [line for line in body.splitlines() if line.startswith("| amount_eur |")]
+    return tuple(Decimal(cell.strip()).quantize(Decimal("0.01")) for cell in row.strip("|").split("|")[1:])
+
+
 def identity(ctx: dict[str, Any]) -> AttemptIdentity:
     return AttemptIdentity.from_context(ctx, guarded(guard=APPROVE_GUARD))
 
@@ -138,7 +147,7 @@ def test_approved_breach_swaps_exactly_the_diffed_rows_and_records_who_approved(
     assert request.ti_id == ctx["task_instance"].id
     assert request.options == ["Approve", "Reject"] and request.defaults == ["Reject"]
     assert f"| 2000 | 2000 | 0 | 0 | {len(changed)} | {2000 - len(changed)} |" in request.body
-    assert f"| amount_eur | {v1[1]} | {v2[1]} | {v2[1] - v1[1]} |" in request.body
+    assert measure_row(request.body) == (v1[1], v2[1], v2[1] - v1[1])
     assert f"Sample changed keys: {', '.join(str(i) for i in changed[:10])}" in request.body
     pending = approvals.of_attempt(history, identity(ctx))
     assert pending is not None and pending.status == "pending" and pending.stage_rows == 2000
@@ -160,6 +169,10 @@ def test_approved_breach_swaps_exactly_the_diffed_rows_and_records_who_approved(
     assert write["status"] == "written" and write["message"] == "approved by alice: v2 rates signed off"
     assert write["dataset_version"] == 2
     assert pending.stage_table not in tables(loaded.engine)  # dropped once decided
+    (shown,) = window_history(history)  # what `airflow-idempotent history` and its --json show
+    (approval,) = shown["approvals"]
+    assert approvals.describe(approval).startswith("approved by alice at ")
+    assert approvals.describe(approval).endswith(f": v2 rates signed off ({ctx['run_id']}, try 1)")
 
 
 @pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
@@ -208,7 +221,9 @@ def test_approval_of_data_that_changed_since_the_diff_is_refused(
     park(ctx)
     first = (DAY - date(2026, 8, 1)).days * 2000 + 1
     with loaded.engine.begin() as conn:  # someone changes production's window after the diff
-        conn.execute(sa.text("UPDATE payouts SET amount_eur = amount_eur + 1 WHERE sale_id = :i"), {"i": first})
+        conn.execute(
+            sa.text("UPDATE payouts SET amount_eur = amount_eur + 1 WHERE sale_id = :i"), {"i": first}
+        )
     changed = table_checksum(loaded.engine, "payouts")
     with pytest.raises(StaleApproval, match="production's window is now 2000 rows"):
         guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))

@@ -211,3 +211,48 @@ def of_target(
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
     return [dict(r._mapping) for r in rows]
+
+
+def for_windows(store: HistoryStore, targets: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Every approval of `targets`, by (target, window start, window end), oldest first: what the
+    history report shows beside a window's writes (who decided, when, why)."""
+    if not targets:
+        return {}
+    table = _table()
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(table).where(table.c.target.in_(sorted(set(targets)))).order_by(table.c.id)
+        ).all()
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        m = r._mapping
+        out.setdefault((m["target"], m["window_start"], m["window_end"]), []).append(
+            {
+                "dag_id": m["dag_id"],
+                "run_id": m["run_id"],
+                "task_id": m["task_id"],
+                "try_number": m["try_number"],
+                "status": m["status"],
+                "requested_at": m["requested_at"],
+                "expires_at": m["expires_at"],
+                "decided_by": m["decided_by"],
+                "decided_at": m["decided_at"],
+                "comment": m["comment"],
+                "breaches": json.loads(m["breaches"]),
+            }
+        )
+    return out
+
+
+def describe(approval: dict[str, Any]) -> str:
+    """One line for a person: `approved by alice at 2026-...: signed off (run ..., try 1)`."""
+    status = approval["status"]
+    if status == PENDING:
+        since, until = approval["requested_at"], approval["expires_at"]
+        head = f"pending since {since:%Y-%m-%d %H:%M} (until {until:%Y-%m-%d %H:%M})"
+    else:
+        who = f" by {approval['decided_by']}" if approval["decided_by"] else ""
+        at = f" at {approval['decided_at']:%Y-%m-%d %H:%M:%S}" if approval["decided_at"] else ""
+        head = f"{status}{who}{at}"
+    comment = f": {approval['comment']}" if approval["comment"] else ""
+    return f"{head}{comment} ({approval['run_id']}, try {approval['try_number']})"
