@@ -244,3 +244,22 @@ def test_a_breach_under_on_breach_refuse_still_refuses_at_once(
         guarded(policy="v2").execute(breached_backfill(2))
     assert supervisor.sent == [] and table_checksum(loaded.engine, "payouts") == before
     assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_an_approval_does_not_override_a_kill_switch_set_while_it_waited(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    ctx = breached_backfill(2)
+    park(ctx)
+    pending = approvals.of_attempt(history, identity(ctx))
+    assert pending is not None
+    killswitch.set_switch(history, "global", None, "warehouse migration")
+    with pytest.raises(killswitch.KillSwitchTripped, match="warehouse migration"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == before
+    decided = approvals.of_attempt(history, identity(ctx))
+    assert decided is not None and decided.status == "not_swapped" and decided.decided_by == "alice"
+    assert pending.stage_table not in tables(loaded.engine)

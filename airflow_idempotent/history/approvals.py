@@ -3,7 +3,8 @@
 One row per attempt (its natural key, like a window write's): the staged table holding the rows
 the diff was computed from, its count and checksum, production's window count and checksum when
 the diff was taken, the diff itself (with sample keys) and the breaches. `status` goes pending ->
-approved (then swapped), rejected, timed_out or stale (the data changed since the diff). The
+approved (then swapped), rejected, timed_out, or from approved to stale (the data changed since
+the diff) or not_swapped (the swap failed otherwise: a kill switch, the warehouse). The
 decision (who, when, comment) is written here before anything is swapped, so nothing reaches
 production without an approval recorded in history.
 """
@@ -23,6 +24,8 @@ from airflow_idempotent.history.store import HistoryStore, utcnow
 from airflow_idempotent.identity import AttemptIdentity
 
 PENDING, APPROVED, REJECTED, TIMED_OUT, STALE = "pending", "approved", "rejected", "timed_out", "stale"
+#: approved, but the swap failed for another reason (a kill switch, the warehouse): nothing swapped
+NOT_SWAPPED = "not_swapped"
 DECIDED = (APPROVED, REJECTED, TIMED_OUT, STALE)
 
 

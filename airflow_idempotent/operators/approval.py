@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -45,7 +46,9 @@ from airflow_idempotent.identity import AttemptIdentity
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_idempotent.adapters.base import EngineAdapter
     from airflow_idempotent.strategies import WriteSpec
+    from airflow_idempotent.window import Window
 
 
 def kept_stage_name(identity: AttemptIdentity, target: str, window_label: str) -> str:
@@ -78,6 +81,20 @@ class ApprovalMixin:
     strategy: str
     history_conn_id: str
     log: Any
+
+    def approval_write(
+        self, adapter: EngineAdapter, write: Any, identity: AttemptIdentity, target: str, window: Window
+    ) -> Any:
+        """The guarded write that keeps a breached window's rows in a table of its own; refused on
+        an engine without transactions (Spark switches partitions: there is no table to keep)."""
+        if not adapter.supports_transactions:
+            raise GuardRefusal(
+                'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
+                f"until a person decides; {self.conn_id!r} is a Spark connection, whose guarded write "
+                'switches partitions instead: nothing was written. Declare on_breach="refuse" for this '
+                "DAG (the default)."
+            )
+        return functools.partial(write, keep_on_breach=kept_stage_name(identity, target, window.label()))
 
     def await_approval(
         self,
@@ -165,8 +182,9 @@ class ApprovalMixin:
         spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill)
         try:
             result = swap_approved(adapter, spec, self.key_columns, pending)
-        except StaleApproval as err:
-            approvals.mark(store, identity, approvals.STALE, f"{comment or ''} [stale: {err}]".strip())
+        except Exception as err:  # stale data, the kill switch, the warehouse: approved, not swapped
+            status = approvals.STALE if isinstance(err, StaleApproval) else approvals.NOT_SWAPPED
+            approvals.mark(store, identity, status, f"{comment or ''} [{status}: {err}]".strip())
             drop_kept(adapter, pending.stage_table)
             self.record_decided(
                 history, identity, target_of(self), spec, pending, "refused", str(err), comment

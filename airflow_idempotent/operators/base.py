@@ -28,7 +28,7 @@ from airflow_idempotent.history.store import DEFAULT_CONN_ID, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.operators.approval import ApprovalMixin, kept_stage_name
+from airflow_idempotent.operators.approval import ApprovalMixin
 from airflow_idempotent.strategies import WriteResult, WriteSpec
 from airflow_idempotent.window import Window, parse_granularity, window_from_context
 
@@ -416,22 +416,12 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             )
 
         write: Any = guarded_write
-        approve = guard.on_breach == "approve" and mode != "replay"
+        if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
+            write = self.approval_write(adapter, write, identity, target, spec.window)
         if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
             from airflow_idempotent.guard.spark_write import guarded_switch
 
-            if approve:
-                raise GuardRefusal(
-                    f'on_breach="approve" keeps a breached window\'s staged rows in a table of the '
-                    f"warehouse until a person decides; {self.conn_id!r} is a Spark connection, whose "
-                    "guarded write switches partitions instead: nothing was written. Declare "
-                    'on_breach="refuse" for this DAG (the default).'
-                )
             write = functools.partial(guarded_switch, store=history.store, target=target)
-        elif approve:
-            write = functools.partial(
-                guarded_write, keep_on_breach=kept_stage_name(identity, target, spec.window.label())
-            )
         try:
             result = write(
                 adapter,
