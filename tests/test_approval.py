@@ -173,6 +173,9 @@ def test_approved_breach_swaps_exactly_the_diffed_rows_and_records_who_approved(
     (approval,) = shown["approvals"]
     assert approvals.describe(approval).startswith("approved by alice at ")
     assert approvals.describe(approval).endswith(f": v2 rates signed off ({ctx['run_id']}, try 1)")
+    # scoped like every history read: a reader of other DAGs sees no approval of this one
+    assert approvals.for_windows(history, ["warehouse:payouts"], frozenset({"other_dag"})) == {}
+    assert len(approvals.for_windows(history, ["warehouse:payouts"], frozenset({"guarded_overwrite"}))) == 1
 
 
 @pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)

@@ -216,16 +216,25 @@ def of_target(
     return [dict(r._mapping) for r in rows]
 
 
-def for_windows(store: HistoryStore, targets: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    """Every approval of `targets`, by (target, window start, window end), oldest first: what the
-    history report shows beside a window's writes (who decided, when, why)."""
-    if not targets:
+def for_windows(
+    store: HistoryStore,
+    targets: list[str],
+    dag_ids: frozenset[str] | None = None,
+    dag_id: str | None = None,
+) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The approvals of `targets` made by `dag_ids` (the DAGs the reader may see; None: all) and
+    `dag_id` (a filter), by (target, window start, window end), oldest first: what the history
+    report shows beside a window's writes (who decided, when, why)."""
+    if not targets or (dag_ids is not None and not dag_ids):
         return {}
     table = _table()
+    query = sa.select(table).where(table.c.target.in_(sorted(set(targets))))
+    if dag_ids is not None:
+        query = query.where(table.c.dag_id.in_(sorted(dag_ids)))
+    if dag_id is not None:
+        query = query.where(table.c.dag_id == dag_id)
     with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(table).where(table.c.target.in_(sorted(set(targets)))).order_by(table.c.id)
-        ).all()
+        rows = conn.execute(query.order_by(table.c.id)).all()
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         m = r._mapping

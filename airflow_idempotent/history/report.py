@@ -379,7 +379,7 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
     )
     from airflow_idempotent.history.approvals import for_windows
 
-    decided = for_windows(store, [w["target"] for w in windows])
+    decided = for_windows(store, [w["target"] for w in windows], flt.dag_ids, flt.dag_id)
     for w in windows:
         w["effects"] = by_window.get((w["window"]["start"], w["window"]["end"]), [])
         w["approvals"] = decided.get((w["target"], w["window"]["start"], w["window"]["end"]), [])
