@@ -5,10 +5,10 @@ tests/e2e/dags/guarded_approval.py (`on_breach="approve"`) on a fresh PostgreSQL
 two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_input` (no triggerer).
 
 1. production holds v1 for both days (written by plain SQL: the load is not what is tested);
-2. a corrective v2 backfill of day 1 breaching max_changed_rows: the task waits; the HITL detail
-   (REST) shows the diff, checked against figures computed here; approved through the REST API,
-   the window becomes v2 and history names the approver;
-3. the same for day 2, rejected: the window keeps its v1 rows (checksum), the kill switch is on.
+2. one corrective v2 backfill of both days breaching max_changed_rows: both tasks wait; day 1's
+   HITL detail (REST) shows the diff, checked against figures computed here; approved through the
+   REST API, the window becomes v2 and history names the approver;
+3. day 2 rejected: the table keeps its rows (checksum), the backfill's kill switch is on.
 """
 
 from __future__ import annotations
@@ -122,16 +122,15 @@ def store(cluster: AirflowCluster) -> Iterator[HistoryStore]:
         engine.dispose()
 
 
-def backfill(
-    cluster: AirflowCluster, day: date, conf: dict[str, Any], last: date | None = None
-) -> dict[str, Any]:
+def backfill(cluster: AirflowCluster, conf: dict[str, Any]) -> dict[str, Any]:
+    """A backfill of both days through the REST API (and so through the guard)."""
     body = {
         "dag_id": DAG_ID,
-        "from_date": f"{day.isoformat()}T00:00:00Z",
-        "to_date": f"{day.isoformat()}T00:00:00Z",
+        "from_date": f"{DAYS[0].isoformat()}T00:00:00Z",
+        "to_date": f"{DAYS[-1].isoformat()}T00:00:00Z",
         "dag_run_conf": conf,
         "reprocess_behavior": "completed",
-        "max_active_runs": 1,
+        "max_active_runs": len(DAYS),
     }
     created: dict[str, Any] = cluster.request("POST", "/api/v2/backfills", body)
     return created
@@ -191,8 +190,8 @@ def wait_done(cluster: AirflowCluster, day: date, state: str) -> dict[str, Any]:
     return run
 
 
-def breach_and_wait(cluster: AirflowCluster, day: date) -> tuple[dict[str, Any], str, dict[str, Any], float]:
-    """A corrective v2 backfill of `day` with max_changed_rows 10: the task parks for a decision."""
+def breach_both_and_wait(cluster: AirflowCluster) -> tuple[dict[str, Any], dict[date, str], float]:
+    """One corrective v2 backfill of both days with max_changed_rows 10: both tasks park."""
     conf = {
         "semantics": "corrective",
         "reason": "contract fix: v2 rates",
@@ -200,28 +199,30 @@ def breach_and_wait(cluster: AirflowCluster, day: date) -> tuple[dict[str, Any],
         "thresholds": {"max_changed_rows": 10},
     }
     started = time.monotonic()
-    run = run_of(cluster, day)
-    events = executor_events(cluster, run["dag_run_id"]) if run else 0
-    created = backfill(cluster, day, conf)
+    created = backfill(cluster, conf)
 
-    def parked() -> Any:
+    def parked(day: date) -> Any:
         run = run_of(cluster, day)
-        if run is None or run.get("conf", {}).get("policy_version") != "v2":
+        if run is None:
             return None
         return task_state(cluster, run["dag_run_id"]) == "awaiting_input" and run["dag_run_id"]
 
-    run_id = cluster.wait_for(f"{day}'s task to await input", parked, TIMEOUT, 1.0)
+    run_ids = {
+        day: cluster.wait_for(f"{day}'s task to await input", lambda d=day: parked(d), TIMEOUT, 1.0)
+        for day in DAYS
+    }
+    waited = time.monotonic() - started
     # The parked attempt's process has exited; answer only once the scheduler has taken the
     # executor's event for it. Airflow 3.3.2 + LocalExecutor: an answer that lands first gets the
     # resumed attempt failed by that stale "success" event (a race of Airflow's, not the guard's).
-    cluster.wait_for(
-        "the scheduler to take the parked attempt's executor event",
-        lambda: executor_events(cluster, run_id) > events,
-        60,
-        0.5,
-    )
-    detail = cluster.request("GET", hitl_path(run_id))
-    return created, run_id, detail, time.monotonic() - started
+    for day, run_id in run_ids.items():
+        cluster.wait_for(
+            f"the scheduler to take {day}'s parked attempt's executor event",
+            lambda r=run_id: executor_events(cluster, r) > 0,
+            60,
+            0.5,
+        )
+    return created, run_ids, waited
 
 
 def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
@@ -230,10 +231,13 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     t0 = time.monotonic()
     for day in DAYS:
         assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    created, run_ids, waited = breach_both_and_wait(cluster)
+    for day in DAYS:  # nothing swapped while they wait
+        assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
 
-    # day 1: breached, waits, approved through the REST API
+    # day 1: the HITL detail shows the diff; approved through the REST API
     day = DAYS[0]
-    created, run_id, detail, waited = breach_and_wait(cluster, day)
+    detail = cluster.request("GET", hitl_path(run_ids[day]))
     changed = repriced(day)
     body = detail["body"]
     assert detail["options"] == ["Approve", "Reject"] and detail["response_received"] is False
@@ -242,30 +246,32 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     v1, v2 = total(day, "v1"), total(day, "v2")
     assert f"| amount_eur | {v1} | {v2} | {v2 - v1} |" in body
     assert f"Sample changed keys: {', '.join(str(i) for i in changed[:10])}" in body
-    assert window(warehouse, day) == (PER_DAY, v1)  # nothing swapped while it waits
     answered = cluster.request(
-        "PATCH", hitl_path(run_id), {"chosen_options": ["Approve"], "params_input": {"comment": "signed off"}}
+        "PATCH",
+        hitl_path(run_ids[day]),
+        {"chosen_options": ["Approve"], "params_input": {"comment": "signed off"}},
     )
     approver = answered["responded_by"]["name"]
     wait_done(cluster, day, "success")
-    completed(cluster, created)
     assert window(warehouse, day) == (PER_DAY, v2)
-    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_id]
+    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]
     assert (decided["status"], decided["decided_by"], decided["comment"]) == (
         "approved",
         approver,
         "signed off",
     )
-    written = [w for w in store.writes(dag_id=DAG_ID) if w["run_id"] == run_id and w["status"] == "written"]
+    written = [
+        w for w in store.writes(dag_id=DAG_ID) if w["run_id"] == run_ids[day] and w["status"] == "written"
+    ]
     assert written[-1]["message"] == f"approved by {approver}: signed off"
 
-    # day 2: breached, rejected: production keeps v1, the kill switch is on
+    # day 2: rejected: production keeps v1 (checksum), the kill switch is on
     day = DAYS[1]
     before = table_checksum(warehouse, "payouts")
-    created, run_id, detail, _ = breach_and_wait(cluster, day)
+    detail = cluster.request("GET", hitl_path(run_ids[day]))
     assert f"changed {len(repriced(day))} rows > max_changed_rows 10" in detail["body"]
     cluster.request(
-        "PATCH", hitl_path(run_id), {"chosen_options": ["Reject"], "params_input": {"comment": "no"}}
+        "PATCH", hitl_path(run_ids[day]), {"chosen_options": ["Reject"], "params_input": {"comment": "no"}}
     )
     wait_done(cluster, day, "failed")
     completed(cluster, created)
@@ -273,6 +279,8 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
     switches = killswitch.active_switches(store, DAG_ID, backfill=True)
     assert [(s.scope, s.scope_key) for s in switches] == [("backfill", DAG_ID)]
-    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_id]
+    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]
     assert decided["status"] == "rejected" and decided["comment"] == "no"
-    print(f"\n[timing] breach to awaiting_input {waited:.1f} s; whole test {time.monotonic() - t0:.1f} s")
+    print(
+        f"\n[timing] backfill to both awaiting_input {waited:.1f} s; whole test {time.monotonic() - t0:.1f} s"
+    )
