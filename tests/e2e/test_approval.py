@@ -234,6 +234,11 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     created, run_ids, waited = breach_both_and_wait(cluster)
     for day in DAYS:  # nothing swapped while they wait
         assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    # Airflow's required actions list both requests, unanswered
+    listed = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/~/hitlDetails?response_received=false")
+    assert sorted(d["task_instance"]["dag_run_id"] for d in listed["hitl_details"]) == sorted(
+        run_ids.values()
+    )
 
     # day 1: the HITL detail shows the diff; approved through the REST API
     day = DAYS[0]
