@@ -45,7 +45,7 @@ from openlineage.client.generated.base_subset_dataset import (
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import split_table_name
-from airflow_idempotent.window import Window
+from airflow_idempotent.window import Window, spanning
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def operator_lineage(operator: Any, task_instance: Any, completed: bool) -> Oper
     from airflow_idempotent.lint.sql import parse_one_statement
 
     context = task_instance.get_template_context()
-    window = operator.window(context)
+    window = spanning(operator.covered(context))  # with lookback, the covered periods were written
     adapter = WarehouseHook(conn_id=operator.conn_id).adapter
     query = parse_one_statement(operator.sql, adapter.dialect)
     result = getattr(operator, "lineage_result", None) if completed else None

@@ -42,8 +42,24 @@ class WriteSpec:
     checksum: bool = True
     #: called last inside the transaction (e.g. the kill switch check); raising rolls back
     before_commit: Callable[[], None] | None = None
+    #: with lookback, the covered periods oldest first (`window.covered_windows`); `window` is then
+    #: their span, and each period gets its own count and checksum (one history record each)
+    periods: tuple[Window, ...] = ()
+
+    @property
+    def lock_windows(self) -> Sequence[Window]:
+        """What the write's transaction locks: each covered period, or its one window."""
+        return self.periods or [self.window]
 
     def __post_init__(self) -> None:
+        if self.periods and (self.periods[0].start, self.periods[-1].end) != (
+            self.window.start,
+            self.window.end,
+        ):
+            raise SchemaError(
+                f"the covered periods {self.periods[0].label()} .. {self.periods[-1].label()} do not span "
+                f"the window {self.window.label()}: build the spec with window.spanning(periods)."
+            )
         if self.partition_column is not None:
             validate_identifier(self.partition_column, "partition_column")
         shadowed = RESERVED_PARAMS & set(self.params)
@@ -54,6 +70,26 @@ class WriteSpec:
             )
         for name in self.params:
             validate_identifier(name, "parameter name")
+
+
+@dataclass(frozen=True)
+class PeriodResult:
+    """One covered period of a write with lookback, counted in the database before commit."""
+
+    window: Window
+    #: the period's rows before the write (what an overwrite deleted); None when nothing was written
+    rows_before: int | None
+    #: the period's rows and result checksum as the transaction commits them
+    row_count: int | None
+    checksum: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.window.label(),
+            "rows_before": self.rows_before,
+            "row_count": self.row_count,
+            "checksum": self.checksum,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,9 +105,15 @@ class WriteResult:
     source_rows: int
     row_count: int | None = None
     checksum: str | None = None
+    #: with lookback, each covered period's counts and checksum, oldest first
+    periods: tuple[PeriodResult, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("periods")
+        if self.periods:
+            out["periods"] = [p.as_dict() for p in self.periods]
+        return out
 
 
 def prepare(
@@ -134,9 +176,10 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
     """Delete the window and insert the SELECT's rows, in one transaction under the window's lock."""
     if spec.partition_column is None:
         raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
-    with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+    with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
         info, columns, params = prepare(adapter, conn, spec)
         window_only = window_binds(params)
+        before = count_periods(adapter, conn, spec, info)
         deleted = rowcount(
             adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
         )
@@ -151,7 +194,16 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         if in_window != inserted:
             _raise_outside(adapter, conn, spec, params, inserted - in_window)
         result = WriteResult(
-            "overwrite", spec.table, spec.window.label(), deleted, inserted, 0, inserted, row_count, checksum
+            "overwrite",
+            spec.table,
+            spec.window.label(),
+            deleted,
+            inserted,
+            0,
+            inserted,
+            row_count,
+            checksum,
+            checksum_periods(adapter, conn, spec, info, before),
         )
         if spec.before_commit is not None:
             spec.before_commit()
@@ -201,7 +253,7 @@ def merge(
     # Set when the database itself refuses repeated or NULL keys: the keys and binds to name them by.
     diagnosis: dict[str, Any] = {}
     try:
-        with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+        with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
             info, columns, params = prepare(adapter, conn, spec)
             key_names = [info.column(k, "key column").name for k in keys]
             missing = [k for k in key_names if k not in columns]
@@ -226,6 +278,7 @@ def merge(
                     adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one()
                 )
             window_only = window_binds(params)
+            periods_before = count_periods(adapter, conn, spec, info)
             deleted = 0
             if delete_missing:
                 assert spec.partition_column is not None
@@ -246,6 +299,7 @@ def merge(
                 source_rows,
                 row_count,
                 checksum,
+                checksum_periods(adapter, conn, spec, info, periods_before),
             )
             if spec.before_commit is not None:
                 spec.before_commit()
@@ -285,6 +339,47 @@ def checksum_window(
     query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
     count, total = adapter.execute(conn, query, params).one()
     return int(count), adapter.checksum_text(int(count), total)
+
+
+def _period_binds(adapter: EngineAdapter, info: TableInfo, spec: WriteSpec, period: Window) -> dict[str, Any]:
+    assert spec.partition_column is not None
+    kind = info.column(spec.partition_column, "partition_column").kind
+    return adapter.window_params(period, kind)
+
+
+def count_periods(adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo) -> list[int]:
+    """Each covered period's rows now, oldest first (empty without lookback): one count each."""
+    if not spec.periods or spec.partition_column is None:
+        return []
+    query = adapter.count_window(spec.table, spec.partition_column)
+    return [
+        int(adapter.execute(conn, query, _period_binds(adapter, info, spec, p)).scalar_one())
+        for p in spec.periods
+    ]
+
+
+def checksum_periods(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo, before: Sequence[int]
+) -> tuple[PeriodResult, ...]:
+    """Each covered period's row count and checksum as this transaction will commit them, by the
+    same query as `checksum_window` (so a period written with lookback compares with one written
+    alone); `before` is `count_periods` from before the write. Empty without lookback."""
+    if not spec.periods or spec.partition_column is None:
+        return ()
+    out = []
+    for period, rows_before in zip(spec.periods, before, strict=True):
+        binds = _period_binds(adapter, info, spec, period)
+        if spec.checksum:
+            query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
+            count, total = adapter.execute(conn, query, binds).one()
+            text: str | None = adapter.checksum_text(int(count), total)
+        else:
+            count = adapter.execute(
+                conn, adapter.count_window(spec.table, spec.partition_column), binds
+            ).scalar_one()
+            text = None
+        out.append(PeriodResult(period, rows_before, int(count), text))
+    return tuple(out)
 
 
 def _window_count(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -178,6 +178,85 @@ def check_anchor(anchor: object) -> Anchor:
     if anchor == "end":
         return "end"
     raise WindowError(f"anchor={anchor!r} is not valid: use anchor='start' or anchor='end'")
+
+
+#: The most earlier periods one write may rewrite (a year of days): more is a backfill, not late data.
+MAX_LOOKBACK = 366
+
+
+def check_lookback(lookback: object, granularity: str | datetime.timedelta | None) -> int:
+    """`lookback` if it is a whole number 0..MAX_LOOKBACK and, when above 0, the periods it counts
+    have a declared width; else the WindowError naming the fix (raised when the DAG is parsed)."""
+    if isinstance(lookback, bool) or not isinstance(lookback, int) or not 0 <= lookback <= MAX_LOOKBACK:
+        raise WindowError(
+            f"lookback={lookback!r} is not valid: give a whole number of earlier periods from 0 to "
+            f"{MAX_LOOKBACK}, e.g. lookback=1 to rewrite yesterday with today; for more, run a backfill"
+        )
+    if lookback and parse_granularity(granularity) is None:
+        raise WindowError(
+            f"lookback={lookback} counts periods of the operator's granularity, and it declares none: "
+            "declare it, e.g. granularity='day' (the width of each earlier period rewritten)"
+        )
+    return lookback
+
+
+def covered_windows(
+    window: Window, lookback: int, granularity: str | datetime.timedelta | None
+) -> list[Window]:
+    """The run's own window and the `lookback` periods of `granularity` before it, oldest first.
+
+    The one rule for what a write with late data rewrites: the operators write and record these
+    periods, the preview and the guard count them. The periods tile time up to the window's start
+    (each ends where the next begins), in the window's zone; a window whose start is not on a
+    period boundary of `granularity` is refused, since its earlier periods would overlap it.
+    """
+    lookback = check_lookback(lookback, granularity)
+    if not lookback:
+        return [window]
+    unit = parse_granularity(granularity)
+    assert unit is not None  # check_lookback refuses lookback without a granularity
+    zone = _zone(window.tz)
+    if (
+        not isinstance(unit, datetime.timedelta)
+        and _period_containing(window.start, unit, zone)[0] != window.start
+    ):
+        raise WindowError(
+            f"window {window.label()} does not start on a {unit} boundary in {window.tz}, so the "
+            f"{lookback} earlier {unit} period(s) lookback rewrites would overlap it: declare the "
+            "granularity the window is made of (or a timetable whose intervals are whole periods)"
+        )
+    periods = [window]
+    for _ in range(lookback):
+        after = periods[0].start
+        if isinstance(unit, datetime.timedelta):
+            start = _shift(after, -unit)
+        else:
+            start = _period_containing(_shift(after, -_TICK), unit, zone)[0]
+        periods.insert(0, Window(start, after, source="lookback", tz=window.tz))
+    return periods
+
+
+#: Partition key spellings a covered period's key is written in (the first that spells the run's own).
+_KEY_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H", "%Y-%m-%d %H:%M:%S")
+
+
+def covered_partition_keys(key: str, periods: Sequence[Window]) -> list[str]:
+    """The partition keys of the covered periods, spelt like the run's own `key` (the last period's),
+    so a downstream partitioned DAG reruns every partition a write with lookback rewrote. A key
+    whose spelling is not one of the known date forms stays the only one."""
+    own = periods[-1].start.in_timezone(periods[-1].tz)
+    for form in _KEY_FORMATS:
+        if own.strftime(form) == key:
+            return [p.start.in_timezone(p.tz).strftime(form) for p in periods]
+    return [key]
+
+
+def spanning(periods: Sequence[Window]) -> Window:
+    """One window from the first period's start to the last one's end: what a write over the
+    covered periods binds as :window_start / :window_end (periods from `covered_windows`)."""
+    if len(periods) == 1:
+        return periods[0]
+    return Window(periods[0].start, periods[-1].end, source="lookback", tz=periods[-1].tz)
 
 
 def window_from_context(

@@ -120,6 +120,8 @@ def test_on_breach_and_its_timeout_are_validated_with_the_fix_named() -> None:
     for hours in (0, -1, 24 * 31, True, "24"):
         with pytest.raises(GuardRefusal, match="approval_timeout_hours must be a number of hours > 0"):
             GuardConfig(on_breach="approve", approval_timeout_hours=hours)  # type: ignore[arg-type]
+    with pytest.raises(GuardRefusal, match='on_breach="approve" with lookback=1'):
+        GuardConfig(on_breach="approve", lookback=1)
     param = APPROVE_GUARD.param()
     parsed = GuardConfig.of_params(param)  # the DAG's declaration round-trips
     assert parsed is not None and (parsed.on_breach, parsed.approval_timeout_hours) == ("approve", 2)

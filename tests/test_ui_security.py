@@ -220,3 +220,43 @@ def test_every_route_asked_by_alice_shows_no_data_of_a_dag_she_may_not_read(env:
                 problems.append(f"{method_} {path}: shows {leaks(answer)}")
     assert set(asked) == {t for _, t in routes}
     assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------------
+# Creating a backfill of a DAG the caller may not read: Airflow's 403, never the guard's verdict
+# --------------------------------------------------------------------------------------------
+
+#: A corrective conf the guard accepts; over the cap (3) only by the range's length.
+DECLARED = {"semantics": "corrective", "reason": "scope test", "policy_version": "v2"}
+
+
+def _backfills_of(env: UiEnv, dag_id: str) -> int:
+    answer = env.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["total_entries"])
+
+
+@pytest.mark.parametrize("path", ["/api/v2/backfills", "/api/v2/backfills/dry_run"])
+@pytest.mark.parametrize("days", [2, 8], ids=["within-cap", "over-cap"])
+def test_alice_creating_a_backfill_of_dag_b_gets_403_and_learns_nothing_of_its_guard(
+    env: UiEnv, path: str, days: int
+) -> None:
+    body = {
+        "dag_id": DAG_B,
+        "from_date": "2026-08-20T00:00:00+00:00",
+        "to_date": f"2026-08-{19 + days}T00:00:00+00:00",
+        "dag_run_conf": DECLARED,
+        "reprocess_behavior": "completed",
+    }
+    before = _backfills_of(env, DAG_B)
+    answer = env.call("POST", path, body, user="alice")
+    assert answer.status_code == 403, answer.text
+    assert "cap" not in answer.text and "window" not in answer.text, answer.text  # not the guard's words
+    assert _backfills_of(env, DAG_B) == before
+    # The control: the same request about her own DAG gets the guard's verdict (over the cap: 422
+    # naming the cap; within it: a dry run's count), so the 403 above is the DAG's, not the route's.
+    mine = env.call("POST", "/api/v2/backfills/dry_run", body | {"dag_id": DAG_A}, user="alice")
+    if days > 3:
+        assert mine.status_code == 422 and "cap" in mine.text, mine.text
+    else:
+        assert mine.status_code == 200 and mine.json()["total_entries"] == days, mine.text

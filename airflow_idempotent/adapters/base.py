@@ -32,7 +32,7 @@ from airflow_idempotent.errors import (
     SqlParseError,
     UnsupportedConnectionError,
 )
-from airflow_idempotent.window import Window
+from airflow_idempotent.window import Window, spanning
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 SOURCE_ALIAS = "_idem_src"
@@ -132,6 +132,9 @@ class EngineAdapter(StagingStatements):
     #: A merge (upsert) can be done on the engine's tables; `merge_refusal` says why not otherwise.
     supports_merge: ClassVar[bool] = True
     merge_refusal: ClassVar[str] = ""
+    #: A write can rewrite several periods (lookback) and record each; `lookback_refusal` says why not.
+    supports_lookback: ClassVar[bool] = True
+    lookback_refusal: ClassVar[str] = ""
     #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
     has_native_lock: ClassVar[bool] = True
     #: The definition `window_checksum` computes (docs/checksum.md): "v1" hashes each row's text
@@ -153,6 +156,15 @@ class EngineAdapter(StagingStatements):
                 f"MergeOperator cannot write {table!r} on {self.dialect}: {self.merge_refusal}. Use "
                 "PartitionOverwriteOperator (same sql, partition_column and window), which replaces the "
                 "window's partitions whole and is as safe to rerun."
+            )
+
+    def check_lookback_supported(self, table: str, lookback: int) -> None:
+        """Refuse a write with lookback on an engine that cannot do one, naming the alternative."""
+        if lookback and not self.supports_lookback:
+            raise UnsupportedConnectionError(
+                f"lookback={lookback} cannot be honoured for {table!r} on {self.dialect}: "
+                f"{self.lookback_refusal}. Use lookback=0 and rerun the earlier windows that received "
+                "late rows (a backfill of those days), each its own write."
             )
 
     # ------------------------------------------------------------------ identifiers
@@ -225,30 +237,37 @@ class EngineAdapter(StagingStatements):
         return path.with_name(path.name + ".locks") / f"{lock.name}.lock"
 
     @contextmanager
-    def locked_transaction(self, table: str, window: Window, timeout: float) -> Iterator[Connection]:
+    def locked_transaction(
+        self, table: str, window: Window | Sequence[Window], timeout: float
+    ) -> Iterator[Connection]:
         """One transaction holding the (table, window) lock: commit on success, roll back on error.
 
         Two attempts on one window (a zombie and its retry, a scheduled run and a backfill) never
         interleave; the loser waits at most `timeout` seconds, then raises LockTimeoutError. How
-        the lock is taken is the adapter's `lock_style`.
+        the lock is taken is the adapter's `lock_style`. A write over several periods (lookback)
+        passes them oldest first and holds each period's lock, so it also excludes a write of any
+        one of them.
         """
-        lock = LockId.of(f"{table.lower()}|{window.label()}")
+        windows = [window] if isinstance(window, Window) else list(window)
+        held = [LockId.of(f"{table.lower()}|{w.label()}") for w in windows]
+        named = windows[0] if len(windows) == 1 else spanning(windows)
 
         def timed_out(how: str) -> Callable[[], Exception]:
-            return lambda: self.lock_timeout_error(table, window, timeout, how)
+            return lambda: self.lock_timeout_error(table, named, timeout, how)
 
         transaction: contextlib.AbstractContextManager[Connection]
         if self.lock_style == "advisory":
             transaction = locks.advisory_transaction(
-                self.engine, lock, timeout, timed_out("advisory lock held")
+                self.engine, held, timeout, timed_out("advisory lock held")
             )
         elif self.lock_style == "get_lock":
-            how = f"GET_LOCK {lock.name} not granted"
-            transaction = locks.get_lock_transaction(self.engine, lock, timeout, timed_out(how))
+            how = f"GET_LOCK {', '.join(lock.name for lock in held)} not granted"
+            transaction = locks.get_lock_transaction(self.engine, held, timeout, timed_out(how))
         else:
-            path = self.lock_path(lock)
+            paths = [self.lock_path(lock) for lock in held]
+            shown = ", ".join(str(p) for p in paths)
             transaction = locks.file_transaction(
-                self.engine, path, timeout, timed_out(f"lock file {path} held")
+                self.engine, paths, timeout, timed_out(f"lock file {shown} held")
             )
         with transaction as conn:
             yield conn

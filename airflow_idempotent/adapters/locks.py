@@ -19,7 +19,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -99,31 +99,39 @@ def advisory_xact_lock(
 
 
 # ----------------------------------------------------------------------------------- transactions
+# A transaction lock is one or several locks (a write over several periods takes each period's),
+# always taken in the order given (callers pass periods oldest first), so two writes over
+# overlapping periods queue instead of deadlocking.
 @contextlib.contextmanager
 def advisory_transaction(
-    engine: Engine, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
+    engine: Engine, locks: Sequence[LockId], timeout: float, on_timeout: Callable[[], Exception]
 ) -> Iterator[Connection]:
     with engine.begin() as conn:
-        advisory_xact_lock(conn, lock, timeout, on_timeout)
+        for lock in locks:
+            advisory_xact_lock(conn, lock, timeout, on_timeout)
         yield conn
 
 
 @contextlib.contextmanager
 def get_lock_transaction(
-    engine: Engine, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
+    engine: Engine, locks: Sequence[LockId], timeout: float, on_timeout: Callable[[], Exception]
 ) -> Iterator[Connection]:
     """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""
     with engine.connect() as conn:
-        got = conn.execute(sa.select(sa.func.GET_LOCK(lock.name, timeout))).scalar()
-        conn.commit()
-        if got != 1:
-            raise on_timeout()
+        held: list[LockId] = []
         try:
+            for lock in locks:
+                got = conn.execute(sa.select(sa.func.GET_LOCK(lock.name, timeout))).scalar()
+                conn.commit()
+                if got != 1:
+                    raise on_timeout()
+                held.append(lock)
             with conn.begin():
                 yield conn
         finally:
             conn.rollback()
-            conn.execute(sa.select(sa.func.RELEASE_LOCK(lock.name)))
+            for lock in reversed(held):
+                conn.execute(sa.select(sa.func.RELEASE_LOCK(lock.name)))
             conn.commit()
 
 
@@ -150,10 +158,13 @@ def file_lock(path: Path, timeout: float, on_timeout: Callable[[], Exception]) -
 
 @contextlib.contextmanager
 def file_transaction(
-    engine: Engine, path: Path, timeout: float, on_timeout: Callable[[], Exception]
+    engine: Engine, paths: Sequence[Path], timeout: float, on_timeout: Callable[[], Exception]
 ) -> Iterator[Connection]:
-    """The file lock wraps the whole transaction, from before the connection opens to after commit."""
-    with file_lock(path, timeout, on_timeout), engine.begin() as conn:
+    """The file locks wrap the whole transaction, from before the connection opens to after commit."""
+    with contextlib.ExitStack() as stack:
+        for path in paths:
+            stack.enter_context(file_lock(path, timeout, on_timeout))
+        conn = stack.enter_context(engine.begin())
         yield conn
 
 

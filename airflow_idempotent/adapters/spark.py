@@ -83,6 +83,13 @@ def check_merge_at_parse(conn_id: str, table: str) -> None:
         SparkAdapter(SparkEngine("", conn_id)).check_merge_supported(table)
 
 
+def check_lookback_at_parse(conn_id: str, table: str, lookback: int) -> None:
+    """Refuse lookback on a Spark connection when the DAG is parsed, where that is known (as
+    `check_merge_at_parse`); otherwise the same refusal comes before the write."""
+    if lookback and conn_type_at_parse(conn_id) == CONN_TYPE:
+        SparkAdapter(SparkEngine("", conn_id)).check_lookback_supported(table, lookback)
+
+
 class SparkResult:
     """A Spark DataFrame answering like a SQLAlchemy result (only aggregates are ever collected)."""
 
@@ -182,6 +189,11 @@ class SparkAdapter(EngineAdapter):
     merge_refusal: ClassVar[str] = (
         "Spark refuses MERGE INTO, DELETE and UPDATE on the parquet tables of its catalog (they need "
         "Delta Lake or Iceberg, which this cluster does not have), so a merge cannot be done safely"
+    )
+    supports_lookback: ClassVar[bool] = False
+    lookback_refusal: ClassVar[str] = (
+        "the partition switch verifies and records one window per write, and does not yet record "
+        "each covered period's count and checksum apart"
     )
 
     engine: SparkEngine  # type: ignore[assignment]  # not SQLAlchemy: a Spark Connect endpoint

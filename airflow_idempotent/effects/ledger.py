@@ -227,16 +227,7 @@ class Ledger:
             values.update(previous=json.dumps(earlier), reference=None, result=None)
         detail = "; ".join(x for x in (resolution, decision) if x) or None
         with self.engine.begin() as conn:
-            changed = conn.execute(
-                _E.update()
-                .where(
-                    _E.c.identity_key == entry.identity_key,
-                    _E.c.attempt == entry.attempt,
-                    _E.c.state == entry.state,
-                )
-                .values(**values)
-            ).rowcount
-            if changed != 1:
+            if not self._compare_and_set(conn, entry, entry.state, values):
                 return None
             self._event(
                 conn,
@@ -271,16 +262,7 @@ class Ledger:
         if resolution is not None:
             values["resolution"] = resolution
         with self.engine.begin() as conn:
-            changed = conn.execute(
-                _E.update()
-                .where(
-                    _E.c.identity_key == entry.identity_key,
-                    _E.c.attempt == entry.attempt,
-                    _E.c.state == PENDING,
-                )
-                .values(**values)
-            ).rowcount
-            if changed != 1:
+            if not self._compare_and_set(conn, entry, PENDING, values):
                 return False
             detail = resolution or error or (f"reference {reference}" if reference else None)
             self._event(
@@ -300,15 +282,7 @@ class Ledger:
         """The call raised and its outcome is unknown: the row stays pending, with the error."""
         now = utcnow()
         with self.engine.begin() as conn:
-            conn.execute(
-                _E.update()
-                .where(
-                    _E.c.identity_key == entry.identity_key,
-                    _E.c.attempt == entry.attempt,
-                    _E.c.state == PENDING,
-                )
-                .values(error=error, updated_at=now)
-            )
+            self._compare_and_set(conn, entry, PENDING, {"error": error, "updated_at": now})
             self._event(
                 conn, entry.identity_key, "error", PENDING, entry.generation, entry.attempt, claimant, error
             )
@@ -393,16 +367,7 @@ class Ledger:
             if reference is not None:
                 values["result"] = _json({**entry.details, "compensation": reference})
         with self.engine.begin() as conn:
-            changed = conn.execute(
-                _E.update()
-                .where(
-                    _E.c.identity_key == entry.identity_key,
-                    _E.c.attempt == entry.attempt,
-                    _E.c.state == entry.state,
-                )
-                .values(**values)
-            ).rowcount
-            if changed != 1:
+            if not self._compare_and_set(conn, entry, entry.state, values):
                 raise EffectError(
                     f"{entry.idempotency_key} changed while resolving it: read it again and retry"
                 )
@@ -420,6 +385,21 @@ class Ledger:
         resolved = self.get(entry.identity_key)
         assert resolved is not None
         return resolved
+
+    @staticmethod
+    def _compare_and_set(conn: Connection, entry: EffectEntry, state: str, values: dict[str, Any]) -> bool:
+        """Update the row only if it is still at `entry.attempt` in `state` (optimistic concurrency:
+        another attempt that moved it first wins, and this caller learns it from the False)."""
+        changed = conn.execute(
+            _E.update()
+            .where(
+                _E.c.identity_key == entry.identity_key,
+                _E.c.attempt == entry.attempt,
+                _E.c.state == state,
+            )
+            .values(**values)
+        ).rowcount
+        return bool(changed == 1)
 
     @staticmethod
     def _claimant_values(claimant: Claimant) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def swap_approved(
     assert spec.partition_column is not None
     stage = pending.stage_table
     diff = diff_of(pending.diff)
-    with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+    with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
         adapter.prepare_connection(conn)
         kept = adapter.describe(conn, stage)
         columns = [c.name for c in kept.columns.values()]

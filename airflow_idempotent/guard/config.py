@@ -33,6 +33,7 @@ from airflow_idempotent.window import (
     Anchor,
     Window,
     check_anchor,
+    check_lookback,
     check_timezone,
     parse_granularity,
     run_window,
@@ -164,6 +165,8 @@ class GuardConfig:
     timezone: str = "UTC"
     #: "start": a run writes the period containing its logical date; "end": the one ending at it
     anchor: Anchor = "start"
+    #: earlier periods each run also rewrites (the operators' lookback): the cap counts them too
+    lookback: int = 0
     #: a window whose diff breaks a threshold: "refuse" it at once, or keep its staged result and
     #: "approve": wait for a person's decision in Airflow's required actions (human-in-the-loop)
     on_breach: OnBreach = "refuse"
@@ -188,10 +191,17 @@ class GuardConfig:
                 f"guard approval_timeout_hours must be a number of hours > 0 and at most "
                 f"{MAX_APPROVAL_HOURS:g} (30 days), got {hours!r}: e.g. approval_timeout_hours=24."
             )
+        if self.on_breach == "approve" and self.lookback:
+            raise GuardRefusal(
+                f'guard on_breach="approve" with lookback={self.lookback!r}: an approval is for one '
+                "window's staged rows, while a write with lookback rewrites and records several periods "
+                'at once. Declare on_breach="refuse" with lookback, or lookback=0 with approvals.'
+            )
         try:
             parse_granularity(self.granularity)
             check_timezone(self.timezone)
             check_anchor(self.anchor)
+            check_lookback(self.lookback, self.granularity)
         except WindowError as err:
             raise GuardRefusal(f"guard window: {err}") from None
 
@@ -254,6 +264,7 @@ class GuardConfig:
         granularity: str | datetime.timedelta | None,
         timezone: str,
         anchor: str,
+        lookback: int = 0,
     ) -> None:
         """Refuse an operator whose window would differ from the one this guard checks.
 
@@ -270,6 +281,8 @@ class GuardConfig:
                 differ.append(("anchor", anchor, self.anchor))
         if timezone != self.timezone:
             differ.append(("timezone", timezone, self.timezone))
+        if lookback != self.lookback:
+            differ.append(("lookback", lookback, self.lookback))
         if not differ:
             return
         task = ", ".join(f"{name}={value!r}" for name, value, _ in differ)

@@ -31,6 +31,13 @@ def backfill_windows(config: GuardConfig, runs: Iterable[Any]) -> list[Window]:
     return [config.window(run) for run in runs]
 
 
+def rewritten(config: GuardConfig, runs: int) -> int:
+    """The periods `runs` runs of a backfill rewrite: each its own window and the DAG's `lookback`
+    earlier ones (overlaps counted each time, as each is a write recorded in history). What the
+    cap and `approve_windows` count, at creation and in every task (`sizes.check_size`)."""
+    return runs * (1 + config.lookback)
+
+
 def check_scope(
     config: GuardConfig, intent: BackfillIntent | None, windows: Sequence[Window], now: datetime
 ) -> None:
@@ -39,12 +46,13 @@ def check_scope(
     `intent` None (a dry run without a conf, whose approval is unknown) checks only the closing.
     `now` is the wall clock of the request.
     """
-    count = len(windows)
+    count = rewritten(config, len(windows))
     if count == 0:
         raise GuardRefusal("the backfill's range holds no window: check from_date and to_date.")
     if intent is not None and count > config.cap and intent.approve_windows != count:
         raise GuardRefusal(
-            f"this backfill covers {count} windows, over the DAG's cap of {config.cap}: split it, or approve "
+            f"this backfill covers {count} windows{_runs(config, len(windows))}, over the DAG's cap of "
+            f"{config.cap}: split it, or approve "
             f'exactly this count by adding "approve_windows": {count} to the conf.'
         )
     open_windows = [window for window in windows if is_open(window, now)]
@@ -54,6 +62,11 @@ def check_scope(
             f"{len(open_windows)} window(s) of this backfill have not closed yet (the first ends "
             f"{first.isoformat()}): end the range at a window that is complete."
         )
+
+
+def _runs(config: GuardConfig, runs: int) -> str:
+    """How a count with lookback was made, for the refusal's text."""
+    return f" ({runs} runs x (1 + lookback {config.lookback}))" if config.lookback else ""
 
 
 def check_window_closed(window: Window, now: datetime | None = None) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_idempotent.guard.config import GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.scope import rewritten
 
 
 def approval_of(conf: Any) -> int | None:
@@ -55,7 +56,7 @@ def check_size(config: GuardConfig, size: Mapping[str, Any] | None, dag_id: str,
             "when the run starts: install airflow-idempotent in the scheduler and keep the history store "
             "reachable, then clear this task."
         )
-    windows, approve = int(size["windows"]), size.get("approve_windows")
+    windows, approve = rewritten(config, int(size["windows"])), size.get("approve_windows")
     if windows > config.cap and approve != windows:
         approved = "no approval" if approve is None else f'"approve_windows": {approve}'
         raise GuardRefusal(

@@ -36,9 +36,12 @@ from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, p
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.strategies import (
     SAMPLE_SIZE,
+    PeriodResult,
     WriteSpec,
     check_keys,
+    checksum_periods,
     checksum_window,
+    count_periods,
     prepare,
     rowcount,
     window_binds,
@@ -86,12 +89,15 @@ class GuardedResult:
     rows_deleted: int = 0
     rows_inserted: int = 0
     rows_updated: int = 0
+    #: with lookback, each covered period's counts and checksum as committed (swap, reconcile)
+    periods: tuple[PeriodResult, ...] = ()
     #: on a breach with `keep_on_breach`: where the staged rows wait for a decision
     kept: KeptStage | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["diff"] = self.diff.to_json()
+        data["periods"] = [p.as_dict() for p in self.periods]
         return data
 
 
@@ -197,7 +203,7 @@ def guarded_write(
     if keep_on_breach is not None:
         validate_identifier(keep_on_breach, "staging table")
     try:
-        with adapter.locked_transaction(spec.table, spec.window, spec.lock_timeout) as conn:
+        with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
             try:
                 adapter.prepare_connection(conn)
                 info, columns, params = prepare(adapter, conn, spec)
@@ -343,6 +349,7 @@ def _commit_or_replay(
         raise _RollBack(result)
 
     # (6) swap: the window out, the staged rows in; reconcile: only the difference
+    before = count_periods(adapter, conn, spec, info)  # lookback: per covered period
     deleted, updated, inserted = apply_stage(
         adapter, conn, spec, stage, columns, key_names, window_only, diff, mode
     )
@@ -362,6 +369,7 @@ def _commit_or_replay(
         rows_deleted=deleted,
         rows_inserted=inserted,
         rows_updated=updated,
+        periods=checksum_periods(adapter, conn, spec, info, before),
     )
 
 

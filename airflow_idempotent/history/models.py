@@ -110,7 +110,8 @@ class WindowWrite(Base):
 
     __tablename__ = "idem_window_write"
     __table_args__ = (
-        sa.UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "try_number"),
+        # one record per attempt and period: a write with lookback records each covered period
+        sa.UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "try_number", "window_start"),
         sa.Index("ix_idem_window_write_target", "target", "window_start", "window_end"),
         sa.Index("ix_idem_window_write_dag", "dag_id", "task_id"),
     )

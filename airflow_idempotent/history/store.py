@@ -191,6 +191,14 @@ class StoredWrite:
     nondeterministic: bool
     previous_checksum: str | None = None
 
+    def summary(self) -> dict[str, Any]:
+        """What a write's XCom says of its record: ordinal, dataset version, nondeterministic."""
+        return {
+            "ordinal": self.ordinal,
+            "dataset_version": self.dataset_version,
+            "nondeterministic": self.nondeterministic,
+        }
+
 
 @dataclass
 class HistoryStore:
@@ -274,6 +282,7 @@ class HistoryStore:
             table.c.task_id == record.task_id,
             table.c.map_index == record.map_index,
             table.c.try_number == record.try_number,
+            table.c.window_start == record.window_start,
         ]
 
     def _derive(self, conn: Connection, record: WriteRecord) -> StoredWrite:

@@ -192,7 +192,13 @@ def _project_operator(check: TaskCheck) -> None:
             if schedule is not None and "Partition" in ast.unparse(schedule)
             else "logical date"
         )
-        facts.windows.append(WindowRef("run", f"The run's {source} plus {period} ({task.operator})."))
+        lookback = scope.literal(task.kwargs.get("lookback"))
+        late = (
+            f", and the {lookback} period(s) before it (lookback={lookback}, for rows that arrive late)"
+            if isinstance(lookback, int) and not isinstance(lookback, bool) and lookback > 0
+            else ""
+        )
+        facts.windows.append(WindowRef("run", f"The run's {source} plus {period}{late} ({task.operator})."))
     else:
         facts.windows.append(
             WindowRef(

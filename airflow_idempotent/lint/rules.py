@@ -58,7 +58,8 @@ RULES: dict[str, Rule] = {
             "relative-window",
             'a window taken as "the last N hours" before now',
             "take the window from the run: data_interval_start / data_interval_end (or the logical "
-            "date plus a declared granularity), so a rerun days later reads the same hours",
+            "date plus a declared granularity), so a rerun days later reads the same hours; to take in "
+            "rows that arrive late, rewrite the periods before it too (lookback=N on the operator)",
         ),
         Rule(
             "IDEM005",

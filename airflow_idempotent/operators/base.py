@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, split_table_name, validate_identifier
+from airflow_idempotent.adapters.spark import check_lookback_at_parse
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import (
     BackfillIntent,
@@ -29,8 +30,17 @@ from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.operators.approval import ApprovalMixin
-from airflow_idempotent.strategies import WriteResult, WriteSpec
-from airflow_idempotent.window import Window, parse_granularity, window_from_context
+from airflow_idempotent.operators.lookback import record_periods
+from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
+from airflow_idempotent.window import (
+    Window,
+    check_lookback,
+    covered_partition_keys,
+    covered_windows,
+    parse_granularity,
+    spanning,
+    window_from_context,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -88,6 +98,9 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         and dataset version in its event's extra.
     :param key_columns: the columns identifying a row: the merge key, and what a guarded backfill
         diffs by (rows added, removed, changed). Required in a guarded DAG.
+    :param lookback: late data: also rewrite the N periods of `granularity` before the run's own
+        window, in the same transaction (the SQL's window binds are the covered range), and record
+        one write per covered period. 0 (default) writes the run's window only.
     """
 
     template_fields: Sequence[str] = ("sql", "parameters", "policy_version", "source_snapshot_sql")
@@ -117,6 +130,7 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         checksum: bool = True,
         emit_asset: bool = True,
         key_columns: Sequence[str] | None = None,
+        lookback: int = 0,
         **kwargs: Any,
     ) -> None:
         if emit_asset:
@@ -126,6 +140,18 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         if partition_column is not None:
             validate_identifier(partition_column, "partition_column")
         parse_granularity(granularity)
+        self.lookback = check_lookback(lookback, granularity)
+        if self.lookback and partition_column is None:
+            raise ValueError(
+                f"lookback={self.lookback} needs a partition_column: each covered period is selected, "
+                "counted and recorded by it. Give the operator partition_column=<its DATE/TIMESTAMP column>."
+            )
+        if self.lookback and skip_if_unchanged:
+            raise ValueError(
+                "skip_if_unchanged cannot be combined with lookback: late rows change the source without "
+                "changing the fingerprint, so the skip would keep them out. Drop one of the two."
+            )
+        check_lookback_at_parse(conn_id, table, self.lookback)
         self.table = table
         self.sql = sql
         self.conn_id = conn_id
@@ -156,9 +182,15 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         """The run's window: the one place it is derived (see airflow_idempotent.window)."""
         return window_from_context(context, self.granularity, self.timezone, self.anchor)
 
+    def covered(self, context: Context | Mapping[str, Any]) -> list[Window]:
+        """The periods this run rewrites, oldest first: its window and the `lookback` periods
+        before it (`window.covered_windows`, the one rule the preview and the guard use too)."""
+        return covered_windows(self.window(context), self.lookback, self.granularity)
+
     def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
-        """Offer the window to templates before they render."""
-        context.update(self.window(context).template_vars())  # type: ignore[typeddict-item]
+        """Offer the window to templates before they render (with lookback, the covered range,
+        which is also what :window_start / :window_end bind)."""
+        context.update(spanning(self.covered(context)).template_vars())  # type: ignore[typeddict-item]
         super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -239,7 +271,11 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             result.checksum,
             digest[:12],
         )
-        if history is not None:
+        if history is not None and result.periods:
+            out |= record_periods(
+                self, history, identity, target, result.periods, digest, parts, policy, semantics, window
+            )
+        elif history is not None:
             record = identity.write_record(
                 target,
                 window,
@@ -258,11 +294,7 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             )
             stored = history.record(record)
             if stored is not None:
-                out |= {
-                    "ordinal": stored.ordinal,
-                    "dataset_version": stored.dataset_version,
-                    "nondeterministic": stored.nondeterministic,
-                }
+                out |= stored.summary()
                 if stored.nondeterministic:
                     self.log.warning(
                         "NON-DETERMINISTIC: window %s of %s has the same fingerprint as an earlier write "
@@ -277,16 +309,24 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         return out
 
     def build_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
-        """What this run writes where: its window, the linted SELECT, its bound parameters."""
+        """What this run writes where: its window (with lookback, the span of the covered periods,
+        each of which is locked, counted and recorded), the linted SELECT, its bound parameters."""
+        adapter.check_lookback_supported(self.table, self.lookback)
+        periods = self.covered(context)
         return WriteSpec(
             table=self.table,
             query=check_deterministic(self.sql, adapter.dialect, self.allow_functions),
-            window=self.window(context),
+            window=spanning(periods),
             partition_column=self.partition_column,
             params=self.parameters,
             lock_timeout=self.lock_timeout,
             checksum=self.checksum,
+            periods=tuple(periods) if self.lookback else (),
         )
+
+    def period_counts(self, period: PeriodResult) -> dict[str, Any]:
+        """What a covered period's record says was changed in it (the strategy knows; none here)."""
+        return {}
 
     def guard_config(self) -> GuardConfig | None:
         """The guard the DAG declares (its declared param default, never a run's conf), or None.
@@ -298,7 +338,7 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             return None
         guard = GuardConfig.of_params(getattr(self.dag, "params", None))
         if guard is not None:
-            guard.check_operator(self.task_id, self.granularity, self.timezone, self.anchor)
+            guard.check_operator(self.task_id, self.granularity, self.timezone, self.anchor, self.lookback)
         return guard
 
     def backfill_intent(self, context: Context | Mapping[str, Any]) -> BackfillIntent:
@@ -377,6 +417,9 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             "replay": "replay",
         }
         mode = modes[semantics]
+        if mode == "replay" and spec.periods:
+            # a replay reproduces the run's own recorded write and changes nothing: no lookback in it
+            spec = dataclasses.replace(spec, window=spec.periods[-1], periods=())
         expected: str | None = None
         if semantics == "replay":
             original = self.original_write(history, target, spec.window)
@@ -395,6 +438,24 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         )
 
         def record(status: str, result: Any, message: str | None = None) -> Any:
+            if spec.periods:  # lookback: one record per covered period, each with the range's diff
+                done = result.periods or [PeriodResult(p, None, None, None) for p in spec.periods]
+                return record_periods(
+                    self,
+                    history,
+                    identity,
+                    target,
+                    done,
+                    digest,
+                    parts,
+                    policy,
+                    semantics,
+                    spec.window,
+                    status=status,
+                    counts=False,
+                    diff=json.dumps(result.diff.to_json(), default=str),
+                    note=message,
+                )
             return history.record(
                 identity.write_record(
                     target,
@@ -479,7 +540,9 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             "checksum": result.checksum,
             "diff": result.diff.to_json(),
         }
-        if stored is not None:
+        if isinstance(stored, dict):  # lookback: the periods' records
+            out |= stored
+        elif stored is not None:
             out |= {
                 "ordinal": stored.ordinal,
                 "dataset_version": stored.dataset_version,
@@ -603,10 +666,16 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             "policy_version": out.get("policy_version"),
             "partition_key": context.get("partition_key"),
         }
+        if out.get("periods"):  # lookback: every covered period changed
+            extra["periods"] = [p["window"] for p in out["periods"]]
+            extra["lookback"] = self.lookback
         event = context["outlet_events"][target_asset(self.conn_id, self.table)]  # type: ignore[index]
         event.extra.update(extra)
         if isinstance(extra["partition_key"], str):  # a partitioned run: downstream runs per partition
-            event.add_partitions(extra["partition_key"])
+            keys = [extra["partition_key"]]
+            if self.lookback:  # and for each earlier partition the write rewrote
+                keys = covered_partition_keys(keys[0], self.covered(context))
+            event.add_partitions(keys)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """What the attempt read and wrote, for the OpenLineage provider (see airflow_idempotent.lineage)."""

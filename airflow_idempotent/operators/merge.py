@@ -9,7 +9,7 @@ from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.adapters.spark import check_merge_at_parse
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators.base import WindowWriteOperator
-from airflow_idempotent.strategies import WriteResult, WriteSpec, merge
+from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec, merge
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,6 +44,13 @@ class MergeOperator(WindowWriteOperator):
 
     def strategy_parts(self) -> dict[str, Any]:
         return {"key_columns": self.key_columns, "delete_missing": self.delete_missing}
+
+    def period_counts(self, period: PeriodResult) -> dict[str, Any]:
+        """An upsert only adds or updates rows, so a period's growth is what it inserted; with
+        delete_missing some rows also went, and the split is not known per period."""
+        if self.delete_missing or period.rows_before is None or period.row_count is None:
+            return {}
+        return {"rows_inserted": period.row_count - period.rows_before}
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         return merge(adapter, spec, self.key_columns, self.delete_missing)

@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.operators.base import WindowWriteOperator
-from airflow_idempotent.strategies import WriteResult, WriteSpec, overwrite
+from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec, overwrite
 
 
 class PartitionOverwriteOperator(WindowWriteOperator):
@@ -21,6 +21,10 @@ class PartitionOverwriteOperator(WindowWriteOperator):
 
     def __init__(self, *, partition_column: str, **kwargs: Any) -> None:
         super().__init__(partition_column=partition_column, **kwargs)
+
+    def period_counts(self, period: PeriodResult) -> dict[str, Any]:
+        """An overwritten period lost the rows it had and holds the ones inserted."""
+        return {"rows_deleted": period.rows_before, "rows_inserted": period.row_count, "rows_updated": 0}
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         if not adapter.supports_transactions:  # Spark: stage, verify, switch partitions in the catalog

@@ -33,7 +33,7 @@ from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.preview.diff import WritePreview, preview_write
 from airflow_idempotent.strategies import WriteSpec
 from airflow_idempotent.testing.context import run_context
-from airflow_idempotent.window import Window
+from airflow_idempotent.window import Window, spanning
 
 SAFE, NOT_SAFE, UNVERIFIED = "safe", "not safe", "unverified"
 
@@ -52,6 +52,8 @@ class TaskPreview:
     sql: str | None = None
     effects: list[dict[str, Any]] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    #: the periods a rerun rewrites (with lookback, the window and the ones before it)
+    periods: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,7 @@ class TaskPreview:
             "preview": self.write.to_json() if self.write is not None else None,
             "effects": self.effects,
             "findings": self.findings,
+            "periods": self.periods,
         }
 
 
@@ -125,7 +128,9 @@ def _window_task(
     rendered = copy.deepcopy(task)
     context = _context(rendered, window, conf)
     rendered.render_template_fields(context)  # type: ignore[arg-type]
-    run_window = rendered.window(context)
+    periods = rendered.covered(context)  # lookback: the rerun rewrites these, so they are compared
+    run_window = spanning(periods)
+    out.periods = [p.label() for p in periods]
     adapter = WarehouseHook(conn_id=rendered.conn_id).adapter
     out.policy_version = rendered.effective_policy_version()
     guard = rendered.guard_config()
@@ -140,6 +145,7 @@ def _window_task(
         window=run_window,
         partition_column=rendered.partition_column,
         params=rendered.parameters,
+        periods=tuple(periods) if rendered.lookback else (),
     )
     completeness = (
         check_deterministic(guard.completeness_sql, adapter.dialect, rendered.allow_functions)
@@ -182,6 +188,11 @@ def _window_task(
         out.reasons.append(
             f"merge without delete_missing: the {kept} removed row(s) stay in an ordinary rerun "
             "(a corrective backfill of a guarded DAG swaps them out)"
+        )
+    if rendered.lookback:
+        out.reasons.append(
+            f"lookback={rendered.lookback}: a rerun rewrites {len(periods)} periods "
+            f"({', '.join(out.periods)}), compared here as one range"
         )
     return out
 

@@ -29,6 +29,7 @@ from airflow_idempotent.guard.backfills import (
     guard_of,
 )
 from airflow_idempotent.guard.killswitch import active_switches, clear_switch, set_switch
+from airflow_idempotent.guard.scope import rewritten
 from airflow_idempotent.history.report import jsonable
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.plugins.ui.datamodels import BackfillForm, airflow_backfill_body, backfill_conf
@@ -249,6 +250,8 @@ def preview(session: Session, store: HistoryStore, dag_id: str, form: BackfillFo
     result["listed"] = len(rows)
     result["count"] = sum(will_run.values())
     if config is not None:
+        result["runs"] = result["count"]
+        result["count"] = rewritten(config, result["count"])  # with lookback: periods rewritten
         spans = [(r["start"], r["end"]) for r in rows if "start" in r]
         try:
             existing = existing_writes(store, dag_id, spans)
