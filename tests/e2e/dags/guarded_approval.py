@@ -32,7 +32,10 @@ with DAG(
     end_date=pendulum.datetime(2026, 8, 25, tz="UTC"),
     catchup=False,
     params={"policy_version": Param("v1", type="string", enum=["v1", "v2"]), **GUARD.param()},
-    default_args={"retries": 0, "retry_delay": timedelta(seconds=2)},
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(seconds=2),
+    },  # infra hiccups only: a refusal never retries
     tags=["idempotent", "payouts", "e2e"],
 ):
     PartitionOverwriteOperator(
