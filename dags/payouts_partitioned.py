@@ -21,7 +21,7 @@ from airflow.sdk import DAG, CronPartitionTimetable, Param, PartitionedAssetTime
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators import PartitionOverwriteOperator
-from airflow_idempotent.operators.base import target_asset
+from airflow_idempotent.operators.assets import target_asset
 
 CONN_ID = "warehouse"
 TABLE = "payouts_partitioned"

@@ -6,7 +6,7 @@ import pendulum
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_idempotent.operators import PartitionOverwriteOperator
-from airflow_idempotent.operators.base import target_asset
+from airflow_idempotent.operators.assets import target_asset
 from airflow_idempotent.window import Window
 
 DAY = Window(

@@ -22,11 +22,11 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.cli import main
+from airflow_idempotent.context import run_context
 from airflow_idempotent.examples.payouts import create_payouts, create_sales
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history.store import BackfillSizeRecord, HistoryStore
 from airflow_idempotent.preview import load_dag
-from airflow_idempotent.testing.context import run_context
 from airflow_idempotent.window import day_range
 
 REPO = Path(__file__).resolve().parent.parent
@@ -208,6 +208,22 @@ def test_verdicts_name_the_append_finding_and_the_kill_switch(
     )
     assert "only --dry-run" in capsys.readouterr().err
     killswitch.clear_switch(store, "dag", "payouts_overwrite")
+
+    # a backfill switch stops a backfill rerun only; a conf a run would refuse previews nothing
+    killswitch.set_switch(store, "backfill", "payouts_overwrite", "breach on 2026-08-24")
+    write = {t["task_id"]: t for t in preview(capsys, "payouts_overwrite")["tasks"]}["write_payouts"]
+    assert write["verdict"] == "safe"
+    assert any("a backfill of this window would refuse" in r for r in write["reasons"]), write["reasons"]
+    conf = json.dumps({"semantics": "corrective", "reason": "contract fix", "policy_version": "v2"})
+    doc = preview(capsys, "payouts_overwrite", "--conf", conf, code=3)
+    write = {t["task_id"]: t for t in doc["tasks"]}["write_payouts"]
+    assert doc["backfill"] is True and write["verdict"] == "not safe"
+    assert any("kill switch on backfill payouts_overwrite" in r for r in write["reasons"]), write["reasons"]
+    killswitch.clear_switch(store, "backfill", "payouts_overwrite")
+    base = ["rerun", "--dag", "payouts_overwrite", "--window", DAY.isoformat(), "--dry-run"]
+    for bad, says in (('{"policy_version": "v9"}', "params refuse"), ('{"semantics": "x"}', "semantics")):
+        assert main([*base, "--dags-folder", str(DAGS), "--conf", bad]) == 2
+        assert says in capsys.readouterr().err
     assert (
         main(
             [

@@ -61,6 +61,7 @@ POST_ROUTES = [
     f"/idempotent/api/dags/{DAG_A}/backfills",
     f"/idempotent/api/dags/{DAG_A}/backfills/{{backfill_id}}/stop",
     f"/idempotent/api/dags/{DAG_A}/killswitch/clear",
+    f"/idempotent/api/dags/{DAG_A}/rerun/preview",
 ]
 
 

@@ -167,6 +167,10 @@ NAV_QUERIES = [
 ]
 
 
+#: A rerun preview of a day both DAGs wrote (their tasks write no window: nothing is staged).
+RERUN = {"window_start": "2026-08-03T00:00:00+00:00", "window_end": "2026-08-04T00:00:00+00:00"}
+
+
 def _attempt_queries(env: UiEnv) -> list[dict[str, str]]:
     return [
         {"run_id": "scheduled__2026-08-03T00:00:00+00:00", "task_id": "write_payouts"},
@@ -176,6 +180,8 @@ def _attempt_queries(env: UiEnv) -> list[dict[str, str]]:
 
 
 def _bodies(path: str) -> Any:
+    if path.endswith("/rerun/preview"):
+        return RERUN
     if path.endswith("/stop"):
         return {"reason": "scope test"}
     if path.endswith("/killswitch/clear"):
@@ -196,6 +202,8 @@ def requests_for(env: UiEnv, method: str, template: str) -> list[tuple[str, str,
             queries += NAV_QUERIES
         if path.endswith(("/attempt", "/attempts")):
             queries = _attempt_queries(env)
+        if path.endswith("/rerun"):
+            queries = [{k: v for k, v in RERUN.items() if k.startswith("window_")}]
         for query in queries:
             named = dag or query.get("dag_id")  # a DAG route's path wins over ?dag_id=
             full = f"{path}?{urlencode(query)}" if query else path

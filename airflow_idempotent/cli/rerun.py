@@ -29,7 +29,14 @@ from airflow_idempotent.cli.common import (
     parse_day,
 )
 from airflow_idempotent.history.report import jsonable
-from airflow_idempotent.preview import NOT_SAFE, RerunPreview, TaskPreview, load_dag, preview_rerun
+from airflow_idempotent.preview import (
+    NOT_SAFE,
+    ConfRefusal,
+    RerunPreview,
+    TaskPreview,
+    load_dag,
+    preview_rerun,
+)
 from airflow_idempotent.window import day_range
 
 
@@ -100,6 +107,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         store = open_store(args.conn_id)
         try:
             preview = preview_rerun(dag, window, conf, args.task, store, args.measure)
+        except ConfRefusal as err:
+            raise CliError(f"--conf: {err}", code=EXIT_USAGE) from None
         except Exception as err:
             raise CliError(f"the preview could not run: {error_text(err)}") from None
         finally:

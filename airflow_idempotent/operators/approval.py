@@ -156,7 +156,7 @@ class ApprovalMixin:
         from airflow_idempotent.hooks.warehouse import WarehouseHook
 
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        spec = self.build_spec(context, adapter)  # type: ignore[attr-defined]
+        spec = self.write_spec(context, adapter)  # type: ignore[attr-defined]
         backfill = identity.run_type == "backfill"
         by, comment = _responder(event), _comment(event)
         chosen = list(event.get("chosen_options") or [])

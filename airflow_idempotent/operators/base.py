@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_idempotent import __version__
@@ -30,12 +30,12 @@ from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.operators.approval import ApprovalMixin
+from airflow_idempotent.operators.assets import target_asset, window_event
 from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,
     check_lookback,
-    covered_partition_keys,
     covered_windows,
     parse_granularity,
     spanning,
@@ -45,11 +45,7 @@ from airflow_idempotent.window import (
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import Context
-
-
-def target_asset(conn_id: str, table: str) -> Asset:
-    """The asset a target table is known by: one per (connection, table)."""
-    return Asset(name=f"{conn_id}.{table}", uri=f"idempotent://{conn_id}/{table}")
+    from sqlglot import exp
 
 
 def _conf(context: Context | Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -195,10 +191,11 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
+        self.window(context)  # a run without a window fails before any connection
         identity = AttemptIdentity.from_context(context, self)
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        spec = self.build_spec(context, adapter)
-        window = spec.window
+        spec = self.write_spec(context, adapter)
+        window = spec.window  # with lookback, the span of the covered periods
         policy = self.effective_policy_version()
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
         history = SafeHistory(self.history_conn_id) if self.record_history else None
@@ -308,9 +305,12 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         self.emit_asset_event(context, window, out)
         return out
 
-    def build_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
-        """What this run writes where: its window (with lookback, the span of the covered periods,
-        each of which is locked, counted and recorded), the linted SELECT, its bound parameters."""
+    def write_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
+        """What this (rendered) task writes for the run: its SQL linted for the adapter's dialect
+        (clock and randomness refused), its window (with lookback, the span of the covered periods,
+        each of which is locked, counted and recorded), the bound parameters. The one place a task
+        becomes a write: `execute` and the rerun preview (`airflow_idempotent.preview`) both call
+        it, so a preview renders exactly what a run would write."""
         adapter.check_lookback_supported(self.table, self.lookback)
         periods = self.covered(context)
         return WriteSpec(
@@ -327,6 +327,12 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
     def period_counts(self, period: PeriodResult) -> dict[str, Any]:
         """What a covered period's record says was changed in it (the strategy knows; none here)."""
         return {}
+
+    def completeness_check(self, guard: GuardConfig | None, adapter: EngineAdapter) -> exp.Expression | None:
+        """The guard's declared completeness SELECT, linted like the task's own SQL, or None."""
+        if guard is None or not guard.completeness_sql:
+            return None
+        return check_deterministic(guard.completeness_sql, adapter.dialect, self.allow_functions)
 
     def guard_config(self) -> GuardConfig | None:
         """The guard the DAG declares (its declared param default, never a run's conf), or None.
@@ -431,11 +437,7 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
             policy = intent.policy_version
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
         thresholds = guard.thresholds.merged(intent.thresholds if intent is not None else None)
-        completeness = (
-            check_deterministic(guard.completeness_sql, adapter.dialect, self.allow_functions)
-            if guard.completeness_sql
-            else None
-        )
+        completeness = self.completeness_check(guard, adapter)
 
         def record(status: str, result: Any, message: str | None = None) -> Any:
             if spec.periods:  # lookback: one record per covered period, each with the range's diff
@@ -649,33 +651,12 @@ class WindowWriteOperator(ApprovalMixin, BaseOperator):
         self, context: Context | Mapping[str, Any], window: Window, out: Mapping[str, Any]
     ) -> None:
         """Tell downstream DAGs and lineage which window of the target changed, and to which version."""
-        self.lineage_result: dict[str, Any] = dict(
-            out
-        )  # for the OpenLineage provider's listener (it cannot pull XCom)
-        if not self.emit_asset or "outlet_events" not in context:
-            return
-        extra = {
-            "window_start": window.start.isoformat(),
-            "window_end": window.end.isoformat(),
-            "window": window.label(),
-            "strategy": self.strategy,
-            "ordinal": out.get("ordinal"),
-            "dataset_version": out.get("dataset_version"),
-            "checksum": out.get("checksum"),
-            "fingerprint": out.get("fingerprint"),
-            "policy_version": out.get("policy_version"),
-            "partition_key": context.get("partition_key"),
-        }
-        if out.get("periods"):  # lookback: every covered period changed
-            extra["periods"] = [p["window"] for p in out["periods"]]
-            extra["lookback"] = self.lookback
-        event = context["outlet_events"][target_asset(self.conn_id, self.table)]  # type: ignore[index]
-        event.extra.update(extra)
-        if isinstance(extra["partition_key"], str):  # a partitioned run: downstream runs per partition
-            keys = [extra["partition_key"]]
-            if self.lookback:  # and for each earlier partition the write rewrote
-                keys = covered_partition_keys(keys[0], self.covered(context))
-            event.add_partitions(keys)
+        # for the OpenLineage provider's listener (it cannot pull XCom)
+        self.lineage_result: dict[str, Any] = dict(out)
+        if self.emit_asset and "outlet_events" in context:
+            covered = self.covered(context) if self.lookback else None
+            asset = target_asset(self.conn_id, self.table)
+            window_event(context, asset, self.strategy, window, out, covered, self.lookback)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """What the attempt read and wrote, for the OpenLineage provider (see airflow_idempotent.lineage)."""

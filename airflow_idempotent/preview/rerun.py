@@ -9,6 +9,11 @@
 - Any other task: what the DAG linter (`lint.lint_paths`) finds about it, e.g. IDEM002 for a plain
   SQL operator that appends.
 
+The conf is judged first, by the rules a run is judged by (`rerun_conf`): the guard's
+`BackfillIntent` when it declares a backfill, Airflow's param rules always. Kill switches are read
+with the operator's own function (`guard.killswitch.active_switches`) at every scope; those that
+would stop this rerun (a backfill switch only stops a backfill) make it unsafe, the others are noted.
+
 Nothing is written anywhere: not the target, not the history store, not Airflow's metadata.
 """
 
@@ -20,20 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_idempotent.context import run_context
 from airflow_idempotent.effects.entry import COMPENSATED, DONE, PENDING
 from airflow_idempotent.effects.identity import EffectIdentity
 from airflow_idempotent.effects.ledger import Ledger
 from airflow_idempotent.effects.operator import EffectOperator
-from airflow_idempotent.guard import killswitch
+from airflow_idempotent.guard import GuardRefusal, killswitch
+from airflow_idempotent.guard.intent import CONF_KEYS, BackfillIntent, check_storable
 from airflow_idempotent.history.report import store_is_empty
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.hooks.warehouse import WarehouseHook
-from airflow_idempotent.lint import LintReport, check_deterministic, lint_paths
+from airflow_idempotent.lint import LintReport, lint_paths
 from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.preview.diff import WritePreview, preview_write
-from airflow_idempotent.strategies import WriteSpec
-from airflow_idempotent.testing.context import run_context
-from airflow_idempotent.window import Window, spanning
+from airflow_idempotent.window import Window
 
 SAFE, NOT_SAFE, UNVERIFIED = "safe", "not safe", "unverified"
 
@@ -81,6 +86,8 @@ class RerunPreview:
     conf: dict[str, Any]
     tasks: list[TaskPreview]
     switches: list[str]
+    #: the conf declares a backfill (its semantics): the rerun is a backfill run, as the guard sees it
+    backfill: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,17 +98,28 @@ class RerunPreview:
                 "label": self.window.label(),
             },
             "conf": self.conf,
+            "backfill": self.backfill,
             "kill_switches": self.switches,
             "tasks": [t.to_json() for t in self.tasks],
             "safe": all(t.verdict == SAFE for t in self.tasks),
         }
 
 
-def load_dag(dag_id: str, dags_folder: str | Path | None = None) -> Any:
-    """The DAG `dag_id` as Airflow's DagBag parses it from the DAGs folder; LookupError if absent."""
+def load_dag(
+    dag_id: str,
+    dags_folder: str | Path | None = None,
+    bundle_path: Path | None = None,
+    bundle_name: str | None = None,
+) -> Any:
+    """The DAG `dag_id` as Airflow's DagBag parses it from the DAGs folder (or one DAG file of the
+    bundle at `bundle_path`, as the API server finds it); LookupError if absent."""
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(dags_folder) if dags_folder else None)
+    bag = DagBag(
+        dag_folder=str(dags_folder) if dags_folder else None,
+        bundle_path=bundle_path,
+        bundle_name=bundle_name,
+    )
     dag = bag.dags.get(dag_id)
     if dag is None:
         errors = "; ".join(f"{path}: {str(err).splitlines()[-1]}" for path, err in bag.import_errors.items())
@@ -112,9 +130,51 @@ def load_dag(dag_id: str, dags_folder: str | Path | None = None) -> Any:
     return dag
 
 
+class ConfRefusal(ValueError):
+    """The rerun's conf is not one a run of the DAG would accept: nothing is previewed."""
+
+
+def rerun_conf(dag: Any, conf: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool]:
+    """(the conf, whether it declares a backfill), judged by the rules a run is judged by: a conf
+    declaring semantics (or a backfill key the DAG has no param for) is a backfill's, so the guard's
+    `BackfillIntent` must accept it; and Airflow's own param rules (`process_params`, the task
+    runner's) must accept it over the DAG's params. ConfRefusal says what to fix."""
+    from airflow.sdk.definitions.param import ParamValidationError, process_params
+
+    if conf is not None and not isinstance(conf, Mapping):
+        raise ConfRefusal('the conf must be a JSON object, e.g. {"policy_version": "v2"}')
+    conf = dict(conf or {})
+    declared = set(getattr(dag, "params", None) or ())
+    backfill = "semantics" in conf or bool(set(conf) & (set(CONF_KEYS) - declared))
+    try:
+        check_storable(conf)
+        if backfill:
+            BackfillIntent.from_conf(conf, declared_params=declared)
+    except GuardRefusal as refusal:
+        raise ConfRefusal(str(refusal)) from None
+    for task in dag.tasks:
+        try:
+            process_params(dag, task, conf, suppress_exception=False)
+        except ParamValidationError as err:
+            raise ConfRefusal(f"the DAG's params refuse the conf: {err}") from None
+    return conf, backfill
+
+
 def _context(task: Any, window: Window, conf: Mapping[str, Any]) -> dict[str, Any]:
-    """What a manual run of the window hands the task (params with the conf on top)."""
-    return run_context(task, window, f"preview__{window.label()}", 1, {}, {}, conf)
+    """What a manual run of the window hands the task: its params as Airflow's task runner resolves
+    them (`process_params`: DAG params, task params, the conf on top), the conf as the run's."""
+    from airflow.sdk.definitions.param import process_params
+
+    params = process_params(task.dag, task, dict(conf), suppress_exception=False) if task.has_dag() else {}
+    return run_context(task, window, f"preview__{window.label()}", 1, {}, params, conf)
+
+
+def _rendered(task: Any, window: Window, conf: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A copy of `task` with its templates rendered for the window, as a run renders them."""
+    rendered = copy.deepcopy(task)
+    context = _context(rendered, window, conf)
+    rendered.render_template_fields(context)
+    return rendered, context
 
 
 def _window_task(
@@ -122,14 +182,14 @@ def _window_task(
     window: Window,
     conf: Mapping[str, Any],
     measures: Sequence[str] | None,
-    switches: list[str],
+    covering: list[str],
+    notes: list[str],
 ) -> TaskPreview:
+    """`covering`: the kill switches that stop this rerun (as the operator checks them); `notes`:
+    the others, e.g. a backfill switch when the rerun is not a backfill."""
     out = TaskPreview(task.task_id, type(task).__name__, "window_write")
-    rendered = copy.deepcopy(task)
-    context = _context(rendered, window, conf)
-    rendered.render_template_fields(context)  # type: ignore[arg-type]
+    rendered, context = _rendered(task, window, conf)
     periods = rendered.covered(context)  # lookback: the rerun rewrites these, so they are compared
-    run_window = spanning(periods)
     out.periods = [p.label() for p in periods]
     adapter = WarehouseHook(conn_id=rendered.conn_id).adapter
     out.policy_version = rendered.effective_policy_version()
@@ -137,31 +197,18 @@ def _window_task(
     if rendered.partition_column is None:
         out.reasons.append("a merge without partition_column has no window to preview; nothing compared")
         return out
-    query = check_deterministic(rendered.sql, adapter.dialect, rendered.allow_functions)
-    out.sql = adapter.render(query)
-    spec = WriteSpec(
-        table=rendered.table,
-        query=query,
-        window=run_window,
-        partition_column=rendered.partition_column,
-        params=rendered.parameters,
-        periods=tuple(periods) if rendered.lookback else (),
-    )
-    completeness = (
-        check_deterministic(guard.completeness_sql, adapter.dialect, rendered.allow_functions)
-        if guard is not None and guard.completeness_sql
-        else None
-    )
+    spec = rendered.write_spec(context, adapter)  # the operator's own: exactly what a run writes
+    out.sql = adapter.render(spec.query)
     chosen = list(guard.measures) if guard is not None and guard.measures else measures
     out.write = preview_write(
         adapter,
         spec,
         rendered.key_columns,
         chosen,
-        completeness,
+        rendered.completeness_check(guard, adapter),
         guard.thresholds if guard is not None else None,
     )
-    problems = [f"kill switch on: {s}" for s in switches]
+    problems = [f"kill switch on: {s}" for s in covering]
     if out.write.source_complete is False:
         problems.append("source incomplete: the declared completeness check is false for this window")
     if out.write.rows_outside_window:
@@ -171,16 +218,17 @@ def _window_task(
     problems += [f"a guarded backfill would stop: {b}" for b in out.write.breaches]
     if problems:
         out.verdict = NOT_SAFE
-        out.reasons += problems
+        out.reasons += problems + notes
         return out
     out.verdict = SAFE
     out.reasons.append(
         f"idempotent operator ({rendered.strategy}): a rerun rewrites the window, never adds to it"
     )
     out.reasons.append("no kill switch covers it")
+    out.reasons += notes
     out.reasons.append(
         "source complete (its completeness check is true)"
-        if completeness is not None
+        if out.write.source_complete
         else "no completeness check declared"
     )
     kept = out.write.diff.removed if out.write.diff is not None else 0
@@ -239,9 +287,7 @@ def _effects(
             "why": why,
         }
     if isinstance(task, EffectOperator):
-        rendered = copy.deepcopy(task)
-        context = _context(rendered, window, conf)
-        rendered.render_template_fields(context)  # type: ignore[arg-type]
+        rendered, context = _rendered(task, window, conf)
         identity = EffectIdentity.of(
             dag_id, rendered.task_id, rendered.window(context), rendered.effect_name, rendered.key
         )
@@ -277,13 +323,21 @@ def preview_rerun(
     measures: Sequence[str] | None = None,
 ) -> RerunPreview:
     """What rerunning `window` of `dag` would do, task by task, ending in a verdict per task."""
-    conf = dict(conf or {})
+    conf, backfill = rerun_conf(dag, conf)
     ledger: Ledger | None = None
-    switches: list[str] = []
+    switches: list[killswitch.Switch] = []
     if store is not None and not store_is_empty(store):
         store.migrate()
         ledger = Ledger(store.engine)
-        switches = [s.describe() for s in killswitch.active_switches(store, dag.dag_id, backfill=False)]
+        # every scope that covers the DAG (global, dag, backfill), by the operator's own function
+        switches = killswitch.active_switches(store, dag.dag_id, backfill=True)
+    covering = [s.describe() for s in switches if backfill or s.scope != "backfill"]
+    notes = [
+        f"a backfill of this window would refuse to write: {s.describe()}; a rerun that is not a "
+        "backfill (clearing the task) is not stopped by it"
+        for s in switches
+        if not backfill and s.scope == "backfill"
+    ]
     report = lint_paths([dag.fileloc])
     tasks: list[TaskPreview] = []
     for task in dag.tasks:
@@ -291,7 +345,7 @@ def preview_rerun(
             continue
         if isinstance(task, WindowWriteOperator):
             try:
-                tasks.append(_window_task(task, window, conf, measures, switches))
+                tasks.append(_window_task(task, window, conf, measures, covering, notes))
             except Exception as err:  # what the write itself would refuse with, before any commit
                 preview = TaskPreview(task.task_id, type(task).__name__, "window_write", NOT_SAFE)
                 preview.reasons.append(f"a rerun would refuse to write: {type(err).__name__}: {err}")
@@ -313,4 +367,4 @@ def preview_rerun(
                 "not a window write or a ledgered effect; the linter finds nothing about it"
             )
         tasks.append(preview)
-    return RerunPreview(dag.dag_id, window, conf, tasks, switches)
+    return RerunPreview(dag.dag_id, window, conf, tasks, [s.describe() for s in switches], backfill)

@@ -45,8 +45,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
 import airflow_idempotent.testing.scenarios as scenario_plan  # plan() looked up per check: tests swap it
+from airflow_idempotent.context import run_context
 from airflow_idempotent.testing.attempt import run_attempt
-from airflow_idempotent.testing.context import run_context
 from airflow_idempotent.testing.dagfile import load_dag
 from airflow_idempotent.testing.errors import HarnessError, NotIdempotentError
 from airflow_idempotent.testing.report import Attempt, HarnessReport, ScenarioResult

@@ -58,6 +58,7 @@ from tests.e2e.conftest import (
     kill_group,
     pg_admin,
 )
+from tests.test_preview import payout, table_digest  # the scenario's formula, computed in the tests
 
 pytestmark = pytest.mark.e2e
 
@@ -286,6 +287,10 @@ FORM = {
 }
 
 
+#: The rerun preview of the first window (a window row's own bounds).
+RERUN = {"window_start": "2026-08-03T00:00:00+00:00", "window_end": "2026-08-04T00:00:00+00:00"}
+
+
 def routes(backfill_id: int) -> list[tuple[str, str, Any, bool]]:
     """(method, path, body, names the DAG or lists the user's DAGs) for every route of the app."""
     qs = "run_id=backfill__2026-08-03T00%3A00%3A00%2B00%3A00&task_id=write_payouts&map_index=-1"
@@ -297,8 +302,10 @@ def routes(backfill_id: int) -> list[tuple[str, str, Any, bool]]:
         ("GET", f"/idempotent/dags/{DAG_ID}/history", None, True),
         ("GET", f"/idempotent/dags/{DAG_ID}/backfill", None, True),
         ("GET", f"/idempotent/dags/{DAG_ID}/attempt?{qs}", None, True),
+        ("GET", f"/idempotent/dags/{DAG_ID}/rerun?{urllib.parse.urlencode(RERUN)}", None, True),
         ("GET", "/idempotent/static/idempotent.css", None, False),
         ("GET", "/idempotent/static/backfill.js", None, False),
+        ("GET", "/idempotent/static/rerun.js", None, False),
         ("GET", "/idempotent/api/history", None, True),
         ("GET", f"/idempotent/api/history?dag_id={DAG_ID}", None, True),
         ("GET", f"{dag}/history", None, True),
@@ -309,6 +316,7 @@ def routes(backfill_id: int) -> list[tuple[str, str, Any, bool]]:
         ("POST", f"{dag}/backfills/{backfill_id}/stop", {"reason": "x"}, True),
         ("POST", f"{dag}/killswitch/clear", {}, True),
         ("GET", f"{dag}/attempts?{qs}", None, True),
+        ("POST", f"{dag}/rerun/preview", RERUN, True),
         ("GET", "/idempotent/api/openapi.json", None, False),
     ]
 
@@ -485,7 +493,7 @@ def test_a_guarded_backfill_from_the_airflow_ui(
     page.goto(f"{cluster.base_url}/dags/{DAG_ID}")
     page.get_by_role("link", name="Guarded backfill").click()
     form = page.frame_locator("iframe[title='Guarded backfill']")
-    expect(form.locator("html[data-ready='1']")).to_have_count(1)  # its script is wired up
+    expect(form.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
     form.locator("#from_date").fill("2026-08-03")
     form.locator("#to_date").fill("2026-08-05")
     form.locator("#reprocess_behavior").select_option("completed")
@@ -560,7 +568,7 @@ def test_a_guarded_backfill_from_the_airflow_ui(
     # Back to v1 with a 0.1 % limit on amount_eur: the first window breaches. Stop.
     page.goto(f"{cluster.base_url}/dags/{DAG_ID}/plugin/idempotent-backfill")
     form = page.frame_locator("iframe[title='Guarded backfill']")
-    expect(form.locator("html[data-ready='1']")).to_have_count(1)  # its script is wired up
+    expect(form.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
     form.locator("#from_date").fill("2026-08-03")
     form.locator("#to_date").fill("2026-08-05")
     form.locator("#reprocess_behavior").select_option("completed")
@@ -617,3 +625,77 @@ def test_a_guarded_backfill_from_the_airflow_ui(
     assert cluster.request("POST", f"/idempotent/api/dags/{DAG_ID}/killswitch/clear", {}) == {"cleared": True}
     elapsed = time.monotonic() - started
     assert elapsed < 240, f"the browser scenario took {elapsed:.0f} s"
+
+
+# --------------------------------------------------------------------------------------------
+# "Preview rerun" on a window of the run history (issue 15)
+# --------------------------------------------------------------------------------------------
+
+
+def login(page: Any, cluster: AirflowCluster) -> None:
+    """Airflow's own login page, unless the browser's session is still logged in."""
+    page.goto(cluster.base_url + "/")
+    username = page.locator("input[name=username]")
+    if username.count():
+        username.fill("admin")
+        page.locator("input[name=password]").fill(PASSWORDS["admin"])
+        page.locator("button[type=submit]").click()
+        page.wait_for_url(cluster.base_url + "/")
+
+
+def test_preview_rerun_of_a_window_from_the_run_history(
+    cluster: AirflowCluster, warehouse: sa.Engine, history: HistoryStore, seeded: int, browser: Any
+) -> None:
+    """After a policy change, "Preview rerun" on the 2026-08-03 window reports exactly the rows the
+    other policy changes (computed here from the scenario's formula), and leaves the table as it was."""
+    from playwright.sync_api import expect
+
+    started = time.monotonic()
+    day = DAYS[0]
+    sales = range(
+        (day - date(2026, 8, 1)).days * PER_DAY + 1, (day - date(2026, 8, 1)).days * PER_DAY + PER_DAY + 1
+    )
+    held = window_totals(warehouse, "payouts", day)[1]
+    # Production holds v1 (the seed) or v2 (after the guarded backfill above): preview the other one.
+    current = "v2" if held == sum(payout(i, "v2") for i in sales) else "v1"
+    assert held == sum(payout(i, current) for i in sales), held
+    other = "v1" if current == "v2" else "v2"
+    expected = sum(1 for i in sales if payout(i, current) != payout(i, other))
+    assert expected > 0
+    digest = table_digest(warehouse)
+    writes_before = counts(cluster, history)[1]
+
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    login(page, cluster)
+    page.goto(f"{cluster.base_url}/dags/{DAG_ID}")
+    page.get_by_role("link", name="Run history").first.click()
+    frame = page.frame_locator("iframe[title='Run history']")
+    window = frame.locator("section.window").filter(has_text=day.isoformat()).first
+    window.get_by_role("link", name="Preview rerun").click()
+    expect(frame.locator("html[data-ready='1']")).to_have_count(1, timeout=30_000)  # its script is wired up
+    expect(frame.locator("#window")).to_have_text(
+        f"[{day.isoformat()}T00:00:00+00:00, 2026-08-04T00:00:00+00:00)"
+    )
+    frame.locator("#policy_version").fill(other)
+    frame.locator("#preview-button").click()
+    task = frame.locator("section.task[data-task=write_payouts]")
+    expect(task.locator("h3 .verdict")).to_have_text("safe", timeout=60_000)
+    cells = task.locator("table.counts tr").nth(1).locator("td")
+    expect(cells).to_have_count(4)
+    assert [cells.nth(k).inner_text() for k in range(4)] == ["0", "0", str(expected), str(PER_DAY - expected)]
+    before, after = sum(payout(i, current) for i in sales), sum(payout(i, other) for i in sales)
+    sums = task.locator("table.measures tr").nth(1).locator("td")
+    expect(sums).to_have_count(4)
+    shown = [sums.nth(k).inner_text() for k in range(4)]
+    assert shown[0] == "amount_eur", shown
+    assert [Decimal(v.replace(",", "")) for v in shown[1:]] == [before, after, after - before], shown
+    expect(frame.locator("#result-summary")).to_contain_text("nothing was written")
+    to_top(frame.locator("#result"))
+    shot(page, "rerun-preview")
+    assert table_digest(warehouse) == digest  # the target is byte-identical
+    assert counts(cluster, history)[1] == writes_before  # no history record either
+    assert errors == [], errors
+    elapsed = time.monotonic() - started
+    assert elapsed < 90, f"the rerun preview scenario took {elapsed:.0f} s"

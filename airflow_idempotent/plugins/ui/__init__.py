@@ -15,6 +15,7 @@ Browse > Run history      ``/idempotent/history``                         ``nav`
 DAG tab "Run history"     ``/idempotent/dags/{dag_id}/history``           ``dag``
 DAG tab "Guarded backfill" ``/idempotent/dags/{dag_id}/backfill``         ``dag``
 Task instance tab         ``/idempotent/dags/{dag_id}/attempt?run_id=..``  ``task_instance``
+A window's Preview rerun  ``/idempotent/dags/{dag_id}/rerun?window_..``   (a link of the history)
 ========================  ==============================================  ==========================
 
 The JSON API (OpenAPI document at ``/idempotent/api/openapi.json``):
@@ -35,18 +36,21 @@ The JSON API (OpenAPI document at ``/idempotent/api/openapi.json``):
 * ``POST /idempotent/api/dags/{dag_id}/killswitch/clear``: clear the DAG's backfill switch.
 * ``GET  /idempotent/api/dags/{dag_id}/attempts?run_id=&task_id=&map_index=``: one task
   instance's tries: each try's write, diff, fingerprint (and its parts) and attempt events.
+* ``POST /idempotent/api/dags/{dag_id}/rerun/preview``: what rerunning a window would change,
+  per task (the CLI's ``rerun --dry-run``: staged, diffed, dropped; nothing written).
 
 Security:
 
 * **Authentication and authorisation** are Airflow's: every route depends on Airflow's own
   ``get_user`` (Bearer header, else the UI's JWT cookie: 401 without, 403 for a bad token) and,
   for a DAG, ``requires_access_dag`` (403 without access): reading history and backfill status
-  needs GET on the DAG's runs, an attempt GET on its task instances, preview and create POST on
-  its runs (as Airflow's dry run and create), stop and clear PUT (as Airflow's pause). Every
-  history answer (JSON, page, chart; with or without a DAG) holds only the writes, attempts and
-  effects of the DAGs the user may read, and only their writes choose the windows shown (403 if
-  none). A backfill id in a path must belong to the path's DAG (else 404), so access to one DAG
-  never reaches another's backfill; its status is that DAG's runs' writes, keyed (dag_id, run_id).
+  needs GET on the DAG's runs, an attempt GET on its task instances, preview, create and the
+  rerun preview POST on its runs (as Airflow's dry run and create), stop and clear PUT (as
+  Airflow's pause). Every history answer (JSON, page, chart; with or without a DAG) holds only
+  the writes, attempts and effects of the DAGs the user may read, and only their writes choose
+  the windows shown (403 if none). A backfill id in a path must belong to the path's DAG (else
+  404), so access to one DAG never reaches another's backfill; its status is that DAG's runs'
+  writes, keyed (dag_id, run_id).
 * **CSRF**: every state-changing route is a POST with a JSON body (415 otherwise), refused when
   the browser says it is cross-site (``Sec-Fetch-Site``, ``Origin``), and, when the caller is
   authenticated by the UI's cookie (not by an ``Authorization: Bearer`` header, which a browser

@@ -16,7 +16,7 @@ from airflow_idempotent import __version__
 from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS
 from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, MAX_DEPTH
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
-from airflow_idempotent.plugins.ui.routes import api, backfills, pages
+from airflow_idempotent.plugins.ui.routes import api, backfills, pages, rerun
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS, BodyLimit
 
 API_DESCRIPTION = f"""\
@@ -24,7 +24,8 @@ The JSON API of airflow-idempotent's pages in the Airflow UI, mounted in Airflow
 under `/idempotent`. Authenticate as for Airflow's own REST API: `Authorization: Bearer <JWT>`
 (from `POST /auth/token`), or the UI's session cookie. Every route needs a logged-in user (401)
 with access to the DAG it names (403): history and status GET on the DAG's runs, attempts GET
-on its task instances, preview and create POST on its runs, stop and clear PUT on its runs.
+on its task instances, preview, create and the rerun preview POST on its runs, stop and clear
+PUT on its runs.
 POST bodies are JSON (415 otherwise), at most {MAX_BODY:,} bytes (413, before anything reads
 them) and nested at most {MAX_DEPTH} levels (422); a browser session (cookie) must also send the
 page's `X-Idempotent-CSRF` token, which ends with the session it was issued to. Errors:
@@ -107,6 +108,8 @@ def create_app() -> FastAPI:
 
     for module in (api, backfills, pages):
         app.include_router(module.router)
+    app.include_router(rerun.router)
+    app.include_router(rerun.pages)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:

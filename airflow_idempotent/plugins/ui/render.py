@@ -27,7 +27,9 @@ STATIC = Path(__file__).with_name("static")
 #: The files `/static/{name}` serves (nothing else is ever read from disk by name).
 STATIC_FILES = {
     "idempotent.css": "text/css; charset=utf-8",
+    "common.js": "text/javascript; charset=utf-8",
     "backfill.js": "text/javascript; charset=utf-8",
+    "rerun.js": "text/javascript; charset=utf-8",
 }
 
 
@@ -93,6 +95,7 @@ def jinja_env() -> Any:
             "diff_summary": diff_summary,
             "first_line": lambda v: first_line(v) if isinstance(v, str) else v,
             "version_name": version_name,
+            "iso": lambda v: v.isoformat() if isinstance(v, datetime) else str(v),
         }
     )
     return env

@@ -262,8 +262,9 @@ def audit(event: str) -> Callable[..., Any]:
 
 
 # What each route needs, as Airflow's own routes for the same action: reading history and
-# backfill status GET on the DAG's runs, an attempt GET on its task instances, preview and
-# create POST on its runs (Airflow's dry run and create), stop and clear PUT (Airflow's pause).
+# backfill status GET on the DAG's runs, an attempt GET on its task instances, preview, create
+# and the rerun preview (it stages a temporary table) POST on its runs (Airflow's dry run and
+# create), stop and clear PUT (Airflow's pause).
 READ_RUNS = Depends(dag_access("GET", "RUN"))
 CREATE_RUNS = Depends(dag_access("POST", "RUN"))
 EDIT_RUNS = Depends(dag_access("PUT", "RUN"))

@@ -8,8 +8,12 @@ store's rows, the guard's declaration) pass any further field they carry through
 answer with `response_model_exclude_unset`, so a key an answer lacks is not added as null.
 """
 
+from pydantic import BaseModel
+
 from airflow_idempotent.plugins.ui.datamodels.backfills import (
-    BODY_MODELS,
+    BODY_MODELS as BACKFILL_BODIES,
+)
+from airflow_idempotent.plugins.ui.datamodels.backfills import (
     BackfillForm,
     BackfillIdPath,
     BackfillStatus,
@@ -43,6 +47,14 @@ from airflow_idempotent.plugins.ui.datamodels.history import (
     HistoryQuery,
     HistoryResponse,
 )
+from airflow_idempotent.plugins.ui.datamodels.rerun import (
+    RerunForm,
+    RerunPreviewResponse,
+    RerunQuery,
+)
+
+#: The bodies the API documents (their schemas are added to the OpenAPI components).
+BODY_MODELS: tuple[type[BaseModel], ...] = (*BACKFILL_BODIES, RerunForm)
 
 __all__ = [
     "BODY_MODELS",
@@ -69,6 +81,9 @@ __all__ = [
     "HistoryResponse",
     "InputError",
     "PreviewResponse",
+    "RerunForm",
+    "RerunPreviewResponse",
+    "RerunQuery",
     "StopForm",
     "ThresholdsForm",
     "airflow_backfill_body",

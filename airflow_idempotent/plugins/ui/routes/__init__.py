@@ -1,1 +1,2 @@
-"""The app's routers: the JSON API (`api`: history and attempts; `backfills`) and the pages."""
+"""The app's routers: the JSON API (`api`: history and attempts; `backfills`; `rerun`: the rerun
+preview) and the pages (`pages`, and `rerun.pages`)."""

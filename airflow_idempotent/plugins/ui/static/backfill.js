@@ -4,55 +4,13 @@
   "use strict";
 
   var data = JSON.parse(document.getElementById("idem-data").textContent);
-  var csrf = document.querySelector('meta[name="idempotent-csrf"]').getAttribute("content");
   var api = data.root + "/api/dags/" + encodeURIComponent(data.dag_id);
   var POLL_MS = 2000;
   var pollTimer = null;
   var current = null;
-
-  function $(id) { return document.getElementById(id); }
-
-  function el(tag, text, cls) {
-    var node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    if (cls) node.className = cls;
-    return node;
-  }
-
-  function show(node, on) { node.classList.toggle("hidden", !on); }
-
-  function say(text, kind) {
-    var box = $("message");
-    box.textContent = text || "";
-    box.className = "box" + (kind ? " " + kind : "") + (text ? "" : " hidden");
-  }
-
-  function detail(payload, status) {
-    if (payload && typeof payload.detail === "string") return payload.detail;
-    if (payload && Array.isArray(payload.detail)) {
-      return payload.detail.map(function (d) {
-        return (d.loc || []).slice(1).join(".") + ": " + d.msg;
-      }).join("; ");
-    }
-    return "HTTP " + status;
-  }
-
-  function call(method, url, body) {
-    var init = {
-      method: method,
-      credentials: "same-origin",
-      headers: { "Accept": "application/json", "X-Idempotent-CSRF": csrf }
-    };
-    if (body !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    return fetch(url, init).then(function (response) {
-      return response.json().catch(function () { return null; }).then(function (payload) {
-        return { status: response.status, payload: payload };
-      });
-    });
-  }
+  var idem = window.idempotent;
+  var $ = idem.$, el = idem.el, show = idem.show, say = idem.say, detail = idem.detail;
+  var call = idem.call, decimals = idem.decimals, fmt = idem.fmt;
 
   function value(id) {
     var v = $(id).value.trim();
@@ -104,20 +62,6 @@
     a.href = data.airflow + "/dags/" + encodeURIComponent(data.dag_id) + "/runs/" + encodeURIComponent(runId);
     a.target = "_top";
     return a;
-  }
-
-  function decimals(v) {
-    var text = String(v === null || v === undefined ? "" : v);
-    return text.indexOf(".") >= 0 ? Math.min(4, text.split(".")[1].length) : 0;
-  }
-
-  /* A figure with thousands separators and `places` decimals (default: its own). */
-  function fmt(v, places) {
-    if (v === null || v === undefined || v === "") return "";
-    var n = Number(v);
-    if (isNaN(n)) return String(v);
-    var p = places === undefined ? decimals(v) : places;
-    return n.toLocaleString("en-US", { minimumFractionDigits: p, maximumFractionDigits: p });
   }
 
   /* ------------------------------------------------------------------ preview */
