@@ -185,6 +185,34 @@ def seed_history(store: HistoryStore) -> None:
         )
     )
     store.record(_write(3, "scheduled__2026-08-03T00:00:00+00:00", dag_id=OTHER, target=OTHER_TARGET))
+    seed_approval(store)
+
+
+def seed_approval(store: HistoryStore) -> None:
+    """The refused 08-05 window waited for a person (on_breach="approve"), who rejected it."""
+    from airflow_idempotent.history import approvals
+    from airflow_idempotent.identity import AttemptIdentity
+
+    who = AttemptIdentity(GUARDED, "backfill__2026-08-05T00:00:00+00:00", "write_payouts", -1, 1, "backfill")
+    pending = approvals.PendingApproval(
+        target=TARGET,
+        window_label="2026-08-05",
+        status=approvals.PENDING,
+        mode="swap",
+        semantics="corrective",
+        policy_version="v2",
+        stage_table="_idem_apr_0123456789abcdef",
+        stage_rows=40,
+        stage_checksum="v2:40:1",
+        target_rows=40,
+        target_checksum="v2:40:2",
+        diff=json.loads(_diff("1000.00", "500.00", changed=40)),
+        breaches=["changed 40 rows > max_changed_rows 10"],
+        requested_at=_at(25),
+        expires_at=_at(26),
+    )
+    approvals.request(store, who, _at(5, 0), _at(6, 0), pending)
+    approvals.decide(store, who, approvals.REJECTED, "carol", "<i>not signed off</i>")
 
 
 @pytest.fixture(scope="module")
@@ -472,6 +500,11 @@ def test_the_history_page_shows_every_write_attempt_diff_and_the_chart(env: dict
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     assert "&lt;b&gt;boom&lt;/b&gt;" in html
     assert "<script>alert" not in html and "<img src=x" not in html and "<b>boom" not in html
+    # The window's approval: who decided, and why (escaped).
+    assert (
+        "approval: rejected by carol at " in html
+        and ": &lt;i&gt;not signed off&lt;/i&gt; (backfill__" in html
+    )
 
 
 def test_the_history_api_filters_by_dag_table_window_range_and_flag(env: dict[str, Any]) -> None:

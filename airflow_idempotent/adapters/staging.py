@@ -63,24 +63,32 @@ class StagingStatements:
             exp.or_(*[self.null_safe_distinct(self.column(c, left), self.column(c, right)) for c in columns])
         )
 
-    def create_staging(self, name: str, table: str, columns: Sequence[str]) -> exp.Create:
+    def create_staging(
+        self, name: str, table: str, columns: Sequence[str], temporary: bool = True
+    ) -> exp.Create:
         """CREATE TEMPORARY TABLE name AS SELECT columns FROM table WHERE FALSE.
 
         The staging table gets the target's own column types, so the staged values are coerced
         exactly as the target would store them: the diff and checksum compare like with like.
+        `temporary=False`: a table that outlives the session (a breached window's rows awaiting
+        a person's approval).
         """
         select = exp.select(*[self.column(c) for c in columns]).from_(self.table(table)).where(exp.false())
         return exp.Create(
             kind="TABLE",
             this=self.table(name),
             expression=select,
-            properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+            properties=exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None,
         )
 
-    def drop_staging(self, name: str) -> exp.Drop:
-        """Drop a staging table without ending the transaction (see `drop_temporary_keyword`)."""
+    def drop_staging(self, name: str, temporary: bool = True) -> exp.Drop:
+        """Drop a staging table without ending the transaction (see `drop_temporary_keyword`);
+        `temporary=False`: a kept one (on MariaDB/MySQL that DROP commits: run it on its own)."""
         return exp.Drop(
-            kind="TABLE", tables=[self.table(name)], exists=True, temporary=self.drop_temporary_keyword
+            kind="TABLE",
+            tables=[self.table(name)],
+            exists=True,
+            temporary=self.drop_temporary_keyword and temporary,
         )
 
     def select_columns(self, table: str, columns: Sequence[str]) -> exp.Select:

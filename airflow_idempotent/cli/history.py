@@ -39,6 +39,7 @@ from airflow_idempotent.cli.common import (
     when,
 )
 from airflow_idempotent.cli.effects import print_effects
+from airflow_idempotent.history.approvals import describe as describe_approval
 from airflow_idempotent.history.report import (
     DEFAULT_LIMIT,
     FLAG_CHOICES,
@@ -466,6 +467,8 @@ def _render_windows(console: Any, windows: list[dict[str, Any]]) -> None:
     for window in windows:
         console.print(_window_header(window))
         console.print(_writes_table(console, window["writes"]))
+        for approval in window.get("approvals", []):
+            console.print(f"  approval: {describe_approval(approval)}", highlight=False)
         if window["attempts"]:
             console.print("  task attempts", style="dim")
             console.print(_attempts_table(console, window["attempts"]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -51,6 +51,12 @@ MAX_MEASURES = 32
 MEASURE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
 _DEFAULT_WHERE = "thresholds"
+
+OnBreach = Literal["refuse", "approve"]
+ON_BREACH: tuple[str, ...] = get_args(OnBreach)
+#: How long a breached window waits for a person by default (hours), and the longest wait allowed.
+DEFAULT_APPROVAL_HOURS = 24.0
+MAX_APPROVAL_HOURS = 24.0 * 30
 
 
 def _whole(key: str) -> Any:
@@ -161,10 +167,36 @@ class GuardConfig:
     anchor: Anchor = "start"
     #: earlier periods each run also rewrites (the operators' lookback): the cap counts them too
     lookback: int = 0
+    #: a window whose diff breaks a threshold: "refuse" it at once, or keep its staged result and
+    #: "approve": wait for a person's decision in Airflow's required actions (human-in-the-loop)
+    on_breach: OnBreach = "refuse"
+    #: on_breach="approve": hours a breached window waits for a decision; then it is refused
+    approval_timeout_hours: float = DEFAULT_APPROVAL_HOURS
 
     def __post_init__(self) -> None:
         if isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1:
             raise GuardRefusal(f"guard cap must be a whole number >= 1, got {self.cap!r}.")
+        if self.on_breach not in ON_BREACH:
+            raise GuardRefusal(
+                f"guard on_breach must be one of {', '.join(map(repr, ON_BREACH))}, got {self.on_breach!r}: "
+                "'refuse' stops a breached window at once, 'approve' waits for a person's decision."
+            )
+        hours = self.approval_timeout_hours
+        if (
+            isinstance(hours, bool)
+            or not isinstance(hours, int | float)
+            or not 0 < hours <= MAX_APPROVAL_HOURS
+        ):
+            raise GuardRefusal(
+                f"guard approval_timeout_hours must be a number of hours > 0 and at most "
+                f"{MAX_APPROVAL_HOURS:g} (30 days), got {hours!r}: e.g. approval_timeout_hours=24."
+            )
+        if self.on_breach == "approve" and self.lookback:
+            raise GuardRefusal(
+                f'guard on_breach="approve" with lookback={self.lookback!r}: an approval is for one '
+                "window's staged rows, while a write with lookback rewrites and records several periods "
+                'at once. Declare on_breach="refuse" with lookback, or lookback=0 with approvals.'
+            )
         try:
             parse_granularity(self.granularity)
             check_timezone(self.timezone)

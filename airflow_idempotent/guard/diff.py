@@ -12,12 +12,15 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.strategies import WriteSpec
 
 Number = Decimal | float
+#: Keys shown per kind (changed, added, removed) in a preview or an approval request.
+KEY_SAMPLE_SIZE = 10
 
 
 def _fmt(value: Number | int) -> str:
@@ -156,3 +159,67 @@ def diff_window(
         unchanged=matched - changed,
         measures={m: (_number(before[i + 1]), _number(after[i + 1])) for i, m in enumerate(measures)},
     )
+
+
+def plain_key(key: Any) -> Any:
+    """A sampled key as JSON shows it: a scalar for one key column, else a list."""
+    values = [v if isinstance(v, int | float | str) or v is None else str(v) for v in key]
+    return values[0] if len(values) == 1 else values
+
+
+def key_sample(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    keys: Sequence[str],
+    compare: Sequence[str],
+    params: Mapping[str, Any],
+) -> dict[str, list[Any]]:
+    """Up to KEY_SAMPLE_SIZE keys changed, added and removed, each one set-based query."""
+    assert spec.partition_column is not None
+    stg, tgt = adapter.STAGING_ALIAS, adapter.TARGET_ALIAS
+    match = exp.and_(*[exp.EQ(this=adapter.column(k, stg), expression=adapter.column(k, tgt)) for k in keys])
+    window = adapter.in_window(spec.partition_column, tgt)
+    ordered = [adapter.column(k, stg) for k in keys]
+
+    def run(query: exp.Select) -> list[Any]:
+        return [tuple(r) for r in adapter.execute(conn, query.limit(KEY_SAMPLE_SIZE), params)]
+
+    out: dict[str, list[Any]] = {}
+    differs = (
+        exp.or_(
+            *[adapter.null_safe_distinct(adapter.column(c, stg), adapter.column(c, tgt)) for c in compare]
+        )
+        if compare
+        else exp.false()
+    )
+    out["changed"] = run(
+        exp.select(*ordered)
+        .from_(adapter.table(stage, stg))
+        .join(adapter.table(spec.table, tgt), on=match)
+        .where(exp.and_(window, exp.paren(differs)))
+        .order_by(*[o.copy() for o in ordered])
+    )
+    present = exp.Exists(
+        this=exp.select(exp.Literal.number(1))
+        .from_(adapter.table(spec.table, tgt))
+        .where(exp.and_(match, window))
+    )
+    out["added"] = run(
+        exp.select(*[o.copy() for o in ordered])
+        .from_(adapter.table(stage, stg))
+        .where(exp.not_(present))
+        .order_by(*[o.copy() for o in ordered])
+    )
+    staged = exp.Exists(
+        this=exp.select(exp.Literal.number(1)).from_(adapter.table(stage, stg)).where(match.copy())
+    )
+    mine = [adapter.column(k, tgt) for k in keys]
+    out["removed"] = run(
+        exp.select(*mine)
+        .from_(adapter.table(spec.table, tgt))
+        .where(exp.and_(window.copy(), exp.not_(staged)))
+        .order_by(*[m.copy() for m in mine])
+    )
+    return out

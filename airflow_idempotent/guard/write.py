@@ -32,7 +32,7 @@ from sqlglot import exp
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
 from airflow_idempotent.errors import IdempotentError, SchemaError, SqlParseError
 from airflow_idempotent.guard.config import Thresholds
-from airflow_idempotent.guard.diff import WindowDiff, diff_window
+from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, plain_key
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.strategies import (
     SAMPLE_SIZE,
@@ -59,6 +59,20 @@ def staging_name() -> str:
 
 
 @dataclass(frozen=True)
+class KeptStage:
+    """A breached window's staged rows, committed to a table of their own to await a decision
+    (on_breach="approve"), and production's window as it was when the diff was taken."""
+
+    table: str
+    rows: int
+    checksum: str
+    target_rows: int
+    target_checksum: str
+    #: up to KEY_SAMPLE_SIZE keys of each kind: {"changed": [...], "added": [...], "removed": [...]}
+    samples: dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
 class GuardedResult:
     """What a guarded write found and did. On a breach it is carried by the GuardBreach."""
 
@@ -77,6 +91,8 @@ class GuardedResult:
     rows_updated: int = 0
     #: with lookback, each covered period's counts and checksum as committed (swap, reconcile)
     periods: tuple[PeriodResult, ...] = ()
+    #: on a breach with `keep_on_breach`: where the staged rows wait for a decision
+    kept: KeptStage | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -155,6 +171,7 @@ def guarded_write(
     expected_checksum: str | None = None,
     completeness_sql: exp.Expr | None = None,
     before_commit: Callable[[], None] | None = None,
+    keep_on_breach: str | None = None,
 ) -> GuardedResult:
     """Stage the window, diff it with production by key, and swap, reconcile or replay it.
 
@@ -166,7 +183,9 @@ def guarded_write(
        source (NULL or duplicate keys, rows outside the window);
     3. the diff by key and the measures' sums, in the database;
     4. a breach of `thresholds` rolls back and raises GuardBreach (with the diff); replay only
-       reports breaches, as it changes nothing;
+       reports breaches, as it changes nothing; with `keep_on_breach` (a table name) the staged
+       rows are first copied to that table and committed (production untouched), so a person can
+       approve exactly them (`guard.approval`); the GuardBreach's result then carries `kept`;
     5. `before_commit()` (the kill switch; raising rolls back; default `spec.before_commit`);
     6. swap, reconcile, or (replay) checksum the staged rows and roll back;
     7. the window's row count and checksum after the change, before commit.
@@ -178,9 +197,11 @@ def guarded_write(
     check_guarded_args(spec, mode, keys, expected_checksum, completeness_sql)
     if before_commit is None:
         before_commit = spec.before_commit
-    partition = spec.partition_column
     stage = staging_name()
     created = False
+    kept: KeptStage | None = None
+    if keep_on_breach is not None:
+        validate_identifier(keep_on_breach, "staging table")
     try:
         with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
             try:
@@ -212,70 +233,41 @@ def guarded_write(
                 diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
                 # (4) the stop conditions
                 breaches = diff.breaches(thresholds)
-                if breaches and mode != "replay":
+                if breaches and mode != "replay" and keep_on_breach is None:
                     result = GuardedResult(mode, diff, False, None, None, breaches, None, expected_checksum)
                     raise _RollBack(result, GuardBreach(_breach_message(spec, mode, breaches), result))
-
-                # (5) the caller's last word (the kill switch)
-                if before_commit is not None:
-                    before_commit()
-
-                # (6) replay: the staged result's checksum, then roll back
-                if mode == "replay":
-                    checked = dataclasses.replace(spec, table=stage, checksum=True)
-                    row_count, checksum = checksum_window(adapter, conn, checked, info, window_only)
+                if breaches and mode != "replay" and keep_on_breach is not None:
+                    kept = _keep(adapter, conn, spec, info, stage, keep_on_breach, columns, key_names, params)
+                    adapter.execute(conn, adapter.drop_staging(stage), {})
+                    created = False
                     result = GuardedResult(
-                        mode,
+                        mode, diff, False, None, None, breaches, None, expected_checksum, kept=kept
+                    )
+                if kept is None:
+                    result = _commit_or_replay(
+                        adapter,
+                        conn,
+                        spec,
+                        info,
+                        stage,
+                        columns,
+                        key_names,
+                        window_only,
                         diff,
-                        False,
-                        checksum,
-                        row_count,
                         breaches,
-                        checksum == expected_checksum,
+                        mode,
                         expected_checksum,
+                        before_commit,
                     )
-                    raise _RollBack(result)
-
-                # (6) swap: the window out, the staged rows in; reconcile: only the difference
-                before = count_periods(adapter, conn, spec, info)  # lookback: per covered period
-                if mode == "swap":
-                    deleted = rowcount(
-                        adapter.execute(conn, adapter.delete_window(spec.table, partition), window_only)
-                    )
-                    deleted = _expect("deleting the window", deleted, diff.rows_before)
-                    inserted = rowcount(
-                        adapter.execute(conn, adapter.insert_from(spec.table, stage, columns), {})
-                    )
-                    inserted = _expect("inserting the staged rows", inserted, diff.rows_after)
-                    updated = 0
-                else:
-                    deleted, updated, inserted = _reconcile(
-                        adapter, conn, spec, stage, columns, key_names, window_only, diff
-                    )
-
-                # (7) what this transaction will commit
-                row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
-                adapter.execute(conn, adapter.drop_staging(stage), {})
-                created = False
-                result = GuardedResult(
-                    mode,
-                    diff,
-                    True,
-                    checksum,
-                    row_count,
-                    [],
-                    None,
-                    expected_checksum,
-                    rows_deleted=deleted,
-                    rows_inserted=inserted,
-                    rows_updated=updated,
-                    periods=checksum_periods(adapter, conn, spec, info, before),
-                )
+                    created = False
             except BaseException:
                 if created and not adapter.transactional_ddl:
                     # MariaDB keeps a temporary table past ROLLBACK: drop it (this never commits)
                     with contextlib.suppress(Exception):
                         adapter.execute(conn, adapter.drop_staging(stage), {})
+                    if keep_on_breach is not None and kept is None:  # a half-made kept stage
+                        with contextlib.suppress(Exception):
+                            adapter.execute(conn, adapter.drop_staging(keep_on_breach, temporary=False), {})
                 raise
     except _RollBack as done:
         if done.breach is not None:
@@ -296,6 +288,17 @@ def guarded_write(
             "matches" if done.result.replay_matches else "DIVERGES",
         )
         return done.result
+    if kept is not None:  # committed: the kept stage is all that transaction wrote
+        log.warning(
+            "guarded %s of %s for window %s breached (%s): staged rows kept in %s for a decision; "
+            "nothing swapped",
+            mode,
+            spec.table,
+            spec.window.label(),
+            "; ".join(result.breaches),
+            kept.table,
+        )
+        raise GuardBreach(_breach_message(spec, mode, result.breaches), result)
     log.info(
         "guarded %s of %s for window %s: %s; %d deleted, %d updated, %d inserted (one transaction)",
         mode,
@@ -307,6 +310,67 @@ def guarded_write(
         result.rows_inserted,
     )
     return result
+
+
+def _commit_or_replay(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    stage: str,
+    columns: Sequence[str],
+    key_names: Sequence[str],
+    window_only: Mapping[str, Any],
+    diff: WindowDiff,
+    breaches: list[str],
+    mode: str,
+    expected_checksum: str | None,
+    before_commit: Callable[[], None] | None,
+) -> GuardedResult:
+    """Steps 5-7 of a guarded write that passed its stop conditions (see `guarded_write`)."""
+    # (5) the caller's last word (the kill switch)
+    if before_commit is not None:
+        before_commit()
+
+    # (6) replay: the staged result's checksum, then roll back
+    if mode == "replay":
+        checked = dataclasses.replace(spec, table=stage, checksum=True)
+        row_count, checksum = checksum_window(adapter, conn, checked, info, window_only)
+        result = GuardedResult(
+            mode,
+            diff,
+            False,
+            checksum,
+            row_count,
+            breaches,
+            checksum == expected_checksum,
+            expected_checksum,
+        )
+        raise _RollBack(result)
+
+    # (6) swap: the window out, the staged rows in; reconcile: only the difference
+    before = count_periods(adapter, conn, spec, info)  # lookback: per covered period
+    deleted, updated, inserted = apply_stage(
+        adapter, conn, spec, stage, columns, key_names, window_only, diff, mode
+    )
+
+    # (7) what this transaction will commit
+    row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
+    adapter.execute(conn, adapter.drop_staging(stage), {})
+    return GuardedResult(
+        mode,
+        diff,
+        True,
+        checksum,
+        row_count,
+        [],
+        None,
+        expected_checksum,
+        rows_deleted=deleted,
+        rows_inserted=inserted,
+        rows_updated=updated,
+        periods=checksum_periods(adapter, conn, spec, info, before),
+    )
 
 
 def _breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str]) -> str:
@@ -385,6 +449,74 @@ def check_target_keys(
             f"{spec.window.label()} (e.g. {shown}), so a diff by key is ambiguous: deduplicate the window"
             + (" (or add a unique index on the key columns)." if adapter.supports_transactions else ".")
         )
+
+
+def _keep(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    stage: str,
+    keep: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+) -> KeptStage:
+    """Copy the staged rows to table `keep` (typed like the target, not temporary), and take the
+    counts and checksums an approval is checked against, and the sample keys a person sees."""
+    window_only = window_binds(params)
+    adapter.execute(conn, adapter.create_staging(keep, spec.table, columns, temporary=False), {})
+    adapter.execute(conn, adapter.insert_from(keep, stage, columns), {})
+    rows, checksum = stage_checksum(adapter, conn, spec, keep, window_only)
+    target_rows, target_checksum = checksum_window(
+        adapter, conn, dataclasses.replace(spec, checksum=True), info, window_only
+    )
+    assert checksum is not None and rows is not None and target_checksum is not None
+    compare = [c for c in columns if c not in keys]
+    samples = key_sample(adapter, conn, spec, keep, keys, compare, window_only)
+    return KeptStage(
+        table=keep,
+        rows=rows,
+        checksum=checksum,
+        target_rows=int(target_rows or 0),
+        target_checksum=target_checksum,
+        samples={kind: [plain_key(k) for k in found] for kind, found in samples.items()},
+    )
+
+
+def stage_checksum(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, stage: str, params: Mapping[str, Any]
+) -> tuple[int | None, str | None]:
+    """A staging table's row count and checksum, by the expression the writes record (over the
+    columns the stage has): what a kept stage is recorded with and checked against."""
+    info = adapter.describe(conn, stage)
+    return checksum_window(adapter, conn, dataclasses.replace(spec, table=stage, checksum=True), info, params)
+
+
+def apply_stage(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    stage: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+    diff: WindowDiff,
+    mode: str,
+) -> tuple[int, int, int]:
+    """Swap (the window out, the staged rows in) or reconcile (only the difference), each
+    statement's count checked against the diff that passed (or was approved): (deleted, updated,
+    inserted)."""
+    assert spec.partition_column is not None
+    if mode == "reconcile":
+        return _reconcile(adapter, conn, spec, stage, columns, keys, params, diff)
+    deleted = rowcount(
+        adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), params)
+    )
+    deleted = _expect("deleting the window", deleted, diff.rows_before)
+    inserted = rowcount(adapter.execute(conn, adapter.insert_from(spec.table, stage, columns), {}))
+    inserted = _expect("inserting the staged rows", inserted, diff.rows_after)
+    return deleted, 0, inserted
 
 
 def _reconcile(

@@ -377,8 +377,12 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
         [(w["window"]["start"], w["window"]["end"]) for w in windows],
         dag_ids=[flt.dag_id] if flt.dag_id else (sorted(flt.dag_ids) if flt.dag_ids is not None else None),
     )
+    from airflow_idempotent.history.approvals import for_windows
+
+    decided = for_windows(store, [w["target"] for w in windows], flt.dag_ids, flt.dag_id)
     for w in windows:
         w["effects"] = by_window.get((w["window"]["start"], w["window"]["end"]), [])
+        w["approvals"] = decided.get((w["target"], w["window"]["start"], w["window"]["end"]), [])
     return windows
 
 

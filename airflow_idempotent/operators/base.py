@@ -29,6 +29,7 @@ from airflow_idempotent.history.store import DEFAULT_CONN_ID, utcnow
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.lint import check_deterministic
+from airflow_idempotent.operators.approval import ApprovalMixin
 from airflow_idempotent.operators.assets import target_asset, window_event
 from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
@@ -60,7 +61,7 @@ def _conf_value(context: Context | Mapping[str, Any], key: str) -> str | None:
     return str(value)[:64] if isinstance(value, str | int | float) else None
 
 
-class WindowWriteOperator(BaseOperator):
+class WindowWriteOperator(ApprovalMixin, BaseOperator):
     """Write the rows of a SELECT into `table` for the run's window, safely rerunnable.
 
     The window comes from the run (data interval, or the logical date plus a declared
@@ -478,6 +479,8 @@ class WindowWriteOperator(BaseOperator):
             )
 
         write: Any = guarded_write
+        if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
+            write = self.approval_write(adapter, write, identity, target, spec.window)
         if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
             from airflow_idempotent.guard.spark_write import guarded_switch
 
@@ -495,6 +498,10 @@ class WindowWriteOperator(BaseOperator):
                 before_commit=spec.before_commit,
             )
         except GuardBreach as breach:
+            if breach.result.kept is not None:  # on_breach="approve": parks the task for a decision
+                self.await_approval(
+                    context, guard, breach, identity, history, target, spec, semantics, policy
+                )
             reason = f"{spec.window.label()}: {'; '.join(breach.result.breaches)}"
             record("refused", breach.result, f"stop condition: {reason}")
             if intent is not None:

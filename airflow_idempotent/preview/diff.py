@@ -12,21 +12,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.engine import Connection
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo
 from airflow_idempotent.guard.config import Thresholds
-from airflow_idempotent.guard.diff import WindowDiff, diff_window
+from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, plain_key
 from airflow_idempotent.guard.write import sql_true, staging_name
 from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
-#: Keys shown per kind (changed, added, removed).
-SAMPLE_SIZE = 10
 _NUMERIC = re.compile(r"NUMERIC|DECIMAL|INT|REAL|DOUBLE|FLOAT|MONEY|NUMBER", re.IGNORECASE)
 
 
@@ -84,13 +81,8 @@ class WritePreview:
                 m: {"before": str(before), "after": str(after)}
                 for m, (before, after) in self.measure_sums.items()
             }
-        out["samples"] = {kind: [_plain_key(k) for k in keys] for kind, keys in self.samples.items()}
+        out["samples"] = {kind: [plain_key(k) for k in keys] for kind, keys in self.samples.items()}
         return out
-
-
-def _plain_key(key: Any) -> Any:
-    values = [v if isinstance(v, int | float | str) or v is None else str(v) for v in key]
-    return values[0] if len(values) == 1 else values
 
 
 def measure_columns(info: TableInfo, columns: Sequence[str], skip: Sequence[str]) -> list[str]:
@@ -101,64 +93,6 @@ def measure_columns(info: TableInfo, columns: Sequence[str], skip: Sequence[str]
         for c in columns
         if c.lower() not in skipped and _NUMERIC.search(info.columns[c.lower()].type_name or "")
     ]
-
-
-def _key_sample(
-    adapter: EngineAdapter,
-    conn: Connection,
-    spec: WriteSpec,
-    stage: str,
-    keys: Sequence[str],
-    compare: Sequence[str],
-    params: Mapping[str, Any],
-) -> dict[str, list[Any]]:
-    """Up to SAMPLE_SIZE keys changed, added and removed, each one set-based query."""
-    assert spec.partition_column is not None
-    stg, tgt = adapter.STAGING_ALIAS, adapter.TARGET_ALIAS
-    match = exp.and_(*[exp.EQ(this=adapter.column(k, stg), expression=adapter.column(k, tgt)) for k in keys])
-    window = adapter.in_window(spec.partition_column, tgt)
-    ordered = [adapter.column(k, stg) for k in keys]
-
-    def run(query: exp.Select) -> list[Any]:
-        return [tuple(r) for r in adapter.execute(conn, query.limit(SAMPLE_SIZE), params)]
-
-    out: dict[str, list[Any]] = {}
-    differs = (
-        exp.or_(
-            *[adapter.null_safe_distinct(adapter.column(c, stg), adapter.column(c, tgt)) for c in compare]
-        )
-        if compare
-        else exp.false()
-    )
-    out["changed"] = run(
-        exp.select(*ordered)
-        .from_(adapter.table(stage, stg))
-        .join(adapter.table(spec.table, tgt), on=match)
-        .where(exp.and_(window, exp.paren(differs)))
-        .order_by(*[o.copy() for o in ordered])
-    )
-    present = exp.Exists(
-        this=exp.select(exp.Literal.number(1))
-        .from_(adapter.table(spec.table, tgt))
-        .where(exp.and_(match, window))
-    )
-    out["added"] = run(
-        exp.select(*[o.copy() for o in ordered])
-        .from_(adapter.table(stage, stg))
-        .where(exp.not_(present))
-        .order_by(*[o.copy() for o in ordered])
-    )
-    staged = exp.Exists(
-        this=exp.select(exp.Literal.number(1)).from_(adapter.table(stage, stg)).where(match.copy())
-    )
-    mine = [adapter.column(k, tgt) for k in keys]
-    out["removed"] = run(
-        exp.select(*mine)
-        .from_(adapter.table(spec.table, tgt))
-        .where(exp.and_(window.copy(), exp.not_(staged)))
-        .order_by(*[m.copy() for m in mine])
-    )
-    return out
 
 
 def preview_write(
@@ -219,7 +153,7 @@ def preview_write(
             if key_names:
                 diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
                 compare = [c for c in columns if c not in key_names]
-                samples = _key_sample(adapter, conn, spec, stage, key_names, compare, window_only)
+                samples = key_sample(adapter, conn, spec, stage, key_names, compare, window_only)
             adapter.execute(conn, adapter.drop_staging(stage), {})
             created = False
         finally:

@@ -1,0 +1,321 @@
+"""Human approval of a breached guarded window, in the operator (on_breach="approve").
+
+The guarded write kept the breached window's staged rows (`guard.write.KeptStage`); here the
+operator records the pending approval in history, asks through Airflow's own human-in-the-loop
+machinery (a HITL detail on this task instance: Airflow's required actions page and REST API,
+options Approve / Reject, a comment field, the guard's timeout with Reject as the default), and
+parks the task. Airflow resumes it in `approval_complete` with the response:
+
+- Approve: the decision (who, when, comment) is recorded first, then `guard.approval.swap_approved`
+  swaps exactly the approved rows if neither they nor production's window changed;
+- Reject or timeout: recorded, the window refused as on any breach, the kill switch tripped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_idempotent.fingerprint import fingerprint
+from airflow_idempotent.guard import killswitch
+from airflow_idempotent.guard.approval import (
+    APPROVE,
+    COMMENT,
+    OPTIONS,
+    REJECT,
+    StaleApproval,
+    drop_kept,
+    request_body,
+    subject,
+    swap_approved,
+)
+from airflow_idempotent.guard.config import GuardConfig
+from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.write import GuardBreach
+from airflow_idempotent.history import approvals
+from airflow_idempotent.history.approvals import PendingApproval
+from airflow_idempotent.history.spool import SafeHistory
+from airflow_idempotent.history.store import utcnow
+from airflow_idempotent.identity import AttemptIdentity
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_idempotent.adapters.base import EngineAdapter
+    from airflow_idempotent.strategies import WriteSpec
+    from airflow_idempotent.window import Window
+
+
+def kept_stage_name(identity: AttemptIdentity, target: str, window_label: str) -> str:
+    """The kept stage of one attempt's window: one name per attempt, so an orphan is traceable."""
+    key = f"{identity.dag_id}|{identity.run_id}|{identity.task_id}|{identity.map_index}|"
+    key += f"{identity.try_number}|{target}|{window_label}"
+    return f"_idem_apr_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _responder(event: Mapping[str, Any]) -> str | None:
+    user = event.get("responded_by_user")
+    if isinstance(user, Mapping):
+        return str(user.get("name") or user.get("id") or "") or None
+    return None
+
+
+def _comment(event: Mapping[str, Any]) -> str | None:
+    value = (event.get("params_input") or {}).get(COMMENT)
+    text = str(value).strip() if value is not None else ""
+    return text[:2000] or None
+
+
+class ApprovalMixin:
+    """The approval half of `WindowWriteOperator` (kept apart: one module per concept)."""
+
+    # provided by WindowWriteOperator / BaseOperator
+    key_columns: list[str]
+    conn_id: str
+    table: str
+    strategy: str
+    history_conn_id: str
+    log: Any
+
+    def approval_write(
+        self, adapter: EngineAdapter, write: Any, identity: AttemptIdentity, target: str, window: Window
+    ) -> Any:
+        """The guarded write that keeps a breached window's rows in a table of its own; refused on
+        an engine without transactions (Spark switches partitions: there is no table to keep)."""
+        if not adapter.supports_transactions:
+            raise GuardRefusal(
+                'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
+                f"until a person decides; {self.conn_id!r} is a Spark connection, whose guarded write "
+                'switches partitions instead: nothing was written. Declare on_breach="refuse" for this '
+                "DAG (the default)."
+            )
+        return functools.partial(write, keep_on_breach=kept_stage_name(identity, target, window.label()))
+
+    def await_approval(
+        self,
+        context: Context,
+        guard: GuardConfig,
+        breach: GuardBreach,
+        identity: AttemptIdentity,
+        history: SafeHistory,
+        target: str,
+        spec: WriteSpec,
+        semantics: str,
+        policy: str | None,
+    ) -> None:
+        """Record the pending approval, create the HITL request for this task instance, park."""
+        kept = breach.result.kept
+        assert kept is not None
+        now = utcnow()
+        timeout = datetime.timedelta(hours=guard.approval_timeout_hours)
+        pending = PendingApproval(
+            target=target,
+            window_label=spec.window.label(),
+            status=approvals.PENDING,
+            mode=breach.result.mode,
+            semantics=semantics,
+            policy_version=policy,
+            stage_table=kept.table,
+            stage_rows=kept.rows,
+            stage_checksum=kept.checksum,
+            target_rows=kept.target_rows,
+            target_checksum=kept.target_checksum,
+            diff={**breach.result.diff.to_json(), "samples": kept.samples},
+            breaches=list(breach.result.breaches),
+            requested_at=now,
+            expires_at=now + timeout,
+        )
+        approvals.request(history.store, identity, spec.window.start, spec.window.end, pending)
+        self.log.warning(
+            "%s; waiting up to %s for an approval in Airflow's required actions (staged rows kept in %s)",
+            breach,
+            timeout,
+            kept.table,
+        )
+        ask_for_approval(context, self, pending, timeout)
+
+    def approval_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Resume with a person's response (or the timeout): swap what was approved, or refuse."""
+        event = event or {}
+        self.guard_config()  # type: ignore[attr-defined]  # a task whose window differs is refused
+        identity = AttemptIdentity.from_context(context, self)  # type: ignore[arg-type]
+        history = SafeHistory(self.history_conn_id)
+        store = history.store
+        pending = approvals.of_attempt(store, identity)
+        if pending is None or pending.status != approvals.PENDING:
+            raise GuardRefusal(
+                f"{identity.task_id} resumed for an approval, but history holds no pending approval of "
+                f"run {identity.run_id} try {identity.try_number}: nothing was swapped. Clear the task "
+                "to diff the window again."
+            )
+        from airflow_idempotent.hooks.warehouse import WarehouseHook
+
+        adapter = WarehouseHook(conn_id=self.conn_id).adapter
+        spec = self.write_spec(context, adapter)  # type: ignore[attr-defined]
+        backfill = identity.run_type == "backfill"
+        by, comment = _responder(event), _comment(event)
+        chosen = list(event.get("chosen_options") or [])
+        if "error" in event or event.get("timedout") or chosen != [APPROVE]:
+            status = (
+                approvals.TIMED_OUT if ("error" in event or event.get("timedout")) else approvals.REJECTED
+            )
+            approvals.decide(store, identity, status, by, comment)
+            drop_kept(adapter, pending.stage_table)
+            how = "timed out" if status == approvals.TIMED_OUT else f"rejected by {by or 'unknown'}"
+            reason = f"{pending.window_label}: {'; '.join(pending.breaches)} ({how})"
+            self.record_decided(history, identity, target_of(self), spec, pending, "refused", reason, comment)
+            scope: Literal["backfill", "dag"] = "backfill" if backfill else "dag"
+            killswitch.set_switch(store, scope, identity.dag_id, f"guard breach on {reason}")
+            raise GuardRefusal(
+                f"the breached window {pending.target} {pending.window_label} was {how}"
+                f"{f' ({comment})' if comment else ''}: nothing was swapped, production is unchanged, and "
+                f"the {scope} kill switch of {identity.dag_id} is on (airflow-idempotent resume --dag "
+                f"{identity.dag_id}{' --backfill' if backfill else ''} once the cause is fixed)."
+            )
+        # the approval is recorded before anything is swapped (and a store that cannot take it stops here)
+        approvals.decide(store, identity, approvals.APPROVED, by, comment)
+        spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill)
+        try:
+            result = swap_approved(adapter, spec, self.key_columns, pending)
+        except Exception as err:  # stale data, the kill switch, the warehouse: approved, not swapped
+            status = approvals.STALE if isinstance(err, StaleApproval) else approvals.NOT_SWAPPED
+            approvals.mark(store, identity, status, f"{comment or ''} [{status}: {err}]".strip())
+            drop_kept(adapter, pending.stage_table)
+            self.record_decided(
+                history, identity, target_of(self), spec, pending, "refused", str(err), comment
+            )
+            raise
+        drop_kept(adapter, pending.stage_table)
+        note = f"approved by {by or 'unknown'}" + (f": {comment}" if comment else "")
+        stored = self.record_decided(
+            history, identity, target_of(self), spec, pending, "written", note, comment, result
+        )
+        self.log.info("%s; swapped window %s of %s: %s", note, pending.window_label, self.table, result.diff)
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "table": self.table,
+            "window": spec.window.label(),
+            "semantics": pending.semantics,
+            "policy_version": pending.policy_version,
+            "approved_by": by,
+            "comment": comment,
+            "rows_deleted": result.rows_deleted,
+            "rows_inserted": result.rows_inserted,
+            "rows_updated": result.rows_updated,
+            "row_count": result.row_count,
+            "checksum": result.checksum,
+            "diff": result.diff.to_json(),
+        }
+        if stored is not None:
+            out |= {"ordinal": stored.ordinal, "dataset_version": stored.dataset_version}
+        self.emit_asset_event(context, spec.window, out)  # type: ignore[attr-defined]
+        return out
+
+    def record_decided(
+        self,
+        history: SafeHistory,
+        identity: AttemptIdentity,
+        target: str,
+        spec: WriteSpec,
+        pending: PendingApproval,
+        status: str,
+        message: str,
+        comment: str | None,
+        result: Any = None,
+    ) -> Any:
+        """The window write of a decided approval (written or refused), with the approved diff."""
+        from airflow_idempotent.hooks.warehouse import WarehouseHook
+
+        adapter = WarehouseHook(conn_id=self.conn_id).adapter
+        parts_in = self.fingerprint_parts(adapter, spec, pending.policy_version)  # type: ignore[attr-defined]
+        digest, parts = fingerprint(parts_in)
+        counts: dict[str, Any] = {}
+        if result is not None:
+            counts = {
+                "rows_deleted": result.rows_deleted,
+                "rows_inserted": result.rows_inserted,
+                "rows_updated": result.rows_updated,
+                "row_count": result.row_count,
+                "checksum": result.checksum,
+            }
+        return history.record(
+            identity.write_record(
+                target,
+                spec.window,
+                self.strategy,
+                status,
+                digest,
+                parts,
+                pending.policy_version,
+                pending.semantics,
+                diff=json.dumps(pending.diff, default=str),
+                message=message,
+                **counts,
+            )
+        )
+
+
+def target_of(op: ApprovalMixin) -> str:
+    return f"{op.conn_id}:{op.table}"
+
+
+def _with_kill_switch(
+    op: Any, spec: WriteSpec, history: SafeHistory, dag_id: str, backfill: bool
+) -> WriteSpec:
+    """The spec whose last word before commit is the kill switch (fail closed, as in a backfill)."""
+    return dataclasses.replace(
+        spec,
+        before_commit=lambda: op.check_kill_switch(
+            history, dag_id, backfill, fail_closed=True, when="before swapping an approved window"
+        ),
+    )
+
+
+def ask_for_approval(
+    context: Context, task: Any, pending: PendingApproval, timeout: datetime.timedelta
+) -> None:
+    """Airflow's human-in-the-loop request on this task instance, then park until it is answered.
+
+    On Airflow 3.3+ the task waits in `awaiting_input` (the scheduler resolves the timeout with
+    the default, Reject); before 3.3 it defers to the standard provider's HITLTrigger.
+    """
+    from airflow.sdk import Param
+    from airflow.sdk.execution_time.hitl import upsert_hitl_detail
+
+    ti_id = context["task_instance"].id
+    params = {
+        COMMENT: Param(
+            "", type="string", title="Comment", description="Why you approve or reject (kept in history)"
+        ).serialize()
+    }
+    upsert_hitl_detail(
+        ti_id=ti_id,
+        options=list(OPTIONS),
+        subject=subject(pending),
+        body=request_body(pending),
+        defaults=[REJECT],
+        multiple=False,
+        params=params,
+    )
+    try:
+        from airflow.sdk.exceptions import TaskAwaitingInput
+    except ImportError:  # Airflow 3.1 / 3.2: the triggerer waits for the response
+        from airflow.providers.standard.triggers.hitl import HITLTrigger
+
+        task.defer(
+            trigger=HITLTrigger(
+                ti_id=ti_id,
+                options=list(OPTIONS),
+                defaults=[REJECT],
+                params=params,
+                multiple=False,
+                timeout_datetime=pending.expires_at,
+            ),
+            method_name="approval_complete",
+        )
+    raise TaskAwaitingInput(method_name="approval_complete", timeout=timeout)

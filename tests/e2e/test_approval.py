@@ -1,0 +1,291 @@
+"""End to end: a breached guarded window waits for a person, through Airflow's own HITL.
+
+A real scheduler, DAG processor and API server (tests/e2e/conftest.py) run the DAG of
+tests/e2e/dags/guarded_approval.py (`on_breach="approve"`) on a fresh PostgreSQL warehouse with
+two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_input` (no triggerer).
+
+1. production holds v1 for both days (written by plain SQL: the load is not what is tested);
+2. one corrective v2 backfill of both days breaching max_changed_rows: both tasks wait; day 1's
+   HITL detail (REST) shows the diff, checked against figures computed here; approved through the
+   REST API, the window becomes v2 and history names the approver;
+3. day 2 rejected: the table keeps its rows (checksum), the backfill's kill switch is on.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, table_checksum
+from airflow_idempotent.guard import killswitch
+from airflow_idempotent.history import HistoryStore, approvals
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.e2e.conftest import AirflowCluster, drop_database, pg_admin
+
+pytestmark = pytest.mark.e2e
+
+DAG_ID = "idem_e2e_payouts_approval"
+DAG_FILE = Path(__file__).with_name("dags") / "guarded_approval.py"
+CONN_ID = "idem_e2e_approval_warehouse"
+TASK = "write_payouts"
+DAYS = [date(2026, 8, 24), date(2026, 8, 25)]
+PER_DAY = 2000
+CENT = Decimal("0.01")
+TIMEOUT = 180.0
+
+
+def price(i: int) -> Decimal:
+    return (Decimal(25) + Decimal((i * 37) % 900) * Decimal("0.5")).quantize(CENT, ROUND_HALF_UP)
+
+
+def amount(i: int, policy: str) -> Decimal:
+    p = price(i)
+    rate = Decimal("0.55") if policy == "v2" and p >= 400 else Decimal("0.60")
+    return (p * rate).quantize(CENT, ROUND_HALF_UP)
+
+
+def ids(day: date) -> range:
+    first = (day - DAYS[0]).days * PER_DAY + 1
+    return range(first, first + PER_DAY)
+
+
+def total(day: date, policy: str) -> Decimal:
+    return sum((amount(i, policy) for i in ids(day)), Decimal("0.00"))
+
+
+def repriced(day: date) -> list[int]:
+    return [i for i in ids(day) if price(i) >= 400]
+
+
+@pytest.fixture(scope="module")
+def cluster(e2e_dags: Path, request: pytest.FixtureRequest) -> AirflowCluster:
+    (e2e_dags / DAG_FILE.name).write_text(DAG_FILE.read_text())
+    cluster: AirflowCluster = request.getfixturevalue("airflow_cluster")
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
+    name = f"idem_e2e_{secrets.token_hex(6)}_apr"
+    admin = pg_admin()
+    engine = sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        create_sales(engine, days=len(DAYS), per_day=PER_DAY, start=DAYS[0])
+        create_payouts(engine)
+        with engine.begin() as conn:  # production as the v1 runs left it (no cluster time spent on it)
+            conn.execute(
+                sa.text(f"INSERT INTO payouts (sale_id, sale_date, amount_eur, rate) {PAYOUT_SQL}"),
+                {"policy_version": "v1", "window_start": DAYS[0], "window_end": DAYS[-1] + timedelta(days=1)},
+            )
+        cluster.request(
+            "POST",
+            "/api/v2/connections",
+            {
+                "connection_id": CONN_ID,
+                "conn_type": "postgres",
+                "host": PG_HOST,
+                "port": PG_PORT,
+                "login": PG_USER,
+                "schema": name,
+            },
+        )
+        cluster.wait_for(f"{DAG_ID} parsed", lambda: cluster.request("GET", f"/api/v2/dags/{DAG_ID}"), 120, 1)
+        cluster.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+        yield engine
+    finally:
+        cluster.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": True})
+        engine.dispose()
+        try:
+            drop_database(admin, name)
+        finally:
+            admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def store(cluster: AirflowCluster) -> Iterator[HistoryStore]:
+    engine = sa.create_engine(cluster.history_url)
+    try:
+        yield HistoryStore(engine)
+    finally:
+        for scope in ("backfill", "dag"):
+            killswitch.clear_switch(HistoryStore(engine), scope, DAG_ID, by="e2e")  # type: ignore[arg-type]
+        engine.dispose()
+
+
+def backfill(cluster: AirflowCluster, conf: dict[str, Any]) -> dict[str, Any]:
+    """A backfill of both days through the REST API (and so through the guard)."""
+    body = {
+        "dag_id": DAG_ID,
+        "from_date": f"{DAYS[0].isoformat()}T00:00:00Z",
+        "to_date": f"{DAYS[-1].isoformat()}T00:00:00Z",
+        "dag_run_conf": conf,
+        "reprocess_behavior": "completed",
+        "max_active_runs": len(DAYS),
+    }
+    created: dict[str, Any] = cluster.request("POST", "/api/v2/backfills", body)
+    return created
+
+
+def completed(cluster: AirflowCluster, created: dict[str, Any]) -> None:
+    """Wait until Airflow marks the backfill completed (one backfill per DAG may run at a time)."""
+    cluster.wait_for(
+        f"backfill {created['id']} to complete",
+        lambda: cluster.request("GET", f"/api/v2/backfills/{created['id']}")["completed_at"],
+        TIMEOUT,
+        1.0,
+    )
+
+
+def run_of(cluster: AirflowCluster, day: date) -> dict[str, Any] | None:
+    answer = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")
+    for run in answer["dag_runs"]:
+        if datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00")).date() == day:
+            return dict(run)
+    return None
+
+
+def task_state(cluster: AirflowCluster, run_id: str) -> str | None:
+    ti = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}")
+    return ti.get("state")
+
+
+def executor_events(cluster: AirflowCluster, run_id: str) -> int:
+    """How many finished-workload events of the run's task the scheduler has received."""
+    text = (cluster.home / "scheduler.log").read_text(errors="replace")
+    key = f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='{TASK}', run_id='{run_id}'"
+    return text.count(f"Received executor event with state success for task instance {key}")
+
+
+def hitl_path(run_id: str) -> str:
+    return f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
+
+
+def window(engine: sa.Engine, day: date) -> tuple[int, Decimal]:
+    with engine.connect() as conn:
+        n, s = conn.execute(
+            sa.text("SELECT COUNT(*), COALESCE(SUM(amount_eur), 0) FROM payouts WHERE sale_date = :d"),
+            {"d": day},
+        ).one()
+    return int(n), Decimal(s)
+
+
+def wait_done(cluster: AirflowCluster, day: date, state: str) -> dict[str, Any]:
+    run: dict[str, Any] = cluster.wait_for(
+        f"run of {day} to end {state}",
+        lambda: (r := run_of(cluster, day)) and r["state"] in ("success", "failed") and r,
+        TIMEOUT,
+        1.0,
+    )
+    assert run["state"] == state, run
+    return run
+
+
+def breach_both_and_wait(cluster: AirflowCluster) -> tuple[dict[str, Any], dict[date, str], float]:
+    """One corrective v2 backfill of both days with max_changed_rows 10: both tasks park."""
+    conf = {
+        "semantics": "corrective",
+        "reason": "contract fix: v2 rates",
+        "policy_version": "v2",
+        "thresholds": {"max_changed_rows": 10},
+    }
+    started = time.monotonic()
+    created = backfill(cluster, conf)
+
+    def parked(day: date) -> Any:
+        run = run_of(cluster, day)
+        if run is None:
+            return None
+        return task_state(cluster, run["dag_run_id"]) == "awaiting_input" and run["dag_run_id"]
+
+    run_ids = {
+        day: cluster.wait_for(f"{day}'s task to await input", lambda d=day: parked(d), TIMEOUT, 1.0)
+        for day in DAYS
+    }
+    waited = time.monotonic() - started
+    # The parked attempt's process has exited; answer only once the scheduler has taken the
+    # executor's event for it. Airflow 3.3.2 + LocalExecutor: an answer that lands first gets the
+    # resumed attempt failed by that stale "success" event (a race of Airflow's, not the guard's).
+    for day, run_id in run_ids.items():
+        cluster.wait_for(
+            f"the scheduler to take {day}'s parked attempt's executor event",
+            lambda r=run_id: executor_events(cluster, r) > 0,
+            60,
+            0.5,
+        )
+    return created, run_ids, waited
+
+
+def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
+    cluster: AirflowCluster, warehouse: sa.Engine, store: HistoryStore
+) -> None:
+    t0 = time.monotonic()
+    for day in DAYS:
+        assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    created, run_ids, waited = breach_both_and_wait(cluster)
+    for day in DAYS:  # nothing swapped while they wait
+        assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    # Airflow's required actions list both requests, unanswered
+    listed = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/~/hitlDetails?response_received=false")
+    assert sorted(d["task_instance"]["dag_run_id"] for d in listed["hitl_details"]) == sorted(
+        run_ids.values()
+    )
+
+    # day 1: the HITL detail shows the diff; approved through the REST API
+    day = DAYS[0]
+    detail = cluster.request("GET", hitl_path(run_ids[day]))
+    changed = repriced(day)
+    body = detail["body"]
+    assert detail["options"] == ["Approve", "Reject"] and detail["response_received"] is False
+    assert f"changed {len(changed)} rows > max_changed_rows 10" in body
+    assert f"| {PER_DAY} | {PER_DAY} | 0 | 0 | {len(changed)} | {PER_DAY - len(changed)} |" in body
+    v1, v2 = total(day, "v1"), total(day, "v2")
+    assert f"| amount_eur | {v1} | {v2} | {v2 - v1} |" in body
+    assert f"Sample changed keys: {', '.join(str(i) for i in changed[:10])}" in body
+    answered = cluster.request(
+        "PATCH",
+        hitl_path(run_ids[day]),
+        {"chosen_options": ["Approve"], "params_input": {"comment": "signed off"}},
+    )
+    approver = answered["responded_by"]["name"]
+    wait_done(cluster, day, "success")
+    assert window(warehouse, day) == (PER_DAY, v2)
+    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]
+    assert (decided["status"], decided["decided_by"], decided["comment"]) == (
+        "approved",
+        approver,
+        "signed off",
+    )
+    written = [
+        w for w in store.writes(dag_id=DAG_ID) if w["run_id"] == run_ids[day] and w["status"] == "written"
+    ]
+    assert written[-1]["message"] == f"approved by {approver}: signed off"
+
+    # day 2: rejected: production keeps v1 (checksum), the kill switch is on
+    day = DAYS[1]
+    before = table_checksum(warehouse, "payouts")
+    detail = cluster.request("GET", hitl_path(run_ids[day]))
+    assert f"changed {len(repriced(day))} rows > max_changed_rows 10" in detail["body"]
+    cluster.request(
+        "PATCH", hitl_path(run_ids[day]), {"chosen_options": ["Reject"], "params_input": {"comment": "no"}}
+    )
+    wait_done(cluster, day, "failed")
+    completed(cluster, created)
+    assert table_checksum(warehouse, "payouts") == before
+    assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    switches = killswitch.active_switches(store, DAG_ID, backfill=True)
+    assert [(s.scope, s.scope_key) for s in switches] == [("backfill", DAG_ID)]
+    (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]
+    assert decided["status"] == "rejected" and decided["comment"] == "no"
+    print(
+        f"\n[timing] backfill to both awaiting_input {waited:.1f} s; whole test {time.monotonic() - t0:.1f} s"
+    )

@@ -1,0 +1,270 @@
+"""Human approval of a breached guarded window (on_breach="approve"), without a scheduler.
+
+The operator runs in a real DAG object declaring the guard, on real warehouses, with a backfill
+run's context; the history store is a fresh SQLite file. The only stand-in is Airflow's supervisor
+channel, which a task process has and a test does not: it records the HITL request the operator
+sends (the end-to-end test in tests/e2e/test_approval.py goes through the real one). The task
+is then resumed as Airflow resumes it, by calling `approval_complete` with the event Airflow's
+HITL detail produces. Expected figures come from the scenario's formula in pure Python.
+"""
+
+# ruff: noqa: F811  (the guard tests' fixtures, imported, are parameters here)
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from airflow.sdk.exceptions import TaskAwaitingInput
+from airflow.sdk.execution_time import task_runner
+
+from airflow_idempotent.examples.payouts import table_checksum, window_totals
+from airflow_idempotent.guard import GuardConfig, GuardRefusal, killswitch
+from airflow_idempotent.guard.approval import StaleApproval
+from airflow_idempotent.history import HistoryStore, approvals
+from airflow_idempotent.history.report import window_history
+from airflow_idempotent.identity import AttemptIdentity
+from tests.test_guard_operator import (  # noqa: F401  (fixtures)
+    CORRECTIVE,
+    DAY,
+    backfill,
+    expensive,
+    guarded,
+    history,
+    loaded,
+    scheduled,
+)
+from tests.test_operators import amount, day_truth
+
+APPROVE_GUARD = GuardConfig(cap=31, measures=["amount_eur"], on_breach="approve", approval_timeout_hours=2)
+
+
+class Supervisor:
+    """Records what a task sends its supervisor (the HITL detail), answering nothing."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send(self, msg: Any) -> None:
+        self.sent.append(msg)
+
+
+class TI:
+    """The task instance fields the operator reads: its id (the HITL detail's key) and its attempt."""
+
+    def __init__(self, run_id: str) -> None:
+        self.id = uuid.uuid4()
+        self.dag_id = "guarded_overwrite"
+        self.run_id = run_id
+        self.task_id = "write"
+        self.map_index = -1
+        self.try_number = 1
+
+
+@pytest.fixture
+def supervisor(monkeypatch: pytest.MonkeyPatch) -> Supervisor:
+    channel = Supervisor()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", channel, raising=False)
+    return channel
+
+
+def breached_backfill(n: int) -> dict[str, Any]:
+    """A corrective v2 backfill of DAY whose max_changed_rows is one below what v2 changes."""
+    conf = {**CORRECTIVE, "thresholds": {"max_changed_rows": len(expensive(DAY)) - 1}}
+    ctx = backfill(DAY, n, **conf)
+    ctx["task_instance"] = ctx["ti"] = TI(ctx["run_id"])
+    return ctx
+
+
+def park(ctx: dict[str, Any]) -> TaskAwaitingInput:
+    with pytest.raises(TaskAwaitingInput) as parked:
+        guarded(guard=APPROVE_GUARD, policy="v2").execute(ctx)
+    return parked.value
+
+
+def response(option: str, user: str = "alice", comment: str = "") -> dict[str, Any]:
+    """The event Airflow resumes a HITL task with (HITLDetail.as_resume_event_payload)."""
+    return {
+        "chosen_options": [option],
+        "params_input": {"comment": comment},
+        "responded_at": datetime.now(timezone.utc),
+        "responded_by_user": {"id": user, "name": user},
+        "timedout": False,
+    }
+
+
+def measure_row(body: str) -> tuple[Decimal, ...]:
+    """The amount_eur row of the request's Markdown (before, after, change), to the cent (SQLite
+    sums in floating point)."""
+    (row,) = [line for line in body.splitlines() if line.startswith("| amount_eur |")]
+    return tuple(Decimal(cell.strip()).quantize(Decimal("0.01")) for cell in row.strip("|").split("|")[1:])
+
+
+def identity(ctx: dict[str, Any]) -> AttemptIdentity:
+    return AttemptIdentity.from_context(ctx, guarded(guard=APPROVE_GUARD))
+
+
+def tables(engine: sa.Engine) -> set[str]:
+    return {t.lower() for t in sa.inspect(engine).get_table_names()}
+
+
+# ------------------------------------------------------------------------------ the declaration
+
+
+def test_on_breach_and_its_timeout_are_validated_with_the_fix_named() -> None:
+    with pytest.raises(GuardRefusal, match=r"on_breach must be one of 'refuse', 'approve', got 'ask'"):
+        GuardConfig(on_breach="ask")  # type: ignore[arg-type]
+    for hours in (0, -1, 24 * 31, True, "24"):
+        with pytest.raises(GuardRefusal, match="approval_timeout_hours must be a number of hours > 0"):
+            GuardConfig(on_breach="approve", approval_timeout_hours=hours)  # type: ignore[arg-type]
+    with pytest.raises(GuardRefusal, match='on_breach="approve" with lookback=1'):
+        GuardConfig(on_breach="approve", lookback=1)
+    param = APPROVE_GUARD.param()
+    parsed = GuardConfig.of_params(param)  # the DAG's declaration round-trips
+    assert parsed is not None and (parsed.on_breach, parsed.approval_timeout_hours) == ("approve", 2)
+    assert GuardConfig().on_breach == "refuse"
+
+
+# ------------------------------------------------------------------------------ the decision
+
+
+@pytest.mark.parametrize("warehouse", ["postgres", "mariadb", "sqlite", "duckdb"], indirect=True)
+def test_approved_breach_swaps_exactly_the_diffed_rows_and_records_who_approved(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))  # v1 in production
+    before = table_checksum(loaded.engine, "payouts")
+    ctx = breached_backfill(2)
+    parked = park(ctx)
+    assert parked.method_name == "approval_complete" and parked.timeout.total_seconds() == 7200
+    assert table_checksum(loaded.engine, "payouts") == before  # nothing swapped while waiting
+
+    # the HITL request the task made for its own task instance
+    (request,) = supervisor.sent
+    changed = expensive(DAY)
+    v1, v2 = day_truth(DAY, "v1"), day_truth(DAY, "v2")
+    assert request.ti_id == ctx["task_instance"].id
+    assert request.options == ["Approve", "Reject"] and request.defaults == ["Reject"]
+    assert f"| 2000 | 2000 | 0 | 0 | {len(changed)} | {2000 - len(changed)} |" in request.body
+    assert measure_row(request.body) == (v1[1], v2[1], v2[1] - v1[1])
+    assert f"Sample changed keys: {', '.join(str(i) for i in changed[:10])}" in request.body
+    pending = approvals.of_attempt(history, identity(ctx))
+    assert pending is not None and pending.status == "pending" and pending.stage_rows == 2000
+    assert pending.stage_table in tables(loaded.engine)  # kept, committed, outside the transaction
+
+    out = guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(
+        ctx, response("Approve", comment="v2 rates signed off")
+    )
+    assert window_totals(loaded.engine, "payouts", DAY) == v2
+    assert out["approved_by"] == "alice" and out["diff"]["changed"] == len(changed)
+    decided = approvals.of_attempt(history, identity(ctx))
+    assert decided is not None and (decided.status, decided.decided_by, decided.comment) == (
+        "approved",
+        "alice",
+        "v2 rates signed off",
+    )
+    assert decided.decided_at is not None
+    write = history.writes(target="warehouse:payouts")[-1]
+    assert write["status"] == "written" and write["message"] == "approved by alice: v2 rates signed off"
+    assert write["dataset_version"] == 2
+    assert pending.stage_table not in tables(loaded.engine)  # dropped once decided
+    (shown,) = window_history(history)  # what `airflow-idempotent history` and its --json show
+    (approval,) = shown["approvals"]
+    assert approvals.describe(approval).startswith("approved by alice at ")
+    assert approvals.describe(approval).endswith(f": v2 rates signed off ({ctx['run_id']}, try 1)")
+    # scoped like every history read: a reader of other DAGs sees no approval of this one
+    assert approvals.for_windows(history, ["warehouse:payouts"], frozenset({"other_dag"})) == {}
+    assert len(approvals.for_windows(history, ["warehouse:payouts"], frozenset({"guarded_overwrite"}))) == 1
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+@pytest.mark.parametrize("how", ["reject", "timeout"])
+def test_rejected_or_timed_out_breach_changes_nothing_and_trips_the_kill_switch(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor, how: str
+) -> None:
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    ctx = breached_backfill(2)
+    park(ctx)
+    pending = approvals.of_attempt(history, identity(ctx))
+    assert pending is not None
+    event = (
+        response("Reject", user="bob", comment="rates not signed off")
+        if how == "reject"
+        # the scheduler's sweep: the default (Reject) written as the response, no user
+        else {**response("Reject"), "responded_by_user": None, "params_input": {}, "timedout": True}
+    )
+    word = "rejected by bob" if how == "reject" else "timed out"
+    with pytest.raises(GuardRefusal, match=f"was {word}"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, event)
+    assert table_checksum(loaded.engine, "payouts") == before
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v1")
+    decided = approvals.of_attempt(history, identity(ctx))
+    assert decided is not None
+    assert decided.status == ("rejected" if how == "reject" else "timed_out")
+    assert decided.decided_by == ("bob" if how == "reject" else None)
+    refused = history.writes(target="warehouse:payouts")[-1]
+    assert refused["status"] == "refused" and word in refused["message"]
+    assert pending.stage_table not in tables(loaded.engine)
+    with pytest.raises(killswitch.KillSwitchTripped):  # the rest of the backfill writes nothing
+        guarded(guard=APPROVE_GUARD, policy="v2").execute(backfill(date(2026, 8, 18), 3, **CORRECTIVE))
+    # a second resume of the same attempt finds nothing pending: it cannot swap
+    with pytest.raises(GuardRefusal, match="no pending approval"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == before
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_approval_of_data_that_changed_since_the_diff_is_refused(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    ctx = breached_backfill(2)
+    park(ctx)
+    first = (DAY - date(2026, 8, 1)).days * 2000 + 1
+    with loaded.engine.begin() as conn:  # someone changes production's window after the diff
+        conn.execute(
+            sa.text("UPDATE payouts SET amount_eur = amount_eur + 1 WHERE sale_id = :i"), {"i": first}
+        )
+    changed = table_checksum(loaded.engine, "payouts")
+    with pytest.raises(StaleApproval, match="production's window is now 2000 rows"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == changed  # nothing swapped
+    assert window_totals(loaded.engine, "payouts", DAY) == (2000, day_truth(DAY)[1] + Decimal(1))
+    decided = approvals.of_attempt(history, identity(ctx))
+    assert decided is not None and decided.status == "stale" and decided.decided_by == "alice"
+    assert amount(first, "v1") > 0
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_a_breach_under_on_breach_refuse_still_refuses_at_once(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    guarded().execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    with pytest.raises(GuardRefusal, match="max_changed_rows"):
+        guarded(policy="v2").execute(breached_backfill(2))
+    assert supervisor.sent == [] and table_checksum(loaded.engine, "payouts") == before
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_an_approval_does_not_override_a_kill_switch_set_while_it_waited(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    ctx = breached_backfill(2)
+    park(ctx)
+    pending = approvals.of_attempt(history, identity(ctx))
+    assert pending is not None
+    killswitch.set_switch(history, "global", None, "warehouse migration")
+    with pytest.raises(killswitch.KillSwitchTripped, match="warehouse migration"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == before
+    decided = approvals.of_attempt(history, identity(ctx))
+    assert decided is not None and decided.status == "not_swapped" and decided.decided_by == "alice"
+    assert pending.stage_table not in tables(loaded.engine)
