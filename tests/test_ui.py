@@ -269,6 +269,13 @@ FORM = {
     "policy_version": "v2",
 }
 
+RERUN_QS = "window_start=2026-08-03T00:00:00&window_end=2026-08-04T00:00:00"
+RERUN_FORM = {
+    "window_start": "2026-08-03T00:00:00",
+    "window_end": "2026-08-04T00:00:00",
+    "conf": {"policy_version": "v2"},
+}
+
 # (method, path, body, DAG it names or None): every route of the app.
 ROUTES: list[tuple[str, str, Any, str | None]] = [
     ("GET", "/idempotent/", None, None),
@@ -289,6 +296,8 @@ ROUTES: list[tuple[str, str, Any, str | None]] = [
     ("POST", f"/idempotent/api/dags/{GUARDED}/backfills/1/stop", {"reason": "x"}, GUARDED),
     ("POST", f"/idempotent/api/dags/{GUARDED}/killswitch/clear", {}, GUARDED),
     ("GET", f"/idempotent/api/dags/{GUARDED}/attempts?{RUN_QS}", None, GUARDED),
+    ("GET", f"/idempotent/dags/{GUARDED}/rerun?{RERUN_QS}", None, GUARDED),
+    ("POST", f"/idempotent/api/dags/{GUARDED}/rerun/preview", RERUN_FORM, GUARDED),
     ("GET", "/idempotent/api/openapi.json", None, None),
 ]
 ROUTE_IDS = [
