@@ -41,7 +41,7 @@ from airflow_idempotent.guard import GuardBreach, GuardConfig, GuardRefusal, Thr
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.lint import lint_paths
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
-from airflow_idempotent.operators.base import target_asset
+from airflow_idempotent.operators.assets import target_asset
 from airflow_idempotent.preview import preview_rerun
 from airflow_idempotent.window import (
     MAX_LOOKBACK,
