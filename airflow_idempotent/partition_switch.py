@@ -313,11 +313,10 @@ def overwrite_by_switch(
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
-        deleted = int(
-            adapter.execute(conn, adapter.count_window(spec.table, column), window_only).scalar_one()
-        )
+        old = conn.sql(adapter.window_dirs(spec.table, column), window_only).all()
+        deleted = sum(int(n) for _, n in old)
+        replaced = [str(where) for where, _ in old]
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
-        replaced = [str(r[0]) for r in conn.sql(adapter.window_dirs(spec.table, column), window_only).all()]
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
         switches.set_status(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
