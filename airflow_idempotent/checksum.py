@@ -21,6 +21,12 @@ def format_checksum(version: str, count: int, total: object) -> str:
     return f"{version}:{int(count)}:{total}"
 
 
+def checksum_rows(checksum: str) -> int:
+    """The row count a checksum text records (its `<rows>` part, whatever its version)."""
+    parts = checksum.split(":")
+    return int(parts[0] if checksum_version(checksum) == LEGACY_VERSION else parts[1])
+
+
 def checksum_version(checksum: str) -> str:
     """The definition a checksum text was computed with (``v1`` for the unprefixed legacy form)."""
     head = checksum.split(":", 1)[0]

@@ -302,7 +302,7 @@ def overwrite_by_switch(
             )
         inserted = sum(int(n) for _, n, _ in stats)
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
-        checksum = f"{inserted}:{total}"
+        checksum = adapter.checksum_text(inserted, total)
         _step("verified")
         try:
             if inspect is not None:
@@ -313,11 +313,10 @@ def overwrite_by_switch(
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
-        deleted = int(
-            adapter.execute(conn, adapter.count_window(spec.table, column), window_only).scalar_one()
-        )
+        old = conn.sql(adapter.window_dirs(spec.table, column), window_only).all()
+        deleted = sum(int(n) for _, n in old)
+        replaced = [str(where) for where, _ in old]
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
-        replaced = [str(r[0]) for r in conn.sql(adapter.window_dirs(spec.table, column), window_only).all()]
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
         switches.set_status(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
@@ -328,9 +327,10 @@ def overwrite_by_switch(
         _step("switched")
         query = adapter.window_checksum(spec.table, column, list(info.columns))
         count, after = adapter.execute(conn, query, window_only).one()
-        if f"{int(count)}:{after}" != checksum:
+        holds = adapter.checksum_text(int(count), after)
+        if holds != checksum:
             raise SchemaError(
-                f"after the switch {spec.table} window {spec.window.label()} holds {count}:{after}, not the "
+                f"after the switch {spec.table} window {spec.window.label()} holds {holds}, not the "
                 f"staged {checksum}: another writer changed the table outside this provider; rerun the task."
             )
         switches.set_status(store, attempt, switches.DONE)

@@ -369,11 +369,12 @@ class SparkAdapter(EngineAdapter):
 
     # ------------------------------------------------------------------ cleaning up
     def window_dirs(self, table: str, partition_column: str) -> str:
-        """The directories the window's files are in (one per partition), from the files' metadata."""
+        """Each directory the window's files are in (one per partition) and its rows, from the files'
+        metadata: one scan gives the rows the switch replaces and the directories it leaves unread."""
         part = self.ident(partition_column)
         return (
-            "SELECT DISTINCT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir "
-            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end"
+            "SELECT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n "
+            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 1"
         )
 
     def trash_statements(
@@ -388,8 +389,12 @@ class SparkAdapter(EngineAdapter):
         out = [f"DROP TABLE IF EXISTS {self.qualified(trash)} PURGE"]
         out.append(f"CREATE TABLE {self.qualified(trash)} LIKE {self.qualified(table)}")
         base = date(1970, 1, 1).toordinal()
-        for i, where in enumerate(dirs):
-            spec = self.partition_spec(partition_column, date.fromordinal(base + i))
-            out.append(f"ALTER TABLE {self.qualified(trash)} ADD {spec} LOCATION {self.literal(where)}")
+        specs = [
+            f"{self.partition_spec(partition_column, date.fromordinal(base + i))} "
+            f"LOCATION {self.literal(where)}"
+            for i, where in enumerate(dirs)
+        ]
+        if specs:  # one catalog call for every directory
+            out.append(f"ALTER TABLE {self.qualified(trash)} ADD {' '.join(specs)}")
         out.append(f"DROP TABLE {self.qualified(trash)} PURGE")
         return out

@@ -23,6 +23,7 @@ from typing import Any
 from sqlglot import exp
 
 from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
+from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
 from airflow_idempotent.guard.errors import GuardRefusal
@@ -92,7 +93,7 @@ def guarded_switch(
         seen["diff"] = diff
         breaches = diff.breaches(thresholds)
         if mode == "replay":
-            rows = int(checksum.split(":", 1)[0])
+            rows = checksum_rows(checksum)
             matches = checksum == expected_checksum
             raise _Replayed(
                 GuardedResult(mode, diff, False, checksum, rows, breaches, matches, expected_checksum)

@@ -155,11 +155,11 @@ def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
             admin.dispose()
 
 
-def with_cluster_quiet(cluster: AirflowCluster) -> None:
+def with_cluster_quiet(cluster: AirflowCluster, dag_id: str = DAG_ID) -> None:
     """Leave the session's cluster as other modules expect it: the DAG paused, no backfill open."""
     try:
-        cluster.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": True})
-        status, answer = cluster.call("GET", f"{BACKFILLS}?dag_id={DAG_ID}&limit=100")
+        cluster.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+        status, answer = cluster.call("GET", f"{BACKFILLS}?dag_id={dag_id}&limit=100")
         for b in answer.get("backfills", []) if status == 200 else []:
             if b["completed_at"] is None:
                 cluster.call("PUT", f"{BACKFILLS}/{b['id']}/cancel")
@@ -208,10 +208,15 @@ def parse_time(text: str) -> datetime:
 
 
 def create_backfill(
-    cluster: AirflowCluster, conf: dict[str, Any], first: date, last: date, max_active_runs: int
+    cluster: AirflowCluster,
+    conf: dict[str, Any],
+    first: date,
+    last: date,
+    max_active_runs: int,
+    dag_id: str = DAG_ID,
 ) -> dict[str, Any]:
     body = {
-        "dag_id": DAG_ID,
+        "dag_id": dag_id,
         "from_date": midnight(first),
         "to_date": midnight(last),
         "dag_run_conf": conf,
@@ -229,11 +234,17 @@ def get_backfill(cluster: AirflowCluster, backfill_id: int) -> dict[str, Any]:
 
 
 def run_to_completion(
-    cluster: AirflowCluster, label: str, conf: dict[str, Any], first: date, last: date, max_active_runs: int
+    cluster: AirflowCluster,
+    label: str,
+    conf: dict[str, Any],
+    first: date,
+    last: date,
+    max_active_runs: int,
+    dag_id: str = DAG_ID,
 ) -> dict[str, Any]:
     """Create a backfill, wait until Airflow marks it completed; every run of it must succeed."""
     started = time.monotonic()
-    created = create_backfill(cluster, conf, first, last, max_active_runs)
+    created = create_backfill(cluster, conf, first, last, max_active_runs, dag_id)
     done = cluster.wait_for(
         f"backfill {label} ({created['id']}) to complete",
         lambda: (b := get_backfill(cluster, created["id"]))["completed_at"] and b,
@@ -242,16 +253,16 @@ def run_to_completion(
     )
     TIMINGS[label] = time.monotonic() - started
     print(f"\n[timing] backfill {label}: {TIMINGS[label]:.1f} s")
-    states = {day: run["state"] for day, run in runs(cluster).items() if first <= day <= last}
+    states = {day: run["state"] for day, run in runs(cluster, dag_id).items() if first <= day <= last}
     assert len(states) == (last - first).days + 1, states
     assert set(states.values()) == {"success"}, states
     assert done["is_paused"] is False, done
     return dict(done)
 
 
-def runs(cluster: AirflowCluster) -> dict[date, dict[str, Any]]:
+def runs(cluster: AirflowCluster, dag_id: str = DAG_ID) -> dict[date, dict[str, Any]]:
     """The DAG's runs by logical day (one run per day: a backfill clears and reuses it)."""
-    answer = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100&order_by=logical_date")
+    answer = cluster.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=logical_date")
     return {parse_time(r["logical_date"]).date(): r for r in answer["dag_runs"]}
 
 

@@ -1,5 +1,5 @@
-"""Faults of the engine itself: SIGKILL of the Spark Connect server during the write (restarted on
-the same port), and the zombie race (a killed task's statement still running on the server while
+"""Faults of the engine itself: SIGKILL of the Spark Connect server during the write (mid-switch,
+restarted on the same port), and the zombie race (a killed task's statement still running on the server while
 its retry runs). After each: every day of the month old or new, 0 rows lost, 0 duplicates, and one
 rerun gives the month under v2. Each case is recorded for RELIABILITY.md (`reliability`)."""
 
@@ -51,8 +51,9 @@ def end(proc: subprocess.Popen[bytes], timeout: float) -> str:
         return "killed while retrying"
 
 
+# One server kill, mid-switch: the point where a dead server could leave a window half switched.
+# (A kill while staging proved the same property, old days kept, at another restart's cost, ~60 s.)
 @pytest.mark.parametrize(("point", "step", "action_kind", "slow"), [
-    ("server_sigkill_while_staging", "recorded", "mark", True),
     ("server_sigkill_mid_switch", "switched_one", "pause", False),
 ])  # fmt: skip
 def test_connect_server_sigkill_during_the_write_then_rerun(
