@@ -72,8 +72,16 @@ def drop_database(admin: sa.Engine, name: str) -> None:
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
-    """TERM the process group this test started, then KILL whatever is left of it."""
+    """TERM the process group this test started, then KILL whatever is left of it, and of every
+    process it started in a session of its own (the executor's task runners do that, so the group
+    alone misses them: a runner left behind keeps retrying a server that is gone)."""
+    import psutil
+
     pgid = proc.pid  # started with start_new_session=True: its own group, led by it
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -82,6 +90,10 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
         os.killpg(pgid, signal.SIGKILL)  # the leader may be gone while its children linger
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    for child in descendants:  # those in sessions of their own
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(descendants, timeout=5)
 
 
 @dataclass
