@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 
 # Fast tests first (the reliability suite's crash matrix, faults and hostile input included),
 # then the ones that run real DAGs, then the Spark group on a standalone cluster the session starts
-# (a master, two workers and a Spark Connect server; about 6 min, 2.7 GB at peak), then end-to-end, then the reliability suite's end-to-end cases
+# (a master, two workers and a Spark Connect server; 9-18 min by the machine, 2.7 GB at peak), then end-to-end, then the reliability suite's end-to-end cases
 # on a cluster of their own (alone, so the load figures are not shared with the e2e cluster).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
