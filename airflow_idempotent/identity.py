@@ -9,13 +9,41 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_idempotent.history.store import WriteRecord, utcnow
 from airflow_idempotent.window import Window
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
+
+
+class Counted(Protocol):
+    """What a write did to its window: a WriteResult, a GuardedResult."""
+
+    @property
+    def rows_deleted(self) -> int: ...
+    @property
+    def rows_inserted(self) -> int: ...
+    @property
+    def rows_updated(self) -> int: ...
+    @property
+    def row_count(self) -> int | None: ...
+    @property
+    def checksum(self) -> str | None: ...
+
+
+def result_counts(result: Counted | None) -> dict[str, Any]:
+    """A write's counts and checksum as history-record fields (none when nothing was written)."""
+    if result is None:
+        return {}
+    return {
+        "rows_deleted": result.rows_deleted,
+        "rows_inserted": result.rows_inserted,
+        "rows_updated": result.rows_updated,
+        "row_count": result.row_count,
+        "checksum": result.checksum,
+    }
 
 
 @dataclass(frozen=True)

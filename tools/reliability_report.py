@@ -422,6 +422,7 @@ def load_runs(cases: list[dict[str, Any]]) -> list[str]:
                 d.get("windows"),
                 d.get("max_active_runs"),
                 d.get("concurrent_scheduled_runs"),
+                d.get("create_seconds"),
                 d.get("wall_seconds"),
                 d.get("windows_per_minute"),
                 c["rows_lost"],
@@ -439,6 +440,7 @@ def load_runs(cases: list[dict[str, Any]]) -> list[str]:
             "windows",
             "max active runs",
             "scheduled runs beside",
+            "backfill created in s",
             "wall s",
             "windows/min",
             "rows lost",
@@ -449,7 +451,7 @@ def load_runs(cases: list[dict[str, Any]]) -> list[str]:
             "outcome",
         ],
         rows,
-        "lrrrrrrrrrrl",
+        "lrrrrrrrrrrrl",
     )
 
 

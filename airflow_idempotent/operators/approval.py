@@ -41,7 +41,7 @@ from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
-from airflow_idempotent.identity import AttemptIdentity
+from airflow_idempotent.identity import AttemptIdentity, result_counts
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -234,15 +234,6 @@ class ApprovalMixin:
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
         parts_in = self.fingerprint_parts(adapter, spec, pending.policy_version)  # type: ignore[attr-defined]
         digest, parts = fingerprint(parts_in)
-        counts: dict[str, Any] = {}
-        if result is not None:
-            counts = {
-                "rows_deleted": result.rows_deleted,
-                "rows_inserted": result.rows_inserted,
-                "rows_updated": result.rows_updated,
-                "row_count": result.row_count,
-                "checksum": result.checksum,
-            }
         return history.record(
             identity.write_record(
                 target,
@@ -255,7 +246,7 @@ class ApprovalMixin:
                 pending.semantics,
                 diff=json.dumps(pending.diff, default=str),
                 message=message,
-                **counts,
+                **result_counts(result),
             )
         )
 

@@ -21,7 +21,7 @@ from airflow_idempotent.guard import (
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID
 from airflow_idempotent.hooks.warehouse import WarehouseHook
-from airflow_idempotent.identity import AttemptIdentity
+from airflow_idempotent.identity import AttemptIdentity, result_counts
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.operators.assets import target_asset, window_event
 from airflow_idempotent.operators.guarded import GuardedWriteMixin
@@ -271,12 +271,8 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                 parts,
                 policy,
                 semantics,
-                rows_deleted=result.rows_deleted,
-                rows_inserted=result.rows_inserted,
-                rows_updated=result.rows_updated,
                 source_rows=result.source_rows,
-                row_count=result.row_count,
-                checksum=result.checksum,
+                **result_counts(result),
             )
             stored = history.record(record)
             if stored is not None:

@@ -18,7 +18,7 @@ from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import BackfillIntent, GuardConfig, GuardRefusal, killswitch, sizes
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
-from airflow_idempotent.identity import AttemptIdentity
+from airflow_idempotent.identity import AttemptIdentity, result_counts
 from airflow_idempotent.operators.approval import ApprovalMixin
 from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteSpec
@@ -167,13 +167,9 @@ class GuardedWriteMixin(ApprovalMixin):
                     parts,
                     policy,
                     semantics,
-                    rows_deleted=result.rows_deleted,
-                    rows_inserted=result.rows_inserted,
-                    rows_updated=result.rows_updated,
-                    row_count=result.row_count,
-                    checksum=result.checksum,
                     diff=json.dumps(result.diff.to_json(), default=str),
                     message=message,
+                    **result_counts(result),
                 )
             )
 

@@ -125,14 +125,18 @@ class AirflowCluster:
             self._token = self.request("POST", "/auth/token", body, auth=False)["access_token"]
         return self._token
 
-    def request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, auth: bool = True, timeout: float = 30
+    ) -> Any:
         """The JSON answer of a request that must succeed (an HTTP error fails the test)."""
-        status, answer = self.call(method, path, body, auth)
+        status, answer = self.call(method, path, body, auth, timeout)
         if status >= 400:
             raise AssertionError(f"{method} {path} -> {status}: {json.dumps(answer)[:2000]}")
         return answer
 
-    def call(self, method: str, path: str, body: Any = None, auth: bool = True) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, auth: bool = True, timeout: float = 30
+    ) -> tuple[int, Any]:
         """The status and the answer (JSON, else text, else None) of a request, whatever the status."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -140,7 +144,7 @@ class AirflowCluster:
             headers["Authorization"] = f"Bearer {self.token()}"
         req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, text = resp.status, resp.read().decode()
         except urllib.error.HTTPError as err:
             status, text = err.code, err.read().decode()
