@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,61 @@ def drop_database(admin: sa.Engine, name: str) -> None:
             {"db": name},
         )
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextlib.contextmanager
+def warehouse_database(
+    cluster: AirflowCluster,
+    suffix: str,
+    conn_id: str,
+    dag_ids: tuple[str, ...],
+    fill: Callable[[sa.Engine], object],
+) -> Iterator[sa.Engine]:
+    """A fresh PostgreSQL database as the cluster's connection `conn_id`, filled by `fill`, the DAGs
+    unpaused once parsed; afterwards the DAGs paused, their open backfills cancelled (other modules
+    share the cluster) and the database dropped, whatever happened."""
+    name = f"idem_e2e_{secrets.token_hex(6)}_{suffix}"
+    admin = pg_admin()
+    engine = sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        fill(engine)
+        connection = {
+            "connection_id": conn_id,
+            "conn_type": "postgres",
+            "host": PG_HOST,
+            "port": PG_PORT,
+            "login": PG_USER,
+            "schema": name,
+        }
+        cluster.request("POST", "/api/v2/connections", connection)
+        for dag_id in dag_ids:
+            cluster.wait_for(
+                f"{dag_id} to be parsed", lambda d=dag_id: cluster.request("GET", f"/api/v2/dags/{d}"), 120, 1
+            )
+            cluster.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        yield engine
+    finally:
+        for dag_id in reversed(dag_ids):
+            quiet(cluster, dag_id)
+        engine.dispose()
+        try:
+            drop_database(admin, name)
+        finally:
+            admin.dispose()
+
+
+def quiet(cluster: AirflowCluster, dag_id: str) -> None:
+    """Leave the session's cluster as other modules expect it: the DAG paused, no backfill open."""
+    try:
+        cluster.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+        status, answer = cluster.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
+        for b in answer.get("backfills", []) if status == 200 else []:
+            if b["completed_at"] is None:
+                cluster.call("PUT", f"/api/v2/backfills/{b['id']}/cancel")
+    except Exception as err:  # the cluster may be gone already: its fixture kills it anyway
+        print(f"could not quiet the cluster: {err}")
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:

@@ -13,7 +13,6 @@ two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_inp
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
@@ -27,8 +26,7 @@ import sqlalchemy as sa
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, table_checksum
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history import HistoryStore, approvals
-from tests.conftest import PG_HOST, PG_PORT, PG_USER
-from tests.e2e.conftest import AirflowCluster, drop_database, pg_admin
+from tests.e2e.conftest import AirflowCluster, warehouse_database
 
 pytestmark = pytest.mark.e2e
 
@@ -72,43 +70,21 @@ def cluster(e2e_dags: Path, request: pytest.FixtureRequest) -> AirflowCluster:
     return cluster
 
 
+def fill(engine: sa.Engine) -> None:
+    """The days' sales, and production as the v1 runs left it (no cluster time spent on it)."""
+    create_sales(engine, days=len(DAYS), per_day=PER_DAY, start=DAYS[0])
+    create_payouts(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO payouts (sale_id, sale_date, amount_eur, rate) {PAYOUT_SQL}"),
+            {"policy_version": "v1", "window_start": DAYS[0], "window_end": DAYS[-1] + timedelta(days=1)},
+        )
+
+
 @pytest.fixture(scope="module")
 def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
-    name = f"idem_e2e_{secrets.token_hex(6)}_apr"
-    admin = pg_admin()
-    engine = sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        create_sales(engine, days=len(DAYS), per_day=PER_DAY, start=DAYS[0])
-        create_payouts(engine)
-        with engine.begin() as conn:  # production as the v1 runs left it (no cluster time spent on it)
-            conn.execute(
-                sa.text(f"INSERT INTO payouts (sale_id, sale_date, amount_eur, rate) {PAYOUT_SQL}"),
-                {"policy_version": "v1", "window_start": DAYS[0], "window_end": DAYS[-1] + timedelta(days=1)},
-            )
-        cluster.request(
-            "POST",
-            "/api/v2/connections",
-            {
-                "connection_id": CONN_ID,
-                "conn_type": "postgres",
-                "host": PG_HOST,
-                "port": PG_PORT,
-                "login": PG_USER,
-                "schema": name,
-            },
-        )
-        cluster.wait_for(f"{DAG_ID} parsed", lambda: cluster.request("GET", f"/api/v2/dags/{DAG_ID}"), 120, 1)
-        cluster.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+    with warehouse_database(cluster, "apr", CONN_ID, (DAG_ID,), fill) as engine:
         yield engine
-    finally:
-        cluster.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": True})
-        engine.dispose()
-        try:
-            drop_database(admin, name)
-        finally:
-            admin.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ The tests run in order and build on each other, as an operator's month would:
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
 import sys
 import time
@@ -39,8 +38,8 @@ from airflow_idempotent.examples.payouts import create_payouts, create_sales
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.plugins.listener import HARD_LIMIT
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT
-from tests.e2e.conftest import AirflowCluster, drop_database, pg_admin
+from tests.conftest import REPO_ROOT
+from tests.e2e.conftest import AirflowCluster, warehouse_database
 
 pytestmark = pytest.mark.e2e
 
@@ -121,50 +120,17 @@ def cluster(e2e_dags: Path, request: pytest.FixtureRequest) -> AirflowCluster:
     return cluster
 
 
+def fill(engine: sa.Engine) -> None:
+    """The month's sales and an empty payouts table."""
+    assert create_sales(engine, days=DAYS, per_day=PER_DAY, start=FIRST) == DAYS * PER_DAY
+    create_payouts(engine)
+
+
 @pytest.fixture(scope="module")
 def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
     """A fresh PostgreSQL warehouse with the month's sales and an empty payouts table; dropped after."""
-    name = f"idem_e2e_{secrets.token_hex(6)}_wh"
-    admin = pg_admin()
-    engine = sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        assert create_sales(engine, days=DAYS, per_day=PER_DAY, start=FIRST) == DAYS * PER_DAY
-        create_payouts(engine)
-        connection = {
-            "connection_id": CONN_ID,
-            "conn_type": "postgres",
-            "host": PG_HOST,
-            "port": PG_PORT,
-            "login": PG_USER,
-            "schema": name,
-        }
-        cluster.request("POST", "/api/v2/connections", connection)
-        cluster.wait_for(
-            f"{DAG_ID} to be parsed", lambda: cluster.request("GET", f"/api/v2/dags/{DAG_ID}"), 120, every=1
-        )
-        cluster.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+    with warehouse_database(cluster, "wh", CONN_ID, (DAG_ID,), fill) as engine:
         yield engine
-    finally:
-        with_cluster_quiet(cluster)
-        engine.dispose()
-        try:
-            drop_database(admin, name)
-        finally:
-            admin.dispose()
-
-
-def with_cluster_quiet(cluster: AirflowCluster, dag_id: str = DAG_ID) -> None:
-    """Leave the session's cluster as other modules expect it: the DAG paused, no backfill open."""
-    try:
-        cluster.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
-        status, answer = cluster.call("GET", f"{BACKFILLS}?dag_id={dag_id}&limit=100")
-        for b in answer.get("backfills", []) if status == 200 else []:
-            if b["completed_at"] is None:
-                cluster.call("PUT", f"{BACKFILLS}/{b['id']}/cancel")
-    except Exception as err:  # the cluster may be gone already: its fixture kills it anyway
-        print(f"could not quiet the cluster: {err}")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ rewrites that day of its summary. Expected figures come from the scenario's form
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,8 +21,8 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_sales
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT
-from tests.e2e.conftest import AirflowCluster, drop_database, pg_admin
+from tests.conftest import REPO_ROOT
+from tests.e2e.conftest import AirflowCluster, warehouse_database
 from tests.e2e.test_guarded_month import truth
 
 pytestmark = pytest.mark.e2e
@@ -47,36 +46,8 @@ def cluster(e2e_dags: Path, request: pytest.FixtureRequest) -> AirflowCluster:
 @pytest.fixture(scope="module")
 def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
     """A fresh PostgreSQL warehouse holding the scenario's sales; both DAGs unpaused; dropped after."""
-    name = f"idem_e2e_{secrets.token_hex(6)}_part"
-    admin = pg_admin()
-    engine = sa.create_engine(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        create_sales(engine)
-        connection = {
-            "connection_id": CONN_ID,
-            "conn_type": "postgres",
-            "host": PG_HOST,
-            "port": PG_PORT,
-            "login": PG_USER,
-            "schema": name,
-        }
-        cluster.request("POST", "/api/v2/connections", connection)
-        for dag_id in (DOWNSTREAM, UPSTREAM):
-            cluster.wait_for(
-                f"{dag_id} to be parsed", lambda d=dag_id: cluster.request("GET", f"/api/v2/dags/{d}"), 120, 1
-            )
-            cluster.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    with warehouse_database(cluster, "part", CONN_ID, (DOWNSTREAM, UPSTREAM), create_sales) as engine:
         yield engine
-    finally:
-        for dag_id in (UPSTREAM, DOWNSTREAM):
-            cluster.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
-        engine.dispose()
-        try:
-            drop_database(admin, name)
-        finally:
-            admin.dispose()
 
 
 def runs(cluster: AirflowCluster, dag_id: str) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from airflow_idempotent.history import HistoryStore, switches
 from airflow_idempotent.testing.spark_cluster import SparkCluster
 from tests.conftest import REPO_ROOT
-from tests.e2e.conftest import AirflowCluster, airflow_cluster, e2e_dags  # noqa: F401  (fixtures)
+from tests.e2e.conftest import AirflowCluster, airflow_cluster, e2e_dags, quiet  # noqa: F401  (fixtures)
 from tests.e2e.test_guarded_month import (
     MONTH,
     V2_FIX,
@@ -42,7 +42,6 @@ from tests.e2e.test_guarded_month import (
     run_to_completion,
     store,  # noqa: F401  (the history store of `cluster` below, as a fixture)
     truth,
-    with_cluster_quiet,
 )
 from tests.spark.payouts_spark import all_days, create_payouts
 
@@ -103,7 +102,7 @@ def cluster(
     try:
         yield airflow
     finally:
-        with_cluster_quiet(airflow, DAG_ID)
+        quiet(airflow, DAG_ID)
 
 
 def files(client: Any, days: list[date]) -> dict[date, set[str]]:
