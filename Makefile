@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/pytest -q --timeout=900
+# Workers for the groups whose tests share nothing (own databases, ports, homes): one per core.
+JOBS ?= $(shell nproc)
 
 .PHONY: venv machine test lint demo clean reliability
 
@@ -24,8 +26,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# Fast tests first (the reliability suite's crash matrix, faults and hostile input included),
-# then the ones that run real DAGs, then the Spark group on a standalone cluster the session starts
+# Fast tests first, on every core (the reliability suite's crash matrix, faults and hostile input
+# included; 13 min on 2 cores against 19 min on one),
+# then the ones that run real DAGs (also on every core: 4.1 min against 5.1), then the Spark group on a standalone cluster the session starts
 # (a master, two workers and a Spark Connect server; 9-18 min by the machine, 2.7 GB at peak), then end-to-end, then the reliability suite's end-to-end cases
 # on a cluster of their own (alone, so the load figures are not shared with the e2e cluster).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
@@ -53,8 +56,8 @@ export SUMMARY
 
 test: venv machine
 	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
-	$(PYTEST) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e and not spark" tests
-	@n=0; for group in "dagrun tests" "spark tests/spark" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
+	$(PYTEST) -n $(JOBS) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e and not spark" tests
+	@n=0; for group in "dagrun tests -n $(JOBS)" "spark tests/spark" "e2e tests --ignore=tests/reliability" "e2e tests/reliability"; do \
 	  set -- $$group; marker=$$1; shift; n=$$((n + 1)); name=$$n-$$marker; \
 	  echo "$(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker $$*"; \
 	  rc=0; $(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker "$$@" || rc=$$?; \
