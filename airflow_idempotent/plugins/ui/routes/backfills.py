@@ -119,10 +119,7 @@ def api_create(
     responses=error_responses(404),
 )
 def api_status(
-    dag_id: DagIdPath,
-    session: SessionDep,
-    store: StoreDep,
-    backfill: BackfillDep,
+    dag_id: DagIdPath, session: SessionDep, store: StoreDep, backfill: BackfillDep
 ) -> dict[str, Any]:
     """`phase` (running, paused, stopped, completed), counts of run `states`, and per window its
     run (state, run_id), and every write recorded for it so far (status, rows, checksum,
