@@ -19,8 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.history.models import KillSwitch
-from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE
-from airflow_idempotent.plugins.ui.dependencies import MAX_BODY
+from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, MAX_BODY
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS
 from tests.ui_env import DAG_A, FORM, UiEnv, ui_environment
 

@@ -122,6 +122,29 @@ class EffectCall:
     reference: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        entry: EffectEntry,
+        window: Window,
+        context: Mapping[str, Any],
+        needed: bool,
+        outcome: Outcome | None = None,
+    ) -> EffectCall:
+        """The handle on ledger row `entry`: its identity, key and generation. A call settled
+        without sending (an `outcome`) carries the row's reference and details, the original's."""
+        return cls(
+            identity=entry.effect_identity(),
+            idempotency_key=entry.idempotency_key,
+            generation=entry.generation,
+            window=window,
+            context=context,
+            needed=needed,
+            outcome=outcome,
+            reference=entry.reference if outcome is not None else None,
+            details=dict(entry.details) if outcome is not None else {},
+        )
+
     def record(self, reference: str | None = None, **details: Any) -> None:
         """The target's reference (payment id, Message-ID, file path) and details, stored as done."""
         if not self.needed:

@@ -297,32 +297,14 @@ class Ledger:
                 .where(_E.c.identity_key == entry.identity_key)
                 .values(decision=decision, updated_at=utcnow())
             )
-            self._event(
-                conn,
-                entry.identity_key,
-                event,
-                entry.state,
-                entry.generation,
-                entry.attempt,
-                claimant,
-                decision,
-            )
+            self._unchanged_event(conn, entry, event, claimant, decision)
 
     def log_event(
         self, entry: EffectEntry, claimant: Claimant | None, event: str, detail: str | None
     ) -> None:
         """An event that changes nothing (a skipped retry): the trail shows every attempt that came by."""
         with self.engine.begin() as conn:
-            self._event(
-                conn,
-                entry.identity_key,
-                event,
-                entry.state,
-                entry.generation,
-                entry.attempt,
-                claimant,
-                detail,
-            )
+            self._unchanged_event(conn, entry, event, claimant, detail)
 
     def resolve(
         self,
@@ -412,6 +394,15 @@ class Ledger:
             "hostname": claimant.hostname,
             "pid": claimant.pid,
         }
+
+    @staticmethod
+    def _unchanged_event(
+        conn: Connection, entry: EffectEntry, event: str, claimant: Claimant | None, detail: str | None
+    ) -> None:
+        """An event that leaves the row's state, generation and attempt as `entry` has them."""
+        Ledger._event(
+            conn, entry.identity_key, event, entry.state, entry.generation, entry.attempt, claimant, detail
+        )
 
     @staticmethod
     def _event(

@@ -296,14 +296,7 @@ class Once:
         """A pending row whose attempt is gone: ask the target, never resend blindly."""
         claimant = self._claimant
         assert claimant is not None
-        probe = EffectCall(
-            identity=entry.effect_identity(),
-            idempotency_key=entry.idempotency_key,
-            generation=entry.generation,
-            window=window,
-            context=context,
-            needed=False,
-        )
+        probe = EffectCall.of(entry, window, context, needed=False)
         answer = self.lookup(probe) if self.lookup is not None else Lookup.unknown("no lookup declared")
         who = claimant.describe()
         if answer.state == "found":
@@ -361,14 +354,7 @@ class Once:
             entry.generation,
             entry.idempotency_key,
         )
-        return EffectCall(
-            identity=entry.effect_identity(),
-            idempotency_key=entry.idempotency_key,
-            generation=entry.generation,
-            window=window,
-            context=context,
-            needed=True,
-        )
+        return EffectCall.of(entry, window, context, needed=True)
 
     def _skip(
         self,
@@ -395,17 +381,7 @@ class Once:
             )
         else:
             log.info("%s: %s: %s", entry.effect_identity().describe(), status, why)
-        return EffectCall(
-            identity=entry.effect_identity(),
-            idempotency_key=entry.idempotency_key,
-            generation=entry.generation,
-            window=window,
-            context=context,
-            needed=False,
-            outcome=outcome,
-            reference=entry.reference,
-            details=dict(entry.details),
-        )
+        return EffectCall.of(entry, window, context, needed=False, outcome=outcome)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         call, entry, claimant, ledger = self._call, self._entry, self._claimant, self.ledger

@@ -138,18 +138,8 @@ def swap_approved(
             adapter, conn, spec, stage, columns, key_names, window_only, diff, pending.mode
         )
         row_count, after = checksum_window(adapter, conn, spec, info, window_only)
-    return GuardedResult(
-        pending.mode,
-        diff,
-        True,
-        after,
-        row_count,
-        [],
-        None,
-        None,
-        rows_deleted=deleted,
-        rows_inserted=inserted,
-        rows_updated=updated,
+    return GuardedResult.committed(
+        pending.mode, diff, after, row_count, None, deleted=deleted, inserted=inserted, updated=updated
     )
 
 

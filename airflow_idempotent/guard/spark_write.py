@@ -32,6 +32,7 @@ from airflow_idempotent.guard.write import (
     GuardBreach,
     GuardedResult,
     Mode,
+    breach_message,
     check_complete,
     check_guarded_args,
     check_target_keys,
@@ -94,19 +95,10 @@ def guarded_switch(
         breaches = diff.breaches(thresholds)
         if mode == "replay":
             rows = checksum_rows(checksum)
-            matches = checksum == expected_checksum
-            raise _Replayed(
-                GuardedResult(mode, diff, False, checksum, rows, breaches, matches, expected_checksum)
-            )
+            raise _Replayed(GuardedResult.replayed(mode, diff, checksum, rows, breaches, expected_checksum))
         if breaches:
-            result = GuardedResult(mode, diff, False, None, None, breaches, None, expected_checksum)
-            raise GuardBreach(
-                f"stop condition for {spec.table} window {spec.window.label()} ({mode}): "
-                f"{'; '.join(breaches)}. Nothing was switched: production is unchanged. If the change is "
-                "intended, raise the limit (the DAG's idempotent_guard thresholds, or this backfill's conf "
-                "thresholds) and run it again.",
-                result,
-            )
+            result = GuardedResult.refused(mode, diff, breaches, expected_checksum)
+            raise GuardBreach(breach_message(spec, mode, breaches, nothing="switched"), result)
 
     try:
         written = overwrite_by_switch(
@@ -125,15 +117,12 @@ def guarded_switch(
             expected_checksum,
         )
         return done.result
-    return GuardedResult(
+    return GuardedResult.committed(
         mode,
         seen["diff"],
-        True,
         written.checksum,
         written.row_count,
-        [],
-        None,
         expected_checksum,
-        rows_deleted=written.rows_deleted,
-        rows_inserted=written.rows_inserted,
+        deleted=written.rows_deleted,
+        inserted=written.rows_inserted,
     )

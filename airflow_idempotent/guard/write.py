@@ -94,6 +94,63 @@ class GuardedResult:
     #: on a breach with `keep_on_breach`: where the staged rows wait for a decision
     kept: KeptStage | None = None
 
+    @classmethod
+    def refused(
+        cls,
+        mode: str,
+        diff: WindowDiff,
+        breaches: list[str],
+        expected_checksum: str | None,
+        kept: KeptStage | None = None,
+    ) -> GuardedResult:
+        """A breach: nothing swapped, so no committed checksum or row count (every engine's)."""
+        return cls(mode, diff, False, None, None, breaches, None, expected_checksum, kept=kept)
+
+    @classmethod
+    def replayed(
+        cls,
+        mode: str,
+        diff: WindowDiff,
+        checksum: str | None,
+        row_count: int | None,
+        breaches: list[str],
+        expected_checksum: str | None,
+    ) -> GuardedResult:
+        """A replay: the staged checksum compared with the recorded one, production untouched."""
+        return cls(
+            mode, diff, False, checksum, row_count, breaches, checksum == expected_checksum, expected_checksum
+        )
+
+    @classmethod
+    def committed(
+        cls,
+        mode: str,
+        diff: WindowDiff,
+        checksum: str | None,
+        row_count: int | None,
+        expected_checksum: str | None,
+        *,
+        deleted: int,
+        inserted: int,
+        updated: int = 0,
+        periods: tuple[PeriodResult, ...] = (),
+    ) -> GuardedResult:
+        """A swap or reconcile that committed: within the thresholds (or approved), so no breaches."""
+        return cls(
+            mode,
+            diff,
+            True,
+            checksum,
+            row_count,
+            [],
+            None,
+            expected_checksum,
+            rows_deleted=deleted,
+            rows_inserted=inserted,
+            rows_updated=updated,
+            periods=periods,
+        )
+
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["diff"] = self.diff.to_json()
@@ -146,11 +203,20 @@ def _columns_of(info: TableInfo, names: Sequence[str], produced: Sequence[str], 
     return out
 
 
-def _expect(what: str, got: int, expected: int) -> int:
-    """The statement's row count, which must be the checked diff's; else refuse to commit.
+def _counted(
+    adapter: EngineAdapter,
+    conn: Connection,
+    what: str,
+    statement: exp.Expr,
+    params: Mapping[str, Any],
+    expected: int,
+) -> int:
+    """Run a statement that changes production; its row count must be the checked diff's, else
+    refuse to commit.
 
     A driver that cannot count (-1) is taken at the diff's word.
     """
+    got = rowcount(adapter.execute(conn, statement, params))
     if got < 0:
         return expected
     if got != expected:
@@ -234,15 +300,13 @@ def guarded_write(
                 # (4) the stop conditions
                 breaches = diff.breaches(thresholds)
                 if breaches and mode != "replay" and keep_on_breach is None:
-                    result = GuardedResult(mode, diff, False, None, None, breaches, None, expected_checksum)
-                    raise _RollBack(result, GuardBreach(_breach_message(spec, mode, breaches), result))
+                    result = GuardedResult.refused(mode, diff, breaches, expected_checksum)
+                    raise _RollBack(result, GuardBreach(breach_message(spec, mode, breaches), result))
                 if breaches and mode != "replay" and keep_on_breach is not None:
                     kept = _keep(adapter, conn, spec, info, stage, keep_on_breach, columns, key_names, params)
                     adapter.execute(conn, adapter.drop_staging(stage), {})
                     created = False
-                    result = GuardedResult(
-                        mode, diff, False, None, None, breaches, None, expected_checksum, kept=kept
-                    )
+                    result = GuardedResult.refused(mode, diff, breaches, expected_checksum, kept=kept)
                 if kept is None:
                     result = _commit_or_replay(
                         adapter,
@@ -298,7 +362,7 @@ def guarded_write(
             "; ".join(result.breaches),
             kept.table,
         )
-        raise GuardBreach(_breach_message(spec, mode, result.breaches), result)
+        raise GuardBreach(breach_message(spec, mode, result.breaches), result)
     log.info(
         "guarded %s of %s for window %s: %s; %d deleted, %d updated, %d inserted (one transaction)",
         mode,
@@ -336,17 +400,7 @@ def _commit_or_replay(
     if mode == "replay":
         checked = dataclasses.replace(spec, table=stage, checksum=True)
         row_count, checksum = checksum_window(adapter, conn, checked, info, window_only)
-        result = GuardedResult(
-            mode,
-            diff,
-            False,
-            checksum,
-            row_count,
-            breaches,
-            checksum == expected_checksum,
-            expected_checksum,
-        )
-        raise _RollBack(result)
+        raise _RollBack(GuardedResult.replayed(mode, diff, checksum, row_count, breaches, expected_checksum))
 
     # (6) swap: the window out, the staged rows in; reconcile: only the difference
     before = count_periods(adapter, conn, spec, info)  # lookback: per covered period
@@ -357,26 +411,24 @@ def _commit_or_replay(
     # (7) what this transaction will commit
     row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
     adapter.execute(conn, adapter.drop_staging(stage), {})
-    return GuardedResult(
+    return GuardedResult.committed(
         mode,
         diff,
-        True,
         checksum,
         row_count,
-        [],
-        None,
         expected_checksum,
-        rows_deleted=deleted,
-        rows_inserted=inserted,
-        rows_updated=updated,
+        deleted=deleted,
+        inserted=inserted,
+        updated=updated,
         periods=checksum_periods(adapter, conn, spec, info, before),
     )
 
 
-def _breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str]) -> str:
+def breach_message(spec: WriteSpec, mode: str, breaches: Sequence[str], nothing: str = "swapped") -> str:
+    """What a GuardBreach says, on every engine (`nothing`: what did not happen, e.g. "switched")."""
     return (
         f"stop condition for {spec.table} window {spec.window.label()} ({mode}): {'; '.join(breaches)}. "
-        "Nothing was swapped: production is unchanged. If the change is intended, raise the limit (the "
+        f"Nothing was {nothing}: production is unchanged. If the change is intended, raise the limit (the "
         "DAG's idempotent_guard thresholds, or this backfill's conf thresholds) and run it again."
     )
 
@@ -510,12 +562,10 @@ def apply_stage(
     assert spec.partition_column is not None
     if mode == "reconcile":
         return _reconcile(adapter, conn, spec, stage, columns, keys, params, diff)
-    deleted = rowcount(
-        adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), params)
-    )
-    deleted = _expect("deleting the window", deleted, diff.rows_before)
-    inserted = rowcount(adapter.execute(conn, adapter.insert_from(spec.table, stage, columns), {}))
-    inserted = _expect("inserting the staged rows", inserted, diff.rows_after)
+    delete = adapter.delete_window(spec.table, spec.partition_column)
+    deleted = _counted(adapter, conn, "deleting the window", delete, params, diff.rows_before)
+    insert = adapter.insert_from(spec.table, stage, columns)
+    inserted = _counted(adapter, conn, "inserting the staged rows", insert, {}, diff.rows_after)
     return deleted, 0, inserted
 
 
@@ -532,22 +582,12 @@ def _reconcile(
     """Delete the removed keys, update the changed rows, insert the added keys; nothing else."""
     assert spec.partition_column is not None
     staged = adapter.select_columns(stage, columns)
-    deleted = rowcount(
-        adapter.execute(conn, adapter.delete_missing(spec.table, spec.partition_column, keys, staged), params)
-    )
-    deleted = _expect("deleting the removed keys", deleted, diff.removed)
+    delete = adapter.delete_missing(spec.table, spec.partition_column, keys, staged)
+    deleted = _counted(adapter, conn, "deleting the removed keys", delete, params, diff.removed)
     updated = 0
     if any(c not in keys for c in columns):
-        updated = rowcount(
-            adapter.execute(
-                conn, adapter.update_changed(spec.table, stage, spec.partition_column, keys, columns), params
-            )
-        )
-        updated = _expect("updating the changed rows", updated, diff.changed)
-    inserted = rowcount(
-        adapter.execute(
-            conn, adapter.insert_added(spec.table, stage, spec.partition_column, keys, columns), params
-        )
-    )
-    inserted = _expect("inserting the added keys", inserted, diff.added)
+        update = adapter.update_changed(spec.table, stage, spec.partition_column, keys, columns)
+        updated = _counted(adapter, conn, "updating the changed rows", update, params, diff.changed)
+    insert = adapter.insert_added(spec.table, stage, spec.partition_column, keys, columns)
+    inserted = _counted(adapter, conn, "inserting the added keys", insert, params, diff.added)
     return deleted, updated, inserted

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from functools import cached_property
@@ -345,14 +346,7 @@ class HistoryStore:
 
     def writes(self, **filters: Any) -> list[dict[str, Any]]:
         """Window writes matching equality filters on any column, oldest first."""
-        self.migrate()
-        table = WindowWrite.__table__
-        clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(table).where(*clauses).order_by(table.c.written_at, table.c.id)
-            ).all()
-        return [dict(r._mapping) for r in rows]
+        return self._matching(WindowWrite, "written_at", filters)
 
     def writes_since(self, dag_id: str, run_type: str, since: datetime) -> list[datetime]:
         """When each write of `dag_id` in runs of `run_type` happened since `since` (for throttling)."""
@@ -367,12 +361,8 @@ class HistoryStore:
         return [r[0] for r in rows]
 
     def attempts(self, **filters: Any) -> list[dict[str, Any]]:
-        self.migrate()
-        table = TaskAttempt.__table__
-        clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c.at, table.c.id)).all()
-        return [dict(r._mapping) for r in rows]
+        """Task attempt events matching equality filters on any column, oldest first."""
+        return self._matching(TaskAttempt, "at", filters)
 
     def backfill_size(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
         """The latest size recorded for run `run_id` of `dag_id` (a run a later backfill reruns
@@ -390,11 +380,17 @@ class HistoryStore:
         return None if row is None else dict(row._mapping)
 
     def dag_runs(self, **filters: Any) -> list[dict[str, Any]]:
+        """DAG run events matching equality filters on any column, oldest first."""
+        return self._matching(DagRunEvent, "at", filters)
+
+    def _matching(self, model: type[Base], when: str, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Rows of `model` equal to every filter that is not None, by column `when`, then id: the
+        one reading of the listing methods, so a filter means the same on every table."""
         self.migrate()
-        table = DagRunEvent.__table__
+        table: sa.Table = model.__table__  # type: ignore[assignment]
         clauses = [table.c[k] == v for k, v in filters.items() if v is not None]
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c.at, table.c.id)).all()
+            rows = conn.execute(sa.select(table).where(*clauses).order_by(table.c[when], table.c.id)).all()
         return [dict(r._mapping) for r in rows]
 
 

@@ -13,8 +13,8 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent import __version__
-from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS
-from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, MAX_DEPTH
+from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS, MAX_BODY
+from airflow_idempotent.plugins.ui.dependencies import MAX_DEPTH
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
 from airflow_idempotent.plugins.ui.routes import api, backfills, pages, rerun
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS, BodyLimit

@@ -33,22 +33,12 @@ from airflow_idempotent.guard.scope import rewritten
 from airflow_idempotent.history.report import jsonable
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.plugins.ui.datamodels import BackfillForm, airflow_backfill_body, backfill_conf
-from airflow_idempotent.plugins.ui.dependencies import store_error
+from airflow_idempotent.plugins.ui.dependencies import load_dag, store_error
 from airflow_idempotent.plugins.ui.history import existing_writes, writes_by_run
 from airflow_idempotent.window import to_utc_datetime
 
 #: Windows a preview lists (a longer range is counted and refused over the cap, not listed).
 PREVIEW_LIST = 400
-
-
-def load_dag(session: Session, dag_id: str) -> Any:
-    """The DAG as the API server has it (serialized), or 404."""
-    from airflow.models.serialized_dag import SerializedDagModel
-
-    serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
-    if serdag is None:
-        raise HTTPException(404, f"DAG {dag_id} not found")
-    return serdag.dag
 
 
 def dag_guard(dag: Any) -> tuple[GuardConfig | None, str | None]:
@@ -109,12 +99,13 @@ def backfill_json(backfill: Any) -> dict[str, Any]:
     }
 
 
-def guard_state(session: Session, store: HistoryStore, dag_id: str) -> dict[str, Any]:
-    """The DAG's guard (or why it is invalid), its latest backfill, the switches covering its
-    backfills (`history_error` when the store cannot be read). 404 for an unknown DAG."""
+def guard_state(session: Session, store: HistoryStore, dag: Any) -> dict[str, Any]:
+    """The guard `dag` (the path's, `DagDep`) declares (or why it is invalid), its latest backfill,
+    the switches covering its backfills (`history_error` when the store cannot be read)."""
     from airflow.models.backfill import Backfill
 
-    config, invalid = dag_guard(load_dag(session, dag_id))
+    dag_id = dag.dag_id
+    config, invalid = dag_guard(dag)
     latest = session.scalar(
         sa.select(Backfill).where(Backfill.dag_id == dag_id).order_by(Backfill.id.desc()).limit(1)
     )
@@ -171,8 +162,8 @@ def _active_backfill_id(session: Session, dag_id: str) -> int | None:
     )
 
 
-def preview(session: Session, store: HistoryStore, dag_id: str, form: BackfillForm) -> dict[str, Any]:
-    """What creating this backfill would do, without creating anything."""
+def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm) -> dict[str, Any]:
+    """What creating this backfill of `dag` (the path's, `DagDep`) would do, creating nothing."""
     from airflow._shared.timezones import timezone as airflow_tz
     from airflow.models.backfill import (
         ReprocessBehavior,
@@ -181,7 +172,7 @@ def preview(session: Session, store: HistoryStore, dag_id: str, form: BackfillFo
         _get_latest_dag_run_row_query,
     )
 
-    dag = load_dag(session, dag_id)
+    dag_id = dag.dag_id
     config, invalid = dag_guard(dag)
     now = airflow_tz.utcnow()
     conf = backfill_conf(form)
@@ -314,18 +305,6 @@ def preview(session: Session, store: HistoryStore, dag_id: str, form: BackfillFo
     return jsonable(result)  # type: ignore[no-any-return]
 
 
-def get_backfill(session: Session, dag_id: str, backfill_id: int) -> Any:
-    """The backfill with this id *of this DAG* (the path's DAG is what access was checked on)."""
-    from airflow.models.backfill import Backfill
-
-    backfill = session.scalar(
-        sa.select(Backfill).where(Backfill.id == backfill_id, Backfill.dag_id == dag_id)
-    )
-    if backfill is None:
-        raise HTTPException(404, "Backfill not found")
-    return backfill
-
-
 def backfill_status(session: Session, store: HistoryStore, dag_id: str, backfill: Any) -> dict[str, Any]:
     """Each window of the backfill: its run's state and, as they land, its writes and diffs."""
     from airflow.models import DagRun
@@ -398,16 +377,18 @@ def backfill_status(session: Session, store: HistoryStore, dag_id: str, backfill
 
 
 def create(
-    session: Session, store: HistoryStore, scope: Any, user: Any, dag_id: str, form: BackfillForm
+    session: Session, store: HistoryStore, scope: Any, user: Any, dag: Any, form: BackfillForm
 ) -> dict[str, Any]:
-    """Create the backfill as Airflow's `POST /api/v2/backfills` does, as `user`, once the guard
-    (the same evaluation as its middleware in front of that route) lets it through. `scope` is
-    the request's ASGI scope (the guard checks the caller's access as Airflow would)."""
+    """Create the backfill of `dag` (the path's, `DagDep`) as Airflow's `POST /api/v2/backfills`
+    does, as `user`, once the guard (the same evaluation as its middleware in front of that route)
+    lets it through. `scope` is the request's ASGI scope (the guard checks the caller's access as
+    Airflow would)."""
     from airflow._shared.timezones import timezone as airflow_tz
     from airflow.api_fastapi.core_api.datamodels.backfills import BackfillPostBody
     from airflow.api_fastapi.core_api.routes.public.backfills import create_backfill
 
-    config, invalid = dag_guard(load_dag(session, dag_id))
+    dag_id = dag.dag_id
+    config, invalid = dag_guard(dag)
     if invalid is not None:
         raise HTTPException(422, invalid)
     if config is None:

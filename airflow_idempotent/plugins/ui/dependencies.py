@@ -1,6 +1,7 @@
-"""The FastAPI dependencies the routes share: Airflow's metadata session, the history store, and a
-JSON body parsed only once the caller is authenticated (its size bounded before anything reads it,
-`security.BodyLimit`; its nesting here, before Airflow's audit step or a model parses it).
+"""The FastAPI dependencies the routes share: Airflow's metadata session, the history store, the
+path's DAG and backfill (404 when unknown), and a JSON body parsed only once the caller is
+authenticated (its size bounded before anything reads it, `security.BodyLimit`; its nesting here,
+before Airflow's audit step or a model parses it).
 
 Airflow is imported when a route first runs, not when this module is: the plugin that mounts the
 app is also loaded by schedulers and workers, which never serve these routes.
@@ -18,13 +19,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 from sqlalchemy.orm import Session
+from starlette.exceptions import HTTPException
 
 from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.plugins.ui.datamodels import BackfillIdPath, DagIdPath
 
 #: Seconds the pages wait for the history store (and for one statement on PostgreSQL).
 STORE_TIMEOUT = 10.0
-#: The largest body a POST may carry (bytes).
-MAX_BODY = 64_000
 #: The deepest JSON a body may nest (every form is 3 levels deep; Airflow's audit step parses the
 #: body with the standard library, which recurses).
 MAX_DEPTH = 32
@@ -61,6 +62,47 @@ def history_store(request: Request) -> HistoryStore:
 
 #: The history store.
 StoreDep = Annotated[HistoryStore, Depends(history_store)]
+
+
+def load_dag(session: Session, dag_id: str) -> Any:
+    """The DAG as the API server has it (serialized), or 404."""
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
+    if serdag is None:
+        raise HTTPException(404, f"DAG {dag_id} not found")
+    return serdag.dag
+
+
+def path_dag(dag_id: DagIdPath, session: SessionDep) -> Any:
+    """The path's DAG, looked up once its access dependency passed: every DAG route's 404."""
+    return load_dag(session, dag_id)
+
+
+#: The path's DAG, serialized (404 when the API server does not have it).
+DagDep = Annotated[Any, Depends(path_dag)]
+
+
+def get_backfill(session: Session, dag_id: str, backfill_id: int) -> Any:
+    """The backfill with this id *of this DAG* (the path's DAG is what access was checked on)."""
+    import sqlalchemy as sa
+    from airflow.models.backfill import Backfill
+
+    backfill = session.scalar(
+        sa.select(Backfill).where(Backfill.id == backfill_id, Backfill.dag_id == dag_id)
+    )
+    if backfill is None:
+        raise HTTPException(404, "Backfill not found")
+    return backfill
+
+
+def path_backfill(dag_id: DagIdPath, backfill_id: BackfillIdPath, session: SessionDep) -> Any:
+    """The path's backfill of the path's DAG, so no route can read another DAG's backfill."""
+    return get_backfill(session, dag_id, backfill_id)
+
+
+#: The path's Airflow backfill (404 unless it belongs to the path's DAG).
+BackfillDep = Annotated[Any, Depends(path_backfill)]
 
 
 def store_error(err: BaseException) -> str:

@@ -1,11 +1,12 @@
 """The rerun preview from the UI: "what will rerunning this window change?", for a window row.
 
-The DAG is found as the backfill routes find it (its serialized DAG in Airflow's metadata: 404 when
-unknown), then its own code is parsed from the file Airflow recorded for it (`DagModel.fileloc`, or
-the bundle's path plus `relative_fileloc`): the preview renders each task's SQL exactly as a run
-would, which a serialized DAG cannot. Then the CLI's `preview_rerun` runs: the conf judged first
-(`preview.rerun_conf`, a 422 naming the fix, nothing staged), every window-write task staged,
-diffed and dropped in a rolled-back transaction. Nothing is written.
+The DAG is found as the backfill routes find it (`dependencies.DagDep`: its serialized DAG in
+Airflow's metadata, 404 when unknown), then its own code is parsed from the file Airflow recorded
+for it (`DagModel.fileloc`, or the bundle's path plus `relative_fileloc`): the preview renders
+each task's SQL exactly as a run would, which a serialized DAG cannot. Then the CLI's
+`preview_rerun` runs: the conf judged first (`preview.rerun_conf`, a 422 naming the fix, nothing
+staged), every window-write task staged, diffed and dropped in a rolled-back transaction. Nothing
+is written.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from starlette.exceptions import HTTPException
 
 from airflow_idempotent.history.report import jsonable
 from airflow_idempotent.history.store import HistoryStore
-from airflow_idempotent.plugins.ui.backfills import load_dag as serialized_dag
 from airflow_idempotent.plugins.ui.datamodels import RerunForm
+from airflow_idempotent.plugins.ui.dependencies import load_dag as serialized_dag
 from airflow_idempotent.preview import ConfRefusal, load_dag, preview_rerun
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,10 @@ def dag_files(session: Session, dag_id: str) -> list[tuple[Path, Path | None, st
     return found
 
 
-def dag_code(session: Session, dag_id: str) -> Any:
-    """The DAG's own code, parsed from its file (404 for an unknown DAG, 503 when this server
-    cannot read or parse the file)."""
-    serialized_dag(session, dag_id)  # 404 as every DAG route of the UI
+def dag_code(session: Session, served: Any) -> Any:
+    """The own code of `served` (the path's serialized DAG, `DagDep`), parsed from its file (503
+    when this server cannot read or parse the file)."""
+    dag_id = served.dag_id
     for path, bundle_path, bundle_name in dag_files(session, dag_id):
         if path.is_file():
             try:
@@ -64,10 +65,12 @@ def dag_code(session: Session, dag_id: str) -> Any:
     )
 
 
-def rerun_preview(session: Session, store: HistoryStore, dag_id: str, form: RerunForm) -> dict[str, Any]:
-    """The CLI's rerun preview of the form's window: 422 for a conf a run would refuse or an
-    unknown task, 503 when it cannot run; per task its verdict, reasons and diff otherwise."""
-    dag = dag_code(session, dag_id)
+def rerun_preview(session: Session, store: HistoryStore, served: Any, form: RerunForm) -> dict[str, Any]:
+    """The CLI's rerun preview of the form's window for `served` (the path's serialized DAG): 422
+    for a conf a run would refuse or an unknown task, 503 when it cannot run; per task its
+    verdict, reasons and diff otherwise."""
+    dag_id = served.dag_id
+    dag = dag_code(session, served)
     if form.task_ids:
         unknown = sorted(set(form.task_ids) - {t.task_id for t in dag.tasks})
         if unknown:

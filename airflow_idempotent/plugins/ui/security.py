@@ -15,8 +15,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
-from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, NOT_A_DAG_ID, InputError
-from airflow_idempotent.plugins.ui.dependencies import MAX_BODY, JsonDocumentDep, SessionDep
+from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, MAX_BODY, NOT_A_DAG_ID, InputError
+from airflow_idempotent.plugins.ui.dependencies import JsonDocumentDep, SessionDep
 
 CSRF_HEADER = "X-Idempotent-CSRF"
 CSRF_SALT = "airflow-idempotent-ui-csrf"

@@ -29,6 +29,7 @@ from airflow_idempotent.plugins.ui.datamodels.backfills import (
 )
 from airflow_idempotent.plugins.ui.datamodels.common import (
     DAG_ID_RE,
+    MAX_BODY,
     MEASURE_RE,
     NOT_A_DAG_ID,
     RUN_ID_RE,
@@ -60,6 +61,7 @@ __all__ = [
     "BODY_MODELS",
     "DAG_ID_RE",
     "HISTORY_PARAMS",
+    "MAX_BODY",
     "MAX_LIMIT",
     "MEASURE_RE",
     "NOT_A_DAG_ID",

@@ -12,8 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-from airflow_idempotent.plugins.ui.dependencies import MAX_BODY
-
 # What the routes accept. Airflow's own rule for DAG and task ids (KEY_REGEX), at most 250 chars.
 DAG_ID_RE = re.compile(r"^[\w.-]{1,250}$")
 TASK_ID_RE = DAG_ID_RE
@@ -24,6 +22,8 @@ TABLE_RE = re.compile(r"^[\w.:-]{1,500}$")
 #: A measure column (diffs, charts, a backfill's thresholds).
 MEASURE_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 NOT_A_DAG_ID = "not a DAG id (letters, digits, _ . - ; at most 250)"
+#: The largest body a POST may carry (bytes).
+MAX_BODY = 64_000
 
 
 #: A DAG id in a path, as the document shows it: the route's access dependency checks the pattern

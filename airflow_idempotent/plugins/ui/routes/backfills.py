@@ -10,14 +10,12 @@ from airflow_idempotent.plugins.ui.backfills import (
     backfill_status,
     clear,
     create,
-    get_backfill,
     guard_state,
     preview,
     stop,
 )
 from airflow_idempotent.plugins.ui.datamodels import (
     BackfillForm,
-    BackfillIdPath,
     BackfillStatus,
     ClearedResponse,
     ClearForm,
@@ -28,7 +26,14 @@ from airflow_idempotent.plugins.ui.datamodels import (
     StopForm,
     error_responses,
 )
-from airflow_idempotent.plugins.ui.dependencies import SessionDep, StoreDep, body_doc, json_body
+from airflow_idempotent.plugins.ui.dependencies import (
+    BackfillDep,
+    DagDep,
+    SessionDep,
+    StoreDep,
+    body_doc,
+    json_body,
+)
 from airflow_idempotent.plugins.ui.security import (
     CREATE_RUNS,
     CSRF,
@@ -50,10 +55,10 @@ router = APIRouter(prefix="/api/dags/{dag_id}", tags=["backfill"])
     response_model_exclude_unset=True,
     responses=error_responses(404),
 )
-def api_guard(dag_id: DagIdPath, session: SessionDep, store: StoreDep) -> dict[str, Any]:
+def api_guard(dag_id: DagIdPath, session: SessionDep, store: StoreDep, dag: DagDep) -> dict[str, Any]:
     """The guard the DAG declares (cap, thresholds, measures), the kill switches covering its
     backfills, and its latest backfill (if any)."""
-    return guard_state(session, store, dag_id)
+    return guard_state(session, store, dag)
 
 
 @router.post(
@@ -70,13 +75,14 @@ def api_preview(
     form: Annotated[BackfillForm, Depends(json_body(BackfillForm))],
     session: SessionDep,
     store: StoreDep,
+    dag: DagDep,
 ) -> dict[str, Any]:
     """The windows the backfill would run (Airflow's own list, minus what its reprocess
     behavior skips), how many against the DAG's cap, each window's existing data (table,
     policy version, dataset version, rows) and existing run, the effective thresholds, and what
     the guard (`refusal`) or Airflow (`airflow_refusal`) refuses; `blocked` lists what stops a
     submit (a running backfill, a kill switch, an unreadable history store)."""
-    return preview(session, store, dag_id, form)
+    return preview(session, store, dag, form)
 
 
 @router.post(
@@ -95,12 +101,13 @@ def api_create(
     form: Annotated[BackfillForm, Depends(json_body(BackfillForm))],
     session: SessionDep,
     store: StoreDep,
+    dag: DagDep,
 ) -> dict[str, Any]:
     """Creates the backfill through Airflow's own creation route (as the caller), its DAG run
     conf built from the form. Refused with 422 and the guard's message (`detail`) as
     `POST /api/v2/backfills` would be; 409 when a kill switch covers the DAG's backfills or
     another backfill runs; 503 when the history store cannot be read."""
-    return create(session, store, request.scope, user, dag_id, form)
+    return create(session, store, request.scope, user, dag, form)
 
 
 @router.get(
@@ -112,12 +119,11 @@ def api_create(
     responses=error_responses(404),
 )
 def api_status(
-    dag_id: DagIdPath, backfill_id: BackfillIdPath, session: SessionDep, store: StoreDep
+    dag_id: DagIdPath, session: SessionDep, store: StoreDep, backfill: BackfillDep
 ) -> dict[str, Any]:
     """`phase` (running, paused, stopped, completed), counts of run `states`, and per window its
     run (state, run_id), and every write recorded for it so far (status, rows, checksum,
     dataset and policy version, `diff`, message), the kill switches and `history_error`."""
-    backfill = get_backfill(session, dag_id, backfill_id)
     return backfill_status(session, store, dag_id, backfill)
 
 
@@ -132,16 +138,15 @@ def api_status(
 )
 def api_stop(
     dag_id: DagIdPath,
-    backfill_id: BackfillIdPath,
     user: UserDep,
     form: Annotated[StopForm, Depends(json_body(StopForm))],
     session: SessionDep,
     store: StoreDep,
+    backfill: BackfillDep,
 ) -> dict[str, Any]:
     """Sets the DAG's backfill kill switch (a window already writing refuses before commit,
     every later one before writing), then pauses the Airflow backfill (no new window starts).
     Answers the backfill's status. 409 if it already completed."""
-    backfill = get_backfill(session, dag_id, backfill_id)
     stop(session, store, f"{user_name(user)} (UI)", dag_id, backfill, form.reason)
     return backfill_status(session, store, dag_id, backfill)
 

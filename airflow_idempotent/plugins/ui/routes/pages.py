@@ -21,7 +21,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     HistoryQuery,
     InputError,
 )
-from airflow_idempotent.plugins.ui.dependencies import SessionDep, StoreDep, store_error
+from airflow_idempotent.plugins.ui.dependencies import DagDep, SessionDep, StoreDep, store_error
 from airflow_idempotent.plugins.ui.history import attempt_data, read_history, read_runs
 from airflow_idempotent.plugins.ui.render import STATIC, STATIC_FILES, airflow_root, render, root_path
 from airflow_idempotent.plugins.ui.security import (
@@ -107,9 +107,9 @@ def page_dag_history(request: Request, dag_id: str, user: UserDep, store: StoreD
 
 @router.get("/dags/{dag_id}/backfill", dependencies=[READ_RUNS])
 def page_backfill(
-    request: Request, dag_id: str, user: UserDep, session: SessionDep, store: StoreDep
+    request: Request, dag_id: str, user: UserDep, session: SessionDep, store: StoreDep, dag: DagDep
 ) -> HTMLResponse:
-    state = guard_state(session, store, dag_id)
+    state = guard_state(session, store, dag)
     today = datetime.now(timezone.utc).date()
     data = {
         "dag_id": dag_id,

@@ -19,7 +19,7 @@ from airflow_idempotent.plugins.ui.datamodels import (
     RerunQuery,
     error_responses,
 )
-from airflow_idempotent.plugins.ui.dependencies import SessionDep, StoreDep, body_doc, json_body
+from airflow_idempotent.plugins.ui.dependencies import DagDep, SessionDep, StoreDep, body_doc, json_body
 from airflow_idempotent.plugins.ui.render import render, root_path
 from airflow_idempotent.plugins.ui.rerun import page_data, rerun_preview
 from airflow_idempotent.plugins.ui.security import (
@@ -49,6 +49,7 @@ def api_rerun_preview(
     form: Annotated[RerunForm, Depends(json_body(RerunForm))],
     session: SessionDep,
     store: StoreDep,
+    dag: DagDep,
 ) -> dict[str, Any]:
     """For every window-write task of the DAG: its SQL rendered for the window as a run renders it
     (the DAG's params, the `conf` on top), staged, diffed with production by key (rows added,
@@ -56,7 +57,7 @@ def api_rerun_preview(
     tasks: would a rerun send (ledger state). Each task ends with a `verdict` (safe, not safe,
     unverified) and its `reasons`. 422 for a conf the guard or the DAG's params refuse; 503 when
     the API server cannot read the DAG's file or the preview cannot run."""
-    return rerun_preview(session, store, dag_id, form)
+    return rerun_preview(session, store, dag, form)
 
 
 @pages.get("/dags/{dag_id}/rerun", dependencies=[READ_RUNS])
