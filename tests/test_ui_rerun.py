@@ -188,8 +188,20 @@ def write_task(answer: dict[str, Any]) -> dict[str, Any]:
     return {t["task_id"]: t for t in answer["tasks"]}["write_payouts"]
 
 
+def preview_events() -> list[tuple[str, str]]:
+    """Airflow's audit log (the Event Log) entries of rerun previews, oldest first."""
+    from airflow.models import Log
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.execute(
+            sa.select(Log.owner, Log.dag_id).where(Log.event == "idempotent_preview_rerun").order_by(Log.id)
+        ).all()
+    return [(str(owner), str(dag_id)) for owner, dag_id in rows]
+
+
 def test_the_preview_after_a_policy_change_reports_exactly_the_rows_v2_changes(env: Env) -> None:
-    digest, staged = env.digest(), env.staged()
+    digest, staged, logged = env.digest(), env.staged(), preview_events()
     answer = env.post({**WINDOW, "conf": {"policy_version": "v2"}})
     assert answer.status_code == 200, answer.text
     task = write_task(answer.json())
@@ -209,6 +221,8 @@ def test_the_preview_after_a_policy_change_reports_exactly_the_rows_v2_changes(e
     unchanged = write_task(env.post({**WINDOW, "conf": {}}).json())  # the DAG's own v1: nothing changes
     assert unchanged["preview"]["diff"]["changed"] == 0 and unchanged["preview"]["unchanged"] is True
     assert env.digest() == digest
+    # Airflow's Event Log names who previewed which DAG, once per request.
+    assert preview_events()[len(logged) :] == [("admin", DAG_ID)] * 2
 
 
 @pytest.mark.parametrize("user", ["alice", "viewer"])

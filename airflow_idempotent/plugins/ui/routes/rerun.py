@@ -2,7 +2,8 @@
 
 The POST stages each window-write task's rows (a temporary table, always rolled back), so it is
 guarded as a write: Airflow's permission to create the DAG's runs (as the backfill preview), the
-CSRF check of every state-changing route, a JSON body bounded and parsed only after both.
+CSRF check of every state-changing route, a JSON body bounded and parsed only after both, and an
+entry in Airflow's audit log (the Event Log) for who previewed which DAG.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from airflow_idempotent.plugins.ui.security import (
     CSRF,
     READ_RUNS,
     UserDep,
+    audit,
     csrf_token,
     user_name,
 )
@@ -38,7 +40,8 @@ pages = APIRouter(include_in_schema=False)
 @router.post(
     "/rerun/preview",
     summary="Preview rerunning a window (nothing is written)",
-    dependencies=[CREATE_RUNS, CSRF],
+    # Audited like the backfill routes: it runs the DAG's SQL against production (staged, rolled back).
+    dependencies=[CREATE_RUNS, CSRF, Depends(audit("idempotent_preview_rerun"))],
     openapi_extra=body_doc(RerunForm),
     response_model=RerunPreviewResponse,
     response_model_exclude_unset=True,
