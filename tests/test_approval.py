@@ -268,3 +268,35 @@ def test_an_approval_does_not_override_a_kill_switch_set_while_it_waited(
     decided = approvals.of_attempt(history, identity(ctx))
     assert decided is not None and decided.status == "not_swapped" and decided.decided_by == "alice"
     assert pending.stage_table not in tables(loaded.engine)
+
+
+@pytest.mark.parametrize("warehouse", ["postgres", "sqlite"], indirect=True)
+def test_a_newer_attempt_supersedes_a_pending_approval_and_drops_its_kept_rows(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    """The parked task is cleared (or marked by hand) and runs again: its retry's diff is the one
+    to decide on; the first attempt's kept rows would otherwise stay in the warehouse for ever."""
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    first = breached_backfill(2)
+    park(first)
+    old = approvals.of_attempt(history, identity(first))
+    assert old is not None and old.stage_table in tables(loaded.engine)
+    retry = {**first, "ti": TI(first["run_id"])}
+    retry["ti"].try_number = 2
+    retry["task_instance"] = retry["ti"]
+    park(retry)
+    new = approvals.of_attempt(history, identity(retry))
+    gone = approvals.of_attempt(history, identity(first))
+    assert new is not None and new.status == "pending" and new.stage_table != old.stage_table
+    assert gone is not None and gone.status == "superseded"
+    assert gone.comment == f"superseded by {first['run_id']} try 2"
+    kept = {t for t in tables(loaded.engine) if t.startswith("_idem_apr_")}
+    assert kept == {new.stage_table}
+    # a late answer to the first request swaps nothing and says which request to answer
+    with pytest.raises(GuardRefusal, match="a newer attempt wrote that window"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(first, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == before
+    guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(retry, response("Approve"))
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]

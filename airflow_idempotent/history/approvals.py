@@ -26,6 +26,9 @@ from airflow_idempotent.identity import AttemptIdentity
 PENDING, APPROVED, REJECTED, TIMED_OUT, STALE = "pending", "approved", "rejected", "timed_out", "stale"
 #: approved, but the swap failed for another reason (a kill switch, the warehouse): nothing swapped
 NOT_SWAPPED = "not_swapped"
+#: still pending when a newer attempt wrote the same window (the task cleared, marked, rerun): its
+#: kept rows are dropped, and a late answer to its request swaps nothing
+SUPERSEDED = "superseded"
 DECIDED = (APPROVED, REJECTED, TIMED_OUT, STALE)
 
 
@@ -198,6 +201,38 @@ def mark(store: HistoryStore, identity: AttemptIdentity, status: str, comment: s
     """Change a decided approval's status (an approval whose data changed becomes stale)."""
     with store.engine.begin() as conn:
         conn.execute(_table().update().where(*_key(identity)).values(status=status, comment=comment))
+
+
+def supersede(
+    store: HistoryStore, identity: AttemptIdentity, target: str, window_start: datetime, window_end: datetime
+) -> list[str]:
+    """Mark the pending approvals of this target and window made by other attempts superseded and
+    return their kept tables (for the caller to drop): a newer attempt's diff is the one a person
+    decides on, and an attempt that was cleared or marked by hand is never resumed to drop its own."""
+    store.migrate()
+    table = _table()
+    mine = sa.and_(*_key(identity))
+    with store.engine.begin() as conn:
+        rows = conn.execute(
+            sa.select(table.c.id, table.c.stage_table).where(
+                table.c.target == target,
+                table.c.window_start == window_start,
+                table.c.window_end == window_end,
+                table.c.status == PENDING,
+                sa.not_(mine),
+            )
+        ).all()
+        superseded = []
+        note = f"superseded by {identity.run_id} try {identity.try_number}"
+        for row_id, stage in rows:  # only those still pending now: a decision made meanwhile stands
+            done = conn.execute(
+                table.update()
+                .where(table.c.id == row_id, table.c.status == PENDING)
+                .values(status=SUPERSEDED, decided_at=utcnow(), comment=note)
+            )
+            if done.rowcount == 1:
+                superseded.append(str(stage))
+    return superseded
 
 
 def of_target(

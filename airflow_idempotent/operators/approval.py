@@ -83,16 +83,29 @@ class ApprovalMixin:
     log: Any
 
     def approval_write(
-        self, adapter: EngineAdapter, write: Any, identity: AttemptIdentity, target: str, window: Window
+        self,
+        adapter: EngineAdapter,
+        write: Any,
+        identity: AttemptIdentity,
+        target: str,
+        window: Window,
+        history: SafeHistory,
     ) -> Any:
         """The guarded write that keeps a breached window's rows in a table of its own; refused on
-        an engine without transactions (Spark switches partitions: there is no table to keep)."""
+        an engine without transactions (Spark switches partitions: there is no table to keep).
+        Older attempts' requests for this window still pending are superseded first, their kept
+        rows dropped (a cleared or hand-marked task is never resumed to drop them itself)."""
         if not adapter.supports_transactions:
             raise GuardRefusal(
                 'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
                 f"until a person decides; {self.conn_id!r} is a Spark connection, whose guarded write "
                 'switches partitions instead: nothing was written. Declare on_breach="refuse" for this '
                 "DAG (the default)."
+            )
+        for table in approvals.supersede(history.store, identity, target, window.start, window.end):
+            drop_kept(adapter, table)
+            self.log.warning(
+                "superseded an older pending approval of %s: dropped its kept rows %s", window.label(), table
             )
         return functools.partial(write, keep_on_breach=kept_stage_name(identity, target, window.label()))
 
@@ -147,6 +160,12 @@ class ApprovalMixin:
         history = SafeHistory(self.history_conn_id)
         store = history.store
         pending = approvals.of_attempt(store, identity)
+        if pending is not None and pending.status == approvals.SUPERSEDED:
+            raise GuardRefusal(
+                f"{identity.task_id} resumed for an approval of {pending.window_label}, but a newer attempt "
+                f"wrote that window ({pending.comment}): its kept rows are gone and nothing was swapped. "
+                "Answer the newer attempt's request instead."
+            )
         if pending is None or pending.status != approvals.PENDING:
             raise GuardRefusal(
                 f"{identity.task_id} resumed for an approval, but history holds no pending approval of "

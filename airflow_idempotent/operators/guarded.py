@@ -175,7 +175,7 @@ class GuardedWriteMixin(ApprovalMixin):
 
         write: Any = guarded_write
         if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
-            write = self.approval_write(adapter, write, identity, target, spec.window)
+            write = self.approval_write(adapter, write, identity, target, spec.window, history)
         if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
             from airflow_idempotent.guard.spark_write import guarded_switch
 
