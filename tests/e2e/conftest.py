@@ -89,15 +89,7 @@ def warehouse_database(
         with admin.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         fill(engine)
-        connection = {
-            "connection_id": conn_id,
-            "conn_type": "postgres",
-            "host": PG_HOST,
-            "port": PG_PORT,
-            "login": PG_USER,
-            "schema": name,
-        }
-        cluster.request("POST", "/api/v2/connections", connection)
+        cluster.add_postgres_connection(conn_id, name)
         for dag_id in dag_ids:
             cluster.wait_for(
                 f"{dag_id} to be parsed", lambda d=dag_id: cluster.request("GET", f"/api/v2/dags/{d}"), 120, 1
@@ -207,6 +199,18 @@ class AirflowCluster:
             return status, json.loads(text) if text else None
         except ValueError:
             return status, text
+
+    def add_postgres_connection(self, conn_id: str, database: str) -> None:
+        """The Airflow connection `conn_id` to a database of the local PostgreSQL (POST /connections)."""
+        connection = {
+            "connection_id": conn_id,
+            "conn_type": "postgres",
+            "host": PG_HOST,
+            "port": PG_PORT,
+            "login": PG_USER,
+            "schema": database,
+        }
+        self.request("POST", "/api/v2/connections", connection)
 
     def wait_for(self, what: str, check: Any, timeout: float, every: float = 2.0) -> Any:
         """Poll `check()` until it returns something truthy; fail with the services' logs."""

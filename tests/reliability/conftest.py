@@ -349,15 +349,7 @@ class ReliabilityCluster(AirflowCluster):
             admin.dispose()
         self.warehouses.append(db)
         conn_id = f"idem_rel_{suffix}"
-        connection = {
-            "connection_id": conn_id,
-            "conn_type": "postgres",
-            "host": PG_HOST,
-            "port": PG_PORT,
-            "login": PG_USER,
-            "schema": db,
-        }
-        self.request("POST", "/api/v2/connections", connection)
+        self.add_postgres_connection(conn_id, db)
         return conn_id, f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{db}"
 
     def password(self, user: str) -> str:
