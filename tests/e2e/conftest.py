@@ -14,10 +14,12 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -29,8 +31,20 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import HOW_TO_START, PG_HOST, PG_PORT, PG_USER
+from tests.conftest import HOW_TO_START, PG_HOST, PG_PORT, PG_USER, REPO_ROOT
 
+SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
+CHROMIUM = os.environ.get("IDEM_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 SERVICES = {
     "api-server": ["api-server", "--workers", "1"],
@@ -320,3 +334,46 @@ def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) ->
             with contextlib.suppress(Exception):
                 drop_database(admin, db)
         admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, a fresh profile; Playwright drives it (never downloads one)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(
+            "the browser test needs Playwright: pip install -e '.[dev]' (or pip install playwright)",
+            pytrace=False,
+        )
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set IDEM_TEST_CHROMIUM)",
+            pytrace=False,
+        )
+    profile = tempfile.mkdtemp(prefix="idem_ui_chromium_")
+    try:
+        with sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(
+                profile,
+                executable_path=CHROMIUM,
+                args=CHROMIUM_ARGS,
+                headless=True,
+                viewport={"width": 1440, "height": 1000},
+                locale="en-US",
+                timezone_id="UTC",
+            )
+            context.set_default_timeout(30_000)
+            try:
+                yield context
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def shot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path

@@ -6,8 +6,9 @@ two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_inp
 
 1. production holds v1 for both days (written by plain SQL: the load is not what is tested);
 2. one corrective v2 backfill of both days breaching max_changed_rows: both tasks wait; day 1's
-   HITL detail (REST) shows the diff, checked against figures computed here; approved through the
-   REST API, the window becomes v2 and history names the approver;
+   HITL detail (REST) shows the diff, checked against figures computed here; Airflow's Required
+   actions page lists both (Chromium); day 1 approved in the task's Required Action tab (comment
+   typed, Approve clicked), the window becomes v2 and history names the approver;
 3. day 2 rejected: the table keeps its rows (checksum), the backfill's kill switch is on.
 """
 
@@ -26,7 +27,7 @@ import sqlalchemy as sa
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, table_checksum
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history import HistoryStore, approvals
-from tests.e2e.conftest import AirflowCluster, warehouse_database
+from tests.e2e.conftest import AirflowCluster, shot, warehouse_database
 
 pytestmark = pytest.mark.e2e
 
@@ -201,8 +202,50 @@ def breach_both_and_wait(cluster: AirflowCluster) -> tuple[dict[str, Any], dict[
     return created, run_ids, waited
 
 
+def required_actions_page(cluster: AirflowCluster, browser: Any, subjects: list[str]) -> None:
+    """Airflow's own Required actions page, in Chromium, lists every request by its subject."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    try:
+        page.goto(f"{cluster.base_url}/required_actions")
+        for text in subjects:
+            expect(page.get_by_text(text).first).to_be_visible(timeout=60_000)
+        shot(page, "required-actions")
+    finally:
+        page.close()
+
+
+def approve_in_the_ui(
+    cluster: AirflowCluster, browser: Any, run_id: str, shown: list[str], comment: str
+) -> None:
+    """A person's path: the task instance's Required Action tab in Airflow's UI shows the request's
+    diff (`shown`); the comment is typed (Airflow requires it) and Approve is clicked."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    try:
+        page.goto(f"{cluster.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/{TASK}/required_actions")
+        for text in shown:
+            expect(page.get_by_text(text).first).to_be_visible(timeout=60_000)
+        approve = page.get_by_test_id("hitl-option-Approve")
+        expect(approve).to_be_disabled()  # no comment yet
+        page.locator("#element_comment").fill(comment)
+        shot(page, "approval")
+        expect(approve).to_be_enabled()
+        approve.click()
+        cluster.wait_for(
+            "the UI's answer to reach Airflow",
+            lambda: cluster.request("GET", hitl_path(run_id))["response_received"],
+            60,
+            0.5,
+        )
+    finally:
+        page.close()
+
+
 def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
-    cluster: AirflowCluster, warehouse: sa.Engine, store: HistoryStore
+    cluster: AirflowCluster, warehouse: sa.Engine, store: HistoryStore, browser: Any
 ) -> None:
     t0 = time.monotonic()
     for day in DAYS:
@@ -215,6 +258,8 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     assert sorted(d["task_instance"]["dag_run_id"] for d in listed["hitl_details"]) == sorted(
         run_ids.values()
     )
+    # ... and Airflow's UI shows them on its Required actions page
+    required_actions_page(cluster, browser, [d["subject"] for d in listed["hitl_details"]])
 
     # day 1: the HITL detail shows the diff; approved through the REST API
     day = DAYS[0]
@@ -227,12 +272,12 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     v1, v2 = total(day, "v1"), total(day, "v2")
     assert f"| amount_eur | {v1} | {v2} | {v2 - v1} |" in body
     assert f"Sample changed keys: {', '.join(str(i) for i in changed[:10])}" in body
-    answered = cluster.request(
-        "PATCH",
-        hitl_path(run_ids[day]),
-        {"chosen_options": ["Approve"], "params_input": {"comment": "signed off"}},
-    )
-    approver = answered["responded_by"]["name"]
+    # approved in Airflow's UI, as a person does: the task's Required Action tab shows the diff
+    shown = [f"changed {len(changed)} rows > max_changed_rows 10", f"{v2 - v1}", "Sample changed keys:"]
+    approve_in_the_ui(cluster, browser, run_ids[day], shown, "signed off")
+    answered = cluster.request("GET", hitl_path(run_ids[day]))
+    assert answered["chosen_options"] == ["Approve"], answered
+    approver = answered["responded_by_user"]["name"]
     wait_done(cluster, day, "success")
     assert window(warehouse, day) == (PER_DAY, v2)
     (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]

@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,6 +53,7 @@ from tests.e2e.conftest import (
     free_port,
     kill_group,
     pg_admin,
+    shot,
 )
 from tests.test_preview import payout, table_digest  # the scenario's formula, computed in the tests
 
@@ -67,18 +64,6 @@ CONN_ID = "idem_ui_warehouse"
 PER_DAY = 40
 DAYS = [date(2026, 8, 3), date(2026, 8, 4), date(2026, 8, 5)]
 RANGE = {"from_date": "2026-08-03T00:00:00Z", "to_date": "2026-08-05T00:00:00Z"}
-SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
-CHROMIUM = os.environ.get("IDEM_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORDS = {"admin": "admin", "viewer": "viewer", "outsider": "outsider"}
 REASON = "contract fix: v2 rates <b>not bold</b>"
 
@@ -358,6 +343,42 @@ def test_every_route_needs_a_user_with_access_to_the_dag(
     assert counts(cluster, history) == before
 
 
+def test_every_credential_form_on_the_rerun_preview(
+    cluster: AirflowCluster, warehouse: sa.Engine, seeded: int
+) -> None:
+    """The rerun preview stages the DAG's SQL against the warehouse, so it is guarded as a write.
+    On the real API server with real users: every bearer form Airflow accepts gets the preview;
+    the UI's cookie alone is a browser session, refused without the page's CSRF token or with a
+    forged one and answered with the page's; a form Airflow refuses is 401; the table is unchanged."""
+    admin = token(cluster, "admin")
+    path = f"/idempotent/api/dags/{DAG_ID}/rerun/preview"
+    before = totals(warehouse)
+    bearer_forms = {
+        "Bearer": {"Authorization": f"Bearer {admin}"},
+        "Bearer + two spaces": {"Authorization": f"Bearer  {admin}"},
+        "Bearer + space + tab": {"Authorization": f"Bearer \t{admin}"},
+        "lower-case scheme": {"Authorization": f"bearer {admin}"},
+    }
+    for form, headers in bearer_forms.items():
+        status, text = http(cluster, "POST", path, RERUN, headers)
+        assert status == 200, (form, status, text[:300])
+        tasks = {t["task_id"]: t for t in json.loads(text)["tasks"]}
+        assert tasks["write_payouts"]["preview"]["diff"]["unchanged"] == PER_DAY, (form, tasks)
+    cookie = {"Cookie": f"_token={admin}"}
+    status, text = http(cluster, "POST", path, RERUN, cookie)
+    assert status == 403 and "X-Idempotent-CSRF" in text, (status, text[:300])
+    assert http(cluster, "POST", path, RERUN, {**cookie, "X-Idempotent-CSRF": "forged"})[0] == 403
+    status, page = http(
+        cluster, "GET", f"/idempotent/dags/{DAG_ID}/rerun?{urllib.parse.urlencode(RERUN)}", None, cookie
+    )
+    found = re.search(r'<meta name="idempotent-csrf" content="([^"]+)">', page)
+    assert status == 200 and found is not None, (status, page[:300])
+    status, text = http(cluster, "POST", path, RERUN, {**cookie, "X-Idempotent-CSRF": found.group(1)})
+    assert status == 200, (status, text[:300])
+    assert http(cluster, "POST", path, RERUN, {"Authorization": f"Bearer\t{admin}"})[0] == 401
+    assert totals(warehouse) == before
+
+
 def test_hostile_values_are_refused_and_nothing_is_written(
     cluster: AirflowCluster, history: HistoryStore, seeded: int
 ) -> None:
@@ -415,52 +436,9 @@ def test_hostile_values_are_refused_and_nothing_is_written(
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless, a fresh profile; Playwright drives it (never downloads one)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(
-            "the browser test needs Playwright: pip install -e '.[dev]' (or pip install playwright)",
-            pytrace=False,
-        )
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set IDEM_TEST_CHROMIUM)",
-            pytrace=False,
-        )
-    profile = tempfile.mkdtemp(prefix="idem_ui_chromium_")
-    try:
-        with sync_playwright() as playwright:
-            context = playwright.chromium.launch_persistent_context(
-                profile,
-                executable_path=CHROMIUM,
-                args=CHROMIUM_ARGS,
-                headless=True,
-                viewport={"width": 1440, "height": 1000},
-                locale="en-US",
-                timezone_id="UTC",
-            )
-            context.set_default_timeout(30_000)
-            try:
-                yield context
-            finally:
-                context.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
 def to_top(locator: Any) -> None:
     """Scroll the page inside the iframe so that this element is at the top of the view."""
     locator.evaluate("element => element.scrollIntoView({block: 'start'})")
-
-
-def shot(page: Any, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path))
-    return path
 
 
 def test_a_guarded_backfill_from_the_airflow_ui(
