@@ -87,15 +87,24 @@ def set_local_timeouts(conn: Connection | Session, millis: int, statement: bool 
 def advisory_xact_lock(
     conn: Connection, lock: LockId, timeout: float, on_timeout: Callable[[], Exception]
 ) -> None:
-    """pg_advisory_xact_lock under a local lock_timeout: the transaction's end releases it."""
-    set_local_timeouts(conn, max(1, int(timeout * 1000)))
+    """pg_advisory_xact_lock under a local lock_timeout: the transaction's end releases it.
+
+    One round trip: the timeout is set, the lock taken and the timeout reset in nested subqueries,
+    which PostgreSQL evaluates inside out (a subquery calling a volatile function is never pulled
+    up), so the wait is bounded and the statements after it are not. It ran three statements
+    for every write and every history record.
+    """
+    bounded = sa.select(
+        sa.func.set_config("lock_timeout", f"{max(1, int(timeout * 1000))}ms", True).label("t")
+    )
+    locked = sa.select(sa.func.pg_advisory_xact_lock(lock.key).label("l")).select_from(bounded.subquery())
+    reset = sa.select(sa.func.set_config("lock_timeout", "0ms", True)).select_from(locked.subquery())
     try:
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(lock.key)))
+        conn.execute(reset)
     except sa.exc.OperationalError as err:
         if getattr(err.orig, "pgcode", None) == PG_LOCK_NOT_AVAILABLE:
             raise on_timeout() from err
         raise
-    set_local_timeouts(conn, 0)
 
 
 # ----------------------------------------------------------------------------------- transactions

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from functools import cached_property
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import ADAPTERS, EngineAdapter, adapter_class, adapter_for
@@ -258,14 +258,34 @@ class HistoryStore:
         window = Window(start=to_utc(record.window_start), end=to_utc(record.window_end), source="history")
         with self.adapter.locked_transaction(f"history:{record.target}", window, self.timeout) as conn:
             table: sa.Table = WindowWrite.__table__  # type: ignore[assignment]
-            existing = conn.execute(
-                sa.select(table.c.ordinal, table.c.dataset_version, table.c.nondeterministic).where(
-                    *self._natural_key(table, record)
+            # One read answers both questions: was this attempt stored already (a redelivery), and
+            # which writes of the window came before it (ordinal, version, non-determinism).
+            same_attempt = sa.and_(*self._natural_key(table, record))
+            same_window = sa.and_(
+                table.c.target == record.target,
+                table.c.window_start == record.window_start,
+                table.c.window_end == record.window_end,
+                table.c.status == "written",
+            )
+            rows = conn.execute(
+                sa.select(
+                    table.c.ordinal,
+                    table.c.dataset_version,
+                    table.c.nondeterministic,
+                    table.c.checksum,
+                    table.c.fingerprint,
+                    sa.case((same_attempt, True), else_=False).label("same_attempt"),
+                    sa.case((same_window, True), else_=False).label("same_window"),
                 )
-            ).first()
+                .where(sa.or_(same_attempt, same_window))
+                .order_by(table.c.ordinal.desc())
+            ).all()
+            existing = next((r for r in rows if r.same_attempt), None)
             if existing is not None:  # redelivered: stored once
-                return StoredWrite(existing[0], existing[1], bool(existing[2]))
-            stored = self._derive(conn, record)
+                return StoredWrite(
+                    existing.ordinal, existing.dataset_version, bool(existing.nondeterministic)
+                )
+            stored = self._derive(record, [r for r in rows if r.same_window])
             values = record.values()
             values.update(
                 ordinal=stored.ordinal,
@@ -286,44 +306,36 @@ class HistoryStore:
             table.c.window_start == record.window_start,
         ]
 
-    def _derive(self, conn: Connection, record: WriteRecord) -> StoredWrite:
-        """Ordinal (how many writes of this window so far), dataset version, non-determinism."""
-        table = WindowWrite.__table__
-        same_window = [
-            table.c.target == record.target,
-            table.c.window_start == record.window_start,
-            table.c.window_end == record.window_end,
-        ]
-        written = conn.execute(
-            sa.select(table.c.ordinal, table.c.dataset_version, table.c.checksum, table.c.fingerprint)
-            .where(*same_window, table.c.status == "written")
-            .order_by(table.c.ordinal.desc())
-        ).all()
+    @staticmethod
+    def _derive(record: WriteRecord, written: Sequence[Any]) -> StoredWrite:
+        """Ordinal (how many writes of this window so far), dataset version, non-determinism, from
+        the window's earlier written rows, newest first (ordinal, dataset_version, checksum,
+        fingerprint)."""
         last = written[0] if written else None
         if record.status != "written":
             return StoredWrite(
-                ordinal=last[0] if last else 0,
-                dataset_version=last[1] if last else 0,
+                ordinal=last.ordinal if last else 0,
+                dataset_version=last.dataset_version if last else 0,
                 nondeterministic=False,
-                previous_checksum=last[2] if last else None,
+                previous_checksum=last.checksum if last else None,
             )
-        ordinal = (last[0] if last else 0) + 1
+        ordinal = (last.ordinal if last else 0) + 1
         if last is None:
             version = 1
-        elif last[2] == record.checksum:
-            version = last[1]
+        elif last.checksum == record.checksum:
+            version = last.dataset_version
         else:
-            version = last[1] + 1
+            version = last.dataset_version + 1
         # Only checksums of the same definition compare: a window written before the checksum's
         # version changed is a new dataset version (its result may differ), never nondeterministic.
         nondeterministic = any(
-            row[3] == record.fingerprint
-            and row[2] is not None
-            and row[2] != record.checksum
-            and (record.checksum is None or comparable(row[2], record.checksum))
+            row.fingerprint == record.fingerprint
+            and row.checksum is not None
+            and row.checksum != record.checksum
+            and (record.checksum is None or comparable(row.checksum, record.checksum))
             for row in written
         )
-        return StoredWrite(ordinal, version, nondeterministic, last[2] if last else None)
+        return StoredWrite(ordinal, version, nondeterministic, last.checksum if last else None)
 
     # ------------------------------------------------------------------ reading
     def last_write(self, target: str, window: Window, status: str = "written") -> dict[str, Any] | None:
