@@ -128,20 +128,35 @@ def _interrupt(adapter: SparkAdapter, session_id: str | None) -> None:
 
 
 def _apply(
-    adapter: SparkAdapter, conn: Any, table: str, partition_column: str, ops: list[dict[str, str]]
+    adapter: SparkAdapter,
+    conn: Any,
+    table: str,
+    partition_column: str,
+    ops: list[dict[str, str]],
+    replay: bool = False,
 ) -> None:
-    """Run a plan's catalog operations; each is idempotent, so a plan can be run again whole."""
-    for i, op in enumerate(ops):
-        value = date.fromisoformat(op["value"])
-        if op["op"] == "set":
-            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
-        elif op["op"] == "add":
-            conn.sql(adapter.add_partition(table, partition_column, value, op["location"]))
-            # ADD IF NOT EXISTS keeps an existing partition's location: a rerun of the plan sets it
-            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
-        else:
-            conn.sql(adapter.drop_partition(table, partition_column, value))
-        if i == 0:
+    """Run a plan's catalog operations: every new day in one ADD, each moved day's SET LOCATION, every
+    emptied day in one DROP, then REFRESH. Each statement is idempotent and leaves each partition at
+    a complete location (old or new), so a plan can be run again whole.
+
+    `replay` (recovery of a dead attempt's plan): ADD IF NOT EXISTS keeps the location of a day that
+    exists already (the dead attempt's ADD may have landed, or another plan added the day since), so
+    each added day's location is also set, as the plan says.
+    """
+    where = {op["value"]: op.get("location", "") for op in ops}
+    added = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "add"]
+    moved = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "set"]
+    dropped = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "drop"]
+    if added:
+        conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
+        _step("switched_one")
+    for i, value in enumerate([*added, *moved] if replay else moved):
+        conn.sql(adapter.set_location(table, partition_column, value, where[value.isoformat()]))
+        if i == 0 and not added:
+            _step("switched_one")
+    if dropped:
+        conn.sql(adapter.drop_partitions(table, partition_column, dropped))
+        if not added and not moved:
             _step("switched_one")
     conn.sql(adapter.refresh(table))
 
@@ -164,7 +179,7 @@ def _recover(
                     log.warning(
                         "completing the switch of dead attempt %s (%s)", plan.attempt_id, window.label()
                     )
-                    _apply(adapter, conn, spec.table, partition_column, plan.operations)
+                    _apply(adapter, conn, spec.table, partition_column, plan.operations, replay=True)
                     switches.set_status(store, plan.attempt_id, switches.DONE)
                 else:
                     switches.set_status(store, plan.attempt_id, switches.ABANDONED)

@@ -351,15 +351,20 @@ class SparkAdapter(EngineAdapter):
         spec = self.partition_spec(partition_column, value)
         return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
 
-    def add_partition(self, table: str, partition_column: str, value: date, location: str) -> str:
-        spec = self.partition_spec(partition_column, value)
-        return (
-            f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {spec} LOCATION {self.literal(location)}"
+    def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
+        """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for
+        every (value, location): Spark's grammar takes several partition specs in one ADD, and the
+        catalog creates them in one call. IF NOT EXISTS keeps an existing partition's location."""
+        specs = " ".join(
+            f"{self.partition_spec(partition_column, value)} LOCATION {self.literal(location)}"
+            for value, location in where
         )
+        return f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {specs}"
 
-    def drop_partition(self, table: str, partition_column: str, value: date) -> str:
-        spec = self.partition_spec(partition_column, value)
-        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {spec}"
+    def drop_partitions(self, table: str, partition_column: str, values: Sequence[date]) -> str:
+        """One ALTER TABLE .. DROP IF EXISTS PARTITION (..), PARTITION (..) for every value."""
+        specs = ", ".join(self.partition_spec(partition_column, value) for value in values)
+        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {specs}"
 
     def refresh(self, table: str) -> str:
         return f"REFRESH TABLE {self.qualified(table)}"
