@@ -303,8 +303,13 @@ def overwrite_by_switch(
         _step("recorded")
         conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
         _step("staged")
-        stats = adapter.execute(conn, adapter.partition_stats(staging, column, list(info.columns)), {}).all()
-        outside = [(v, int(n)) for v, n, _ in stats if v is None or not (start <= v < end)]
+        # one round trip: the staging's rows and checksum per day, and what the target's window reads now
+        scanned = conn.sql(
+            adapter.staged_and_replaced(staging, spec.table, column, list(info.columns)), window_only
+        ).all()
+        stats = [(v, int(n), s) for src, v, _, n, s in scanned if src == "staged"]
+        old = [(str(where), int(n)) for src, _, where, n, _ in scanned if src == "replaced"]
+        outside = [(v, n) for v, n, _ in stats if v is None or not (start <= v < end)]
         if outside:
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
@@ -315,7 +320,7 @@ def overwrite_by_switch(
                 f"{spec.window.label()} (e.g. {sample}): nothing was replaced. Filter the SELECT on "
                 f"{column} >= :window_start AND {column} < :window_end."
             )
-        inserted = sum(int(n) for _, n, _ in stats)
+        inserted = sum(n for _, n, _ in stats)
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
         checksum = adapter.checksum_text(inserted, total)
         _step("verified")
@@ -328,9 +333,8 @@ def overwrite_by_switch(
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
-        old = conn.sql(adapter.window_dirs(spec.table, column), window_only).all()
-        deleted = sum(int(n) for _, n in old)
-        replaced = [str(where) for where, _ in old]
+        deleted = sum(n for _, n in old)
+        replaced = [where for where, _ in old]
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
         switches.set_status(

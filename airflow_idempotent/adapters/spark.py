@@ -373,14 +373,36 @@ class SparkAdapter(EngineAdapter):
         return f"DROP TABLE IF EXISTS {self.qualified(table)}"
 
     # ------------------------------------------------------------------ cleaning up
-    def window_dirs(self, table: str, partition_column: str) -> str:
-        """Each directory the window's files are in (one per partition) and its rows, from the files'
-        metadata: one scan gives the rows the switch replaces and the directories it leaves unread."""
+    def staged_and_replaced(
+        self, staging: str, table: str, partition_column: str, columns: Sequence[str]
+    ) -> str:
+        """One query, one round trip, for two scans the switch needs before its plan:
+
+        - ``('staged', value, NULL, rows, checksum)`` per partition value of the staging (its rows and
+          sum of row hashes: the verify step);
+        - ``('replaced', NULL, dir, rows, NULL)`` per directory the target's window reads now, from
+          the files' metadata (the rows the switch replaces and the directories it leaves unread).
+
+        The window is bound as ``:window_start`` and ``:window_end``.
+        """
+        stats = self.partition_stats(staging, partition_column, columns)
+        value, count, total = stats.expressions
+        staged = exp.select(
+            exp.alias_(exp.Literal.string("staged"), "src"),
+            exp.alias_(value.copy(), "value"),
+            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
+            exp.alias_(count.copy(), "n"),
+            exp.alias_(total.copy(), "total"),
+        ).from_(self.table(staging))
+        staged = staged.group_by(self.column(partition_column))
         part = self.ident(partition_column)
-        return (
-            "SELECT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n "
-            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 1"
+        replaced = (
+            "SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value, "
+            "regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n, "
+            "CAST(NULL AS DECIMAL(38, 0)) AS total "
+            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 3"
         )
+        return f"{self.render(staged)} UNION ALL {replaced}"
 
     def trash_statements(
         self, trash: str, table: str, partition_column: str, dirs: Sequence[str]
