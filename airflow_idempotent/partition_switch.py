@@ -246,8 +246,7 @@ def sweep(
                 conn.sql(statement)
         for plan in dead:
             switches.set_status(store, plan.attempt_id, switches.SWEPT)
-        schema = table.split(".")[0] if "." in table else None
-        present = {t.name.lower() for t in conn.session.catalog.listTables(schema)}
+        present = set(adapter.staging_tables(conn, table))
         finished = switches.plans(store, target, (switches.DONE, switches.ABANDONED, switches.SWEPT))
         for plan in finished:  # this target's staging tables only, of attempts that are over
             if plan.staging_table.split(".")[-1].lower() in present:

@@ -344,6 +344,14 @@ class SparkAdapter(EngineAdapter):
                 out[value] = ""
         return out
 
+    def staging_tables(self, conn: Any, table: str) -> list[str]:
+        """The lower-case names of the staging tables in `table`'s schema: SHOW TABLES .. LIKE lists
+        names only (the catalog's listTables reads every table's metadata, one call per table)."""
+        schema, _ = split_table_name(table)
+        where = f" IN {self.ident(schema)}" if schema else ""
+        rows = conn.sql(f"SHOW TABLES{where} LIKE {self.literal(STAGING_PREFIX + '*')}").all()
+        return [str(name).lower() for _, name, temporary in rows if not temporary]
+
     def partition_spec(self, partition_column: str, value: date) -> str:
         return f"PARTITION ({self.ident(partition_column)} = {self.literal(value.isoformat())})"
 
