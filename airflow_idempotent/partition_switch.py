@@ -128,20 +128,35 @@ def _interrupt(adapter: SparkAdapter, session_id: str | None) -> None:
 
 
 def _apply(
-    adapter: SparkAdapter, conn: Any, table: str, partition_column: str, ops: list[dict[str, str]]
+    adapter: SparkAdapter,
+    conn: Any,
+    table: str,
+    partition_column: str,
+    ops: list[dict[str, str]],
+    replay: bool = False,
 ) -> None:
-    """Run a plan's catalog operations; each is idempotent, so a plan can be run again whole."""
-    for i, op in enumerate(ops):
-        value = date.fromisoformat(op["value"])
-        if op["op"] == "set":
-            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
-        elif op["op"] == "add":
-            conn.sql(adapter.add_partition(table, partition_column, value, op["location"]))
-            # ADD IF NOT EXISTS keeps an existing partition's location: a rerun of the plan sets it
-            conn.sql(adapter.set_location(table, partition_column, value, op["location"]))
-        else:
-            conn.sql(adapter.drop_partition(table, partition_column, value))
-        if i == 0:
+    """Run a plan's catalog operations: every new day in one ADD, each moved day's SET LOCATION, every
+    emptied day in one DROP, then REFRESH. Each statement is idempotent and leaves each partition at
+    a complete location (old or new), so a plan can be run again whole.
+
+    `replay` (recovery of a dead attempt's plan): ADD IF NOT EXISTS keeps the location of a day that
+    exists already (the dead attempt's ADD may have landed, or another plan added the day since), so
+    each added day's location is also set, as the plan says.
+    """
+    where = {op["value"]: op.get("location", "") for op in ops}
+    added = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "add"]
+    moved = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "set"]
+    dropped = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "drop"]
+    if added:
+        conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
+        _step("switched_one")
+    for i, value in enumerate([*added, *moved] if replay else moved):
+        conn.sql(adapter.set_location(table, partition_column, value, where[value.isoformat()]))
+        if i == 0 and not added:
+            _step("switched_one")
+    if dropped:
+        conn.sql(adapter.drop_partitions(table, partition_column, dropped))
+        if not added and not moved:
             _step("switched_one")
     conn.sql(adapter.refresh(table))
 
@@ -164,7 +179,7 @@ def _recover(
                     log.warning(
                         "completing the switch of dead attempt %s (%s)", plan.attempt_id, window.label()
                     )
-                    _apply(adapter, conn, spec.table, partition_column, plan.operations)
+                    _apply(adapter, conn, spec.table, partition_column, plan.operations, replay=True)
                     switches.set_status(store, plan.attempt_id, switches.DONE)
                 else:
                     switches.set_status(store, plan.attempt_id, switches.ABANDONED)
@@ -231,8 +246,7 @@ def sweep(
                 conn.sql(statement)
         for plan in dead:
             switches.set_status(store, plan.attempt_id, switches.SWEPT)
-        schema = table.split(".")[0] if "." in table else None
-        present = {t.name.lower() for t in conn.session.catalog.listTables(schema)}
+        present = set(adapter.staging_tables(conn, table))
         finished = switches.plans(store, target, (switches.DONE, switches.ABANDONED, switches.SWEPT))
         for plan in finished:  # this target's staging tables only, of attempts that are over
             if plan.staging_table.split(".")[-1].lower() in present:
@@ -288,8 +302,13 @@ def overwrite_by_switch(
         _step("recorded")
         conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
         _step("staged")
-        stats = adapter.execute(conn, adapter.partition_stats(staging, column, list(info.columns)), {}).all()
-        outside = [(v, int(n)) for v, n, _ in stats if v is None or not (start <= v < end)]
+        # one round trip: the staging's rows and checksum per day, and what the target's window reads now
+        scanned = conn.sql(
+            adapter.staged_and_replaced(staging, spec.table, column, list(info.columns)), window_only
+        ).all()
+        stats = [(v, int(n), s) for src, v, _, n, s in scanned if src == "staged"]
+        old = [(str(where), int(n)) for src, _, where, n, _ in scanned if src == "replaced"]
+        outside = [(v, n) for v, n, _ in stats if v is None or not (start <= v < end)]
         if outside:
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
@@ -300,7 +319,7 @@ def overwrite_by_switch(
                 f"{spec.window.label()} (e.g. {sample}): nothing was replaced. Filter the SELECT on "
                 f"{column} >= :window_start AND {column} < :window_end."
             )
-        inserted = sum(int(n) for _, n, _ in stats)
+        inserted = sum(n for _, n, _ in stats)
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
         checksum = adapter.checksum_text(inserted, total)
         _step("verified")
@@ -313,9 +332,8 @@ def overwrite_by_switch(
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
-        old = conn.sql(adapter.window_dirs(spec.table, column), window_only).all()
-        deleted = sum(int(n) for _, n in old)
-        replaced = [str(where) for where, _ in old]
+        deleted = sum(n for _, n in old)
+        replaced = [where for where, _ in old]
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
         switches.set_status(

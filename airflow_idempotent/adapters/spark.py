@@ -344,6 +344,14 @@ class SparkAdapter(EngineAdapter):
                 out[value] = ""
         return out
 
+    def staging_tables(self, conn: Any, table: str) -> list[str]:
+        """The lower-case names of the staging tables in `table`'s schema: SHOW TABLES .. LIKE lists
+        names only (the catalog's listTables reads every table's metadata, one call per table)."""
+        schema, _ = split_table_name(table)
+        where = f" IN {self.ident(schema)}" if schema else ""
+        rows = conn.sql(f"SHOW TABLES{where} LIKE {self.literal(STAGING_PREFIX + '*')}").all()
+        return [str(name).lower() for _, name, temporary in rows if not temporary]
+
     def partition_spec(self, partition_column: str, value: date) -> str:
         return f"PARTITION ({self.ident(partition_column)} = {self.literal(value.isoformat())})"
 
@@ -351,15 +359,20 @@ class SparkAdapter(EngineAdapter):
         spec = self.partition_spec(partition_column, value)
         return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
 
-    def add_partition(self, table: str, partition_column: str, value: date, location: str) -> str:
-        spec = self.partition_spec(partition_column, value)
-        return (
-            f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {spec} LOCATION {self.literal(location)}"
+    def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
+        """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for
+        every (value, location): Spark's grammar takes several partition specs in one ADD, and the
+        catalog creates them in one call. IF NOT EXISTS keeps an existing partition's location."""
+        specs = " ".join(
+            f"{self.partition_spec(partition_column, value)} LOCATION {self.literal(location)}"
+            for value, location in where
         )
+        return f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {specs}"
 
-    def drop_partition(self, table: str, partition_column: str, value: date) -> str:
-        spec = self.partition_spec(partition_column, value)
-        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {spec}"
+    def drop_partitions(self, table: str, partition_column: str, values: Sequence[date]) -> str:
+        """One ALTER TABLE .. DROP IF EXISTS PARTITION (..), PARTITION (..) for every value."""
+        specs = ", ".join(self.partition_spec(partition_column, value) for value in values)
+        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {specs}"
 
     def refresh(self, table: str) -> str:
         return f"REFRESH TABLE {self.qualified(table)}"
@@ -368,14 +381,36 @@ class SparkAdapter(EngineAdapter):
         return f"DROP TABLE IF EXISTS {self.qualified(table)}"
 
     # ------------------------------------------------------------------ cleaning up
-    def window_dirs(self, table: str, partition_column: str) -> str:
-        """Each directory the window's files are in (one per partition) and its rows, from the files'
-        metadata: one scan gives the rows the switch replaces and the directories it leaves unread."""
+    def staged_and_replaced(
+        self, staging: str, table: str, partition_column: str, columns: Sequence[str]
+    ) -> str:
+        """One query, one round trip, for two scans the switch needs before its plan:
+
+        - ``('staged', value, NULL, rows, checksum)`` per partition value of the staging (its rows and
+          sum of row hashes: the verify step);
+        - ``('replaced', NULL, dir, rows, NULL)`` per directory the target's window reads now, from
+          the files' metadata (the rows the switch replaces and the directories it leaves unread).
+
+        The window is bound as ``:window_start`` and ``:window_end``.
+        """
+        stats = self.partition_stats(staging, partition_column, columns)
+        value, count, total = stats.expressions
+        staged = exp.select(
+            exp.alias_(exp.Literal.string("staged"), "src"),
+            exp.alias_(value.copy(), "value"),
+            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
+            exp.alias_(count.copy(), "n"),
+            exp.alias_(total.copy(), "total"),
+        ).from_(self.table(staging))
+        staged = staged.group_by(self.column(partition_column))
         part = self.ident(partition_column)
-        return (
-            "SELECT regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n "
-            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 1"
+        replaced = (
+            "SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value, "
+            "regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n, "
+            "CAST(NULL AS DECIMAL(38, 0)) AS total "
+            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 3"
         )
+        return f"{self.render(staged)} UNION ALL {replaced}"
 
     def trash_statements(
         self, trash: str, table: str, partition_column: str, dirs: Sequence[str]

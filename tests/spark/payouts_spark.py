@@ -46,6 +46,15 @@ def create_payouts(spark: Any, table: str) -> None:
     )
 
 
+def insert_month(spark: Any, table: str, policy: str = "v1") -> None:
+    """The month's payouts under `policy`, written by a plain Spark INSERT (no product code): the
+    starting table of a case whose killed write is the second one."""
+    spark.sql(
+        f"INSERT INTO {table} SELECT p.sale_id, p.amount_eur, p.rate, p.sale_date FROM ({PAYOUT_SQL}) p",
+        args={"window_start": START, "window_end": START + timedelta(days=DAYS), "policy_version": policy},
+    )
+
+
 def simulate_crash(spark: Any, table: str, day: date, rows: int = 1247) -> None:
     """What a crashed plain writer leaves: the first `rows` v1 payouts of `day`, appended."""
     spark.sql(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent.history import HistoryStore, switches
-from tests.spark.payouts_spark import START, all_days, context, create_payouts, operator
+from tests.spark.payouts_spark import START, all_days, context, create_payouts, insert_month, operator
 from tests.spark.test_spark_crash_matrix import REPO, V2, measure
 
 pytestmark = pytest.mark.spark
@@ -71,7 +71,7 @@ def test_connect_server_sigkill_during_the_write_then_rerun(
     table = f"payouts_{point}"
     client = spark_cluster.session()
     create_payouts(client, table)
-    operator(spark_conn, table, granularity="month").execute(context(START))
+    insert_month(client, table, "v1")
     client.stop()
     marker = tmp_path / "reached"
     proc = writer(spark_conn, table, step, f"{action_kind}={marker}", slow=slow)
@@ -134,7 +134,7 @@ def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
     zombie neither lands a staging table nor competes with the retry."""
     table = "payouts_zombie"
     create_payouts(spark, table)
-    operator(spark_conn, table, granularity="month").execute(context(START))
+    insert_month(spark, table, "v1")
     began = time.monotonic()
     proc = writer(spark_conn, table, "recorded", "after=4", slow=True)
     assert proc.wait(timeout=180) == -9, proc.stderr.read()[-3000:]  # type: ignore[union-attr]

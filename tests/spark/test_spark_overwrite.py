@@ -22,6 +22,7 @@ from tests.spark.payouts_spark import (
     create_payouts,
     day_figures,
     day_truth,
+    insert_month,
     operator,
     simulate_crash,
 )
@@ -77,7 +78,7 @@ def test_month_replaces_days_the_window_no_longer_has(spark, spark_conn) -> None
     """A month whose SELECT covers 10 days leaves no stale day behind (dynamic overwrite left 21)."""
     table = "payouts_shrink"
     create_payouts(spark, table)
-    operator(spark_conn, table, granularity="month").execute(context(START))
+    insert_month(spark, table, "v1")
     ten_days = PAYOUT_SQL + " AND s.sale_date < DATE'2026-08-11'"
     result = operator(spark_conn, table, granularity="month", sql=ten_days).execute(context(START))
     assert all_days(spark, table) == {
