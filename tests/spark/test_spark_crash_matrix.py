@@ -118,3 +118,30 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: s
         clean_rows=60000,
         after_crash=measured,
     )
+
+
+@pytest.mark.parametrize("step", ("switched_one", "switched"))
+def test_sigkill_during_a_first_write_then_rerun(spark, spark_conn, step: str) -> None:
+    """A first write adds every day in one ALTER TABLE .. ADD: killed after it (or after the whole
+    plan), the table holds the month whole under v2 or not at all, and the rerun replays the dead
+    attempt's plan (ADD IF NOT EXISTS, then each day's location) before writing the month again."""
+    table = f"payouts_first_kill_{step}"
+    create_payouts(spark, table)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.spark.crash_writer", spark_conn, table, step, "v2"],
+        cwd=REPO,
+        env=dict(os.environ),
+        capture_output=True,
+        timeout=300,
+    )
+    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    time.sleep(1.0)
+    left = all_days(spark, table)
+    assert set(left) in (set(), set(MONTH)), f"a first write killed at {step} left {len(left)} of 30 days"
+    assert all(left[d] == V2[d] for d in left), f"a day is not whole under v2 after SIGKILL at {step}"
+    result = v2(spark_conn, table)
+    after = all_days(spark, table)
+    assert after == V2, f"rerun after SIGKILL at {step} of a first write did not give the month under v2"
+    rows = spark.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {table}").collect()[0]
+    assert (rows["n"], rows["k"]) == (60000, 60000)
+    assert result["row_count"] == 60000
