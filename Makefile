@@ -29,8 +29,8 @@ $(VENV)/.installed: pyproject.toml
 # Fast tests first, on every core (the reliability suite's crash matrix, faults and hostile input
 # included; 13 min on 2 cores against 19 min on one),
 # then the ones that run real DAGs (also on every core: 4.1 min against 5.1), then the Spark group on a standalone cluster the session starts
-# (a master, two workers and a Spark Connect server; 9-18 min by the machine, 14.4 min on a shared 2-core one in session 4, 2.7 GB at peak), then end-to-end
-# (on every core, a file per worker, each worker its own Airflow deployment: 7.1 min for 32 tests
+# (a master, two workers and a Spark Connect server; 9-18 min by the machine, 12.6 min in the clean run of 0c35f3a, 2.7 GB at peak), then end-to-end
+# (on every core, a file per worker, each worker its own Airflow deployment: 7.6 min for 35 tests
 # against 13.5 min on one), then the reliability suite's end-to-end cases
 # on a cluster of their own (alone, so the load figures are not shared with the e2e cluster).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
