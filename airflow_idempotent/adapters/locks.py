@@ -21,7 +21,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import sqlalchemy as sa
 import tenacity
@@ -76,12 +76,16 @@ def session_pause() -> tenacity.wait.wait_base:
 
 
 # ----------------------------------------------------------------------------------- advisory
+def local_setting(name: str, millis: int) -> sa.ColumnElement[Any]:
+    """`set_config(name, '<millis>ms', true)`: a `SET LOCAL` of a timeout as an expression, value bound."""
+    return sa.func.set_config(name, f"{max(0, millis)}ms", True)
+
+
 def set_local_timeouts(conn: Connection | Session, millis: int, statement: bool = False) -> None:
     """`SET LOCAL lock_timeout` (and `statement_timeout`): this transaction only, values bound."""
-    value = f"{max(0, millis)}ms"
-    conn.execute(sa.select(sa.func.set_config("lock_timeout", value, True)))
+    conn.execute(sa.select(local_setting("lock_timeout", millis)))
     if statement:
-        conn.execute(sa.select(sa.func.set_config("statement_timeout", value, True)))
+        conn.execute(sa.select(local_setting("statement_timeout", millis)))
 
 
 def advisory_xact_lock(
@@ -94,11 +98,9 @@ def advisory_xact_lock(
     up), so the wait is bounded and the statements after it are not. It ran three statements
     for every write and every history record.
     """
-    bounded = sa.select(
-        sa.func.set_config("lock_timeout", f"{max(1, int(timeout * 1000))}ms", True).label("t")
-    )
+    bounded = sa.select(local_setting("lock_timeout", max(1, int(timeout * 1000))).label("t"))
     locked = sa.select(sa.func.pg_advisory_xact_lock(lock.key).label("l")).select_from(bounded.subquery())
-    reset = sa.select(sa.func.set_config("lock_timeout", "0ms", True)).select_from(locked.subquery())
+    reset = sa.select(local_setting("lock_timeout", 0)).select_from(locked.subquery())
     try:
         conn.execute(reset)
     except sa.exc.OperationalError as err:

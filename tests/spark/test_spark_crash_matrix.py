@@ -47,6 +47,23 @@ def v2(conn_id: str, table: str) -> dict[str, Any]:
     )
 
 
+def killed_at(conn_id: str, table: str, step: str) -> float:
+    """Write the month under v2 in a process of its own SIGKILLed at `step`; its seconds until then.
+    Returns a second after the kill: a statement the killed client sent may still finish on the server."""
+    began = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.spark.crash_writer", conn_id, table, step, "v2"],
+        cwd=REPO,
+        env=dict(os.environ),
+        capture_output=True,
+        timeout=300,
+    )
+    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    took = time.monotonic() - began
+    time.sleep(1.0)
+    return took
+
+
 def measure(spark: Any, table: str) -> dict[str, Any]:
     """What the table holds: days missing, days neither old nor new, rows lost and duplicated."""
     left = all_days(spark, table)
@@ -72,17 +89,7 @@ def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: s
         operator(spark_conn, table, granularity="month").execute(context(START))
     else:
         insert_month(spark, table, "v1")  # the killed write is a rerun either way
-    began = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.spark.crash_writer", spark_conn, table, step, "v2"],
-        cwd=REPO,
-        env=dict(os.environ),
-        capture_output=True,
-        timeout=300,
-    )
-    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
-    killed_after = time.monotonic() - began
-    time.sleep(1.0)  # a statement the killed client sent may still finish on the server
+    killed_after = killed_at(spark_conn, table, step)
     left = all_days(spark, table)
     measured = measure(spark, table)
     assert set(left) == set(MONTH), f"days missing after SIGKILL at {step}: {sorted(set(MONTH) - set(left))}"
@@ -127,15 +134,7 @@ def test_sigkill_during_a_first_write_then_rerun(spark, spark_conn, step: str) -
     attempt's plan (ADD IF NOT EXISTS, then each day's location) before writing the month again."""
     table = f"payouts_first_kill_{step}"
     create_payouts(spark, table)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.spark.crash_writer", spark_conn, table, step, "v2"],
-        cwd=REPO,
-        env=dict(os.environ),
-        capture_output=True,
-        timeout=300,
-    )
-    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
-    time.sleep(1.0)
+    killed_at(spark_conn, table, step)
     left = all_days(spark, table)
     assert set(left) in (set(), set(MONTH)), f"a first write killed at {step} left {len(left)} of 30 days"
     assert all(left[d] == V2[d] for d in left), f"a day is not whole under v2 after SIGKILL at {step}"
