@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import email
 import json
-import socket
 import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from airflow_idempotent.testing.ports import free_port
 
 
 class HttpPeer:
@@ -119,12 +120,6 @@ class HttpPeer:
 def header(message: email.message.Message, name: str) -> str:
     """A header's value unfolded (a long header may be folded before its value, RFC 5322 2.2.3)."""
     return " ".join(str(message[name]).split())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SmtpPeer:

@@ -7,7 +7,6 @@ SQLite file per test (or a fresh PostgreSQL database for the outage test).
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
 from airflow_idempotent.history import HistoryStore, Spool
+from airflow_idempotent.testing.ports import free_port
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.test_operators import DAY, PAYOUT_SQL, context, day_truth, make
 
@@ -115,12 +115,6 @@ def test_source_snapshot_is_part_of_the_fingerprint(loaded: Any, history: Histor
     assert "skipped" not in second and second["fingerprint"] != first["fingerprint"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def store_conn(database: str, port: int) -> dict[str, Any]:
     """An Airflow connection to a history store on PostgreSQL (a free port: a store that is down)."""
     return {"conn_type": "postgres", "host": "127.0.0.1", "port": port, "login": PG_USER, "schema": database}
@@ -147,7 +141,7 @@ def pg_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 def test_history_down_never_blocks_and_loses_nothing(
     loaded: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    down = store_conn(pg_history, _free_port())
+    down = store_conn(pg_history, free_port())
     monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
     for i in range(3):
         started = time.monotonic()
@@ -179,7 +173,7 @@ def test_a_refused_record_is_parked_and_never_blocks_the_rest(
     """Spooled while the store is down: a plain run, a conf semantics longer than its column (32) and
     one with a NUL byte (PostgreSQL refuses it). Failed deliveries keep the spool's names the same
     length; once the store is up, the NUL record is parked in rejected/ and the others are stored."""
-    down = store_conn(pg_history, _free_port())
+    down = store_conn(pg_history, free_port())
     monkeypatch.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps(down))
     confs: list[dict[str, Any]] = [{}, {"semantics": "corrective " + "x" * 60}, {"semantics": "bad\x00"}]
     for i, conf in enumerate(confs):

@@ -28,7 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ClusterError", "SparkCluster", "free_port", "spark_home"]
+from airflow_idempotent.testing.ports import free_port
+
+__all__ = ["ClusterError", "SparkCluster", "spark_home"]
 
 #: How long a process may take to print its ready line.
 READY_TIMEOUT = 120.0
@@ -40,13 +42,6 @@ CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 class ClusterError(RuntimeError):
     """A cluster process failed to start (its log's tail is in the message)."""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def spark_home() -> Path:

@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_idempotent.testing.ports import free_port
 from tests.conftest import HOW_TO_START, PG_HOST, PG_PORT, PG_USER, REPO_ROOT
 
 SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
@@ -51,12 +51,6 @@ SERVICES = {
     "scheduler": ["scheduler"],
     "dag-processor": ["dag-processor"],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pg_admin() -> sa.Engine:
