@@ -300,3 +300,31 @@ def test_a_newer_attempt_supersedes_a_pending_approval_and_drops_its_kept_rows(
     guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(retry, response("Approve"))
     assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
     assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+
+
+@pytest.mark.parametrize("warehouse", ["postgres", "sqlite"], indirect=True)
+def test_a_newer_attempt_that_fails_before_deciding_leaves_the_pending_approval_answerable(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    """The retry's write fails before it has a diff of its own (here its source table is gone):
+    the first request stays pending with its kept rows, and its answer still swaps them in."""
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    first = breached_backfill(2)
+    park(first)
+    old = approvals.of_attempt(history, identity(first))
+    assert old is not None and old.stage_table in tables(loaded.engine)
+    with loaded.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE sales RENAME TO sales_away"))
+    retry = {**first, "ti": TI(first["run_id"])}
+    retry["ti"].try_number = 2
+    retry["task_instance"] = retry["ti"]
+    with pytest.raises(sa.exc.DBAPIError):
+        guarded(guard=APPROVE_GUARD, policy="v2").execute(retry)
+    with loaded.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE sales_away RENAME TO sales"))
+    still = approvals.of_attempt(history, identity(first))
+    assert still is not None and still.status == "pending" and old.stage_table in tables(loaded.engine)
+    assert approvals.of_attempt(history, identity(retry)) is None
+    guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(first, response("Approve"))
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -93,8 +92,10 @@ class ApprovalMixin:
     ) -> Any:
         """The guarded write that keeps a breached window's rows in a table of its own; refused on
         an engine without transactions (Spark switches partitions: there is no table to keep).
-        Older attempts' requests for this window still pending are superseded first, their kept
-        rows dropped (a cleared or hand-marked task is never resumed to drop them itself)."""
+        Older attempts' requests for this window still pending are superseded once this write has
+        decided (written, or breached with rows of its own to decide on), their kept rows dropped
+        (a cleared or hand-marked task is never resumed to drop them itself); a write that fails
+        before that (warehouse down, a refusal) leaves them pending, still answerable."""
         if not adapter.supports_transactions:
             raise GuardRefusal(
                 'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
@@ -102,12 +103,28 @@ class ApprovalMixin:
                 'switches partitions instead: nothing was written. Declare on_breach="refuse" for this '
                 "DAG (the default)."
             )
-        for table in approvals.supersede(history.store, identity, target, window.start, window.end):
-            drop_kept(adapter, table)
-            self.log.warning(
-                "superseded an older pending approval of %s: dropped its kept rows %s", window.label(), table
-            )
-        return functools.partial(write, keep_on_breach=kept_stage_name(identity, target, window.label()))
+        keep = kept_stage_name(identity, target, window.label())
+
+        def supersede_older() -> None:
+            for table in approvals.supersede(history.store, identity, target, window.start, window.end):
+                drop_kept(adapter, table)
+                self.log.warning(
+                    "superseded an older pending approval of %s: dropped its kept rows %s",
+                    window.label(),
+                    table,
+                )
+
+        def write_then_supersede(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = write(*args, keep_on_breach=keep, **kwargs)
+            except GuardBreach as breach:
+                if breach.result.kept is not None:
+                    supersede_older()
+                raise
+            supersede_older()
+            return result
+
+        return write_then_supersede
 
     def await_approval(
         self,
