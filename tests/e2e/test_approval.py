@@ -9,7 +9,10 @@ two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_inp
    HITL detail (REST) shows the diff, checked against figures computed here; Airflow's Required
    actions page lists both (Chromium); day 1 approved in the task's Required Action tab (comment
    typed, Approve clicked), the window becomes v2 and history names the approver;
-3. day 2 rejected: the table keeps its rows (checksum), the backfill's kill switch is on.
+3. day 2 rejected: the table keeps its rows (checksum), the backfill's kill switch is on;
+4. meanwhile a third day, breached by the same DAG with a 36-second approval timeout, is left
+   unanswered: the scheduler's own timeout sweep answers it with the default (Reject), the window
+   keeps v1 and that backfill's kill switch is on.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ DAG_FILE = Path(__file__).with_name("dags") / "guarded_approval.py"
 CONN_ID = "idem_e2e_approval_warehouse"
 TASK = "write_payouts"
 DAYS = [date(2026, 8, 24), date(2026, 8, 25)]
+TIMEOUT_DAG = "idem_e2e_payouts_approval_timeout"  # the same task, approval_timeout_hours=0.01
+TIMEOUT_DAY = date(2026, 8, 26)
 PER_DAY = 2000
 CENT = Decimal("0.01")
 TIMEOUT = 180.0
@@ -73,18 +78,18 @@ def cluster(e2e_dags: Path, request: pytest.FixtureRequest) -> AirflowCluster:
 
 def fill(engine: sa.Engine) -> None:
     """The days' sales, and production as the v1 runs left it (no cluster time spent on it)."""
-    create_sales(engine, days=len(DAYS), per_day=PER_DAY, start=DAYS[0])
+    create_sales(engine, days=len(DAYS) + 1, per_day=PER_DAY, start=DAYS[0])
     create_payouts(engine)
     with engine.begin() as conn:
         conn.execute(
             sa.text(f"INSERT INTO payouts (sale_id, sale_date, amount_eur, rate) {PAYOUT_SQL}"),
-            {"policy_version": "v1", "window_start": DAYS[0], "window_end": DAYS[-1] + timedelta(days=1)},
+            {"policy_version": "v1", "window_start": DAYS[0], "window_end": TIMEOUT_DAY + timedelta(days=1)},
         )
 
 
 @pytest.fixture(scope="module")
 def warehouse(cluster: AirflowCluster) -> Iterator[sa.Engine]:
-    with warehouse_database(cluster, "apr", CONN_ID, (DAG_ID,), fill) as engine:
+    with warehouse_database(cluster, "apr", CONN_ID, (DAG_ID, TIMEOUT_DAG), fill) as engine:
         yield engine
 
 
@@ -95,19 +100,22 @@ def store(cluster: AirflowCluster) -> Iterator[HistoryStore]:
         yield HistoryStore(engine)
     finally:
         for scope in ("backfill", "dag"):
-            killswitch.clear_switch(HistoryStore(engine), scope, DAG_ID, by="e2e")  # type: ignore[arg-type]
+            for dag_id in (DAG_ID, TIMEOUT_DAG):
+                killswitch.clear_switch(HistoryStore(engine), scope, dag_id, by="e2e")  # type: ignore[arg-type]
         engine.dispose()
 
 
-def backfill(cluster: AirflowCluster, conf: dict[str, Any]) -> dict[str, Any]:
-    """A backfill of both days through the REST API (and so through the guard)."""
+def backfill(
+    cluster: AirflowCluster, conf: dict[str, Any], dag_id: str = DAG_ID, days: list[date] = DAYS
+) -> dict[str, Any]:
+    """A backfill of `days` through the REST API (and so through the guard)."""
     body = {
-        "dag_id": DAG_ID,
-        "from_date": f"{DAYS[0].isoformat()}T00:00:00Z",
-        "to_date": f"{DAYS[-1].isoformat()}T00:00:00Z",
+        "dag_id": dag_id,
+        "from_date": f"{days[0].isoformat()}T00:00:00Z",
+        "to_date": f"{days[-1].isoformat()}T00:00:00Z",
         "dag_run_conf": conf,
         "reprocess_behavior": "completed",
-        "max_active_runs": len(DAYS),
+        "max_active_runs": len(days),
     }
     created: dict[str, Any] = cluster.request("POST", "/api/v2/backfills", body)
     return created
@@ -123,16 +131,16 @@ def completed(cluster: AirflowCluster, created: dict[str, Any]) -> None:
     )
 
 
-def run_of(cluster: AirflowCluster, day: date) -> dict[str, Any] | None:
-    answer = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")
+def run_of(cluster: AirflowCluster, day: date, dag_id: str = DAG_ID) -> dict[str, Any] | None:
+    answer = cluster.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")
     for run in answer["dag_runs"]:
         if datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00")).date() == day:
             return dict(run)
     return None
 
 
-def task_state(cluster: AirflowCluster, run_id: str) -> str | None:
-    ti = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}")
+def task_state(cluster: AirflowCluster, run_id: str, dag_id: str = DAG_ID) -> str | None:
+    ti = cluster.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}")
     return ti.get("state")
 
 
@@ -143,8 +151,8 @@ def executor_events(cluster: AirflowCluster, run_id: str) -> int:
     return text.count(f"Received executor event with state success for task instance {key}")
 
 
-def hitl_path(run_id: str) -> str:
-    return f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
+def hitl_path(run_id: str, dag_id: str = DAG_ID) -> str:
+    return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
 
 
 def window(engine: sa.Engine, day: date) -> tuple[int, Decimal]:
@@ -156,10 +164,10 @@ def window(engine: sa.Engine, day: date) -> tuple[int, Decimal]:
     return int(n), Decimal(s)
 
 
-def wait_done(cluster: AirflowCluster, day: date, state: str) -> dict[str, Any]:
+def wait_done(cluster: AirflowCluster, day: date, state: str, dag_id: str = DAG_ID) -> dict[str, Any]:
     run: dict[str, Any] = cluster.wait_for(
         f"run of {day} to end {state}",
-        lambda: (r := run_of(cluster, day)) and r["state"] in ("success", "failed") and r,
+        lambda: (r := run_of(cluster, day, dag_id)) and r["state"] in ("success", "failed") and r,
         TIMEOUT,
         1.0,
     )
@@ -167,16 +175,18 @@ def wait_done(cluster: AirflowCluster, day: date, state: str) -> dict[str, Any]:
     return run
 
 
+BREACHING = {
+    "semantics": "corrective",
+    "reason": "contract fix: v2 rates",
+    "policy_version": "v2",
+    "thresholds": {"max_changed_rows": 10},
+}
+
+
 def breach_both_and_wait(cluster: AirflowCluster) -> tuple[dict[str, Any], dict[date, str], float]:
     """One corrective v2 backfill of both days with max_changed_rows 10: both tasks park."""
-    conf = {
-        "semantics": "corrective",
-        "reason": "contract fix: v2 rates",
-        "policy_version": "v2",
-        "thresholds": {"max_changed_rows": 10},
-    }
     started = time.monotonic()
-    created = backfill(cluster, conf)
+    created = backfill(cluster, BREACHING)
 
     def parked(day: date) -> Any:
         run = run_of(cluster, day)
@@ -248,8 +258,9 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     cluster: AirflowCluster, warehouse: sa.Engine, store: HistoryStore, browser: Any
 ) -> None:
     t0 = time.monotonic()
-    for day in DAYS:
+    for day in [*DAYS, TIMEOUT_DAY]:
         assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
+    unanswered = backfill(cluster, BREACHING, TIMEOUT_DAG, [TIMEOUT_DAY])  # left to time out
     created, run_ids, waited = breach_both_and_wait(cluster)
     for day in DAYS:  # nothing swapped while they wait
         assert window(warehouse, day) == (PER_DAY, total(day, "v1"))
@@ -307,6 +318,20 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     assert [(s.scope, s.scope_key) for s in switches] == [("backfill", DAG_ID)]
     (decided,) = [a for a in approvals.of_target(store, dag_id=DAG_ID) if a["run_id"] == run_ids[day]]
     assert decided["status"] == "rejected" and decided["comment"] == "no"
+
+    # the third day, never answered: the scheduler's timeout sweep gives it the default, Reject
+    run = wait_done(cluster, TIMEOUT_DAY, "failed", TIMEOUT_DAG)
+    completed(cluster, unanswered)
+    timed_out = cluster.request("GET", hitl_path(run["dag_run_id"], TIMEOUT_DAG))
+    assert timed_out["chosen_options"] == ["Reject"] and timed_out["responded_by_user"] is None, timed_out
+    assert window(warehouse, TIMEOUT_DAY) == (PER_DAY, total(TIMEOUT_DAY, "v1"))
+    (decided,) = approvals.of_target(store, dag_id=TIMEOUT_DAG)
+    assert decided["status"] == "timed_out" and decided["run_id"] == run["dag_run_id"], decided
+    requested = datetime.fromisoformat(str(decided["requested_at"]))
+    answered_at = datetime.fromisoformat(timed_out["responded_at"].replace("Z", "+00:00"))
+    assert (answered_at - requested.replace(tzinfo=answered_at.tzinfo)).total_seconds() >= 36
+    switches = killswitch.active_switches(store, TIMEOUT_DAG, backfill=True)
+    assert [(s.scope, s.scope_key) for s in switches] == [("backfill", TIMEOUT_DAG)]
     print(
         f"\n[timing] backfill to both awaiting_input {waited:.1f} s; whole test {time.monotonic() - t0:.1f} s"
     )
