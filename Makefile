@@ -8,6 +8,9 @@ BIN    := $(VENV)/bin
 PYTEST := $(BIN)/pytest -q --timeout=900
 # Workers for the groups whose tests share nothing (own databases, ports, homes): one per core.
 JOBS ?= $(shell nproc)
+# The e2e group's workers mostly wait on their own Airflow schedulers (one used 0.34 of a core over
+# its file, measured): two per core. Its longest file (the guarded month, ~4-6 min) bounds it.
+E2E_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 
 .PHONY: venv machine test lint demo clean reliability
 
@@ -31,8 +34,9 @@ $(VENV)/.installed: pyproject.toml
 # included; 13 min on 2 cores against 19 min on one),
 # then the ones that run real DAGs (also on every core: 4.1 min against 5.1), then the Spark group on a standalone cluster the session starts
 # (a master, two workers and a Spark Connect server; 9-18 min by the machine, 12.6 min in the clean run of 0c35f3a, 2.7 GB at peak), then end-to-end
-# (on every core, a file per worker, each worker its own Airflow deployment: 7.6 min for 35 tests
-# against 13.5 min on one), then the reliability suite's end-to-end cases
+# (two workers per core, a file per worker, each worker its own Airflow deployment: 7.6 min for 35
+# tests on two workers against 13.5 min on one; 7.0 min on four with the machine at load 9), then
+# the reliability suite's end-to-end cases
 # on a cluster of their own (alone, so the load figures are not shared with the e2e cluster).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
@@ -60,7 +64,7 @@ export SUMMARY
 test: venv machine
 	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
 	$(PYTEST) -n $(JOBS) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e and not spark" tests
-	@n=0; for group in "dagrun tests -n $(JOBS)" "spark tests/spark" "e2e tests --ignore=tests/reliability -n $(JOBS) --dist loadfile" "e2e tests/reliability"; do \
+	@n=0; for group in "dagrun tests -n $(JOBS)" "spark tests/spark" "e2e tests --ignore=tests/reliability -n $(E2E_JOBS) --dist loadfile" "e2e tests/reliability"; do \
 	  set -- $$group; marker=$$1; shift; n=$$((n + 1)); name=$$n-$$marker; \
 	  echo "$(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker $$*"; \
 	  rc=0; $(PYTEST) --junitxml=$(RESULTS)/$$name.xml -m $$marker "$$@" || rc=$$?; \
