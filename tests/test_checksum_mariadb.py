@@ -25,6 +25,7 @@ from airflow_idempotent.adapters.base import ColumnInfo
 from airflow_idempotent.adapters.mysql import MySQLAdapter
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.window import Window
+from tests.conftest import scratch_tables
 from tests.test_history_writes import history, loaded, run_ctx  # noqa: F401 (fixtures)
 from tests.test_operators import make
 
@@ -75,16 +76,7 @@ def oracle(rows: Sequence[Sequence[Any]], names: Sequence[str]) -> str:
 
 @pytest.fixture
 def maria(mariadb_url: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(mariadb_url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP TABLE IF EXISTS idem_ck"))
-        conn.execute(sa.text(TABLE))
-    try:
-        yield engine
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text("DROP TABLE IF EXISTS idem_ck"))
-        engine.dispose()
+    yield from scratch_tables(mariadb_url, [TABLE], ["DROP TABLE IF EXISTS idem_ck"])
 
 
 def fill(engine: sa.Engine, rows: Sequence[Sequence[Any]]) -> None:
