@@ -280,8 +280,12 @@ def merge(
                 if counted and (int(row[3] or 0) or int(row[2] or 0) != source_rows):
                     check_keys(adapter, conn, spec, key_names, params)  # names them and raises
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, int(row[2] or 0)))
-                if outside:
-                    _raise_outside(adapter, conn, spec, params, outside)
+                if outside:  # a flag: count them for the refusal
+                    assert spec.partition_column is not None
+                    counting = adapter.count_outside(spec.query, spec.partition_column)
+                    _raise_outside(
+                        adapter, conn, spec, params, int(adapter.execute(conn, counting, params).scalar_one())
+                    )
                 if how != "counts":
                     diagnosis.update(keys=key_names, params=params)
             window_only = window_binds(params)

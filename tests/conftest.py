@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +193,21 @@ def sqlite_url(warehouse_dir: Path) -> str:
 @pytest.fixture(scope="session")
 def duckdb_url(warehouse_dir: Path) -> str:
     return f"duckdb:///{warehouse_dir / 'warehouse.duckdb'}"
+
+
+def scratch_tables(url: str, create: Sequence[str], drop: Sequence[str]) -> Iterator[Engine]:
+    """For a fixture: an engine on `url` after the `drop` then `create` statements, `drop` again after."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in (*drop, *create):
+            conn.execute(sa.text(statement))
+    try:
+        yield engine
+    finally:
+        with engine.begin() as conn:
+            for statement in drop:
+                conn.execute(sa.text(statement))
+        engine.dispose()
 
 
 # --------------------------------------------------------------------------------------------

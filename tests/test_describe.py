@@ -18,6 +18,7 @@ from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.adapters.postgres import PostgresAdapter
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.window import Window
+from tests.conftest import scratch_tables
 
 TABLE = """
 CREATE DOMAIN idem_day AS date;
@@ -41,16 +42,9 @@ INSERT INTO idem_types VALUES
 
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(pg_url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP TABLE IF EXISTS idem_types; DROP DOMAIN IF EXISTS idem_day"))
-        conn.execute(sa.text(TABLE))
-    try:
-        yield engine
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text("DROP TABLE IF EXISTS idem_types; DROP DOMAIN IF EXISTS idem_day"))
-        engine.dispose()
+    yield from scratch_tables(
+        pg_url, [TABLE], ["DROP TABLE IF EXISTS idem_types; DROP DOMAIN IF EXISTS idem_day"]
+    )
 
 
 def test_one_query_reflection_matches_sqlalchemys(pg: sa.Engine) -> None:

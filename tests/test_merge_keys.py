@@ -17,7 +17,7 @@ from sqlglot import exp
 from airflow_idempotent import strategies
 from airflow_idempotent.adapters import adapter_for
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
-from airflow_idempotent.errors import MergeKeyError
+from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
 from tests.test_operators import DAY, context, make, payouts_snapshot
@@ -110,6 +110,14 @@ def test_a_clean_merge_runs_no_key_pass_on_any_engine(loaded: Any, monkeypatch: 
     assert (result["rows_inserted"], result["rows_updated"], result["source_rows"]) == (753, 1247, 2000)
 
 
+def refused_unchanged(loaded: Any, sql: str, error: type[Exception], match: str) -> None:
+    """A merge of `sql` raises `error` matching `match` and leaves payouts as it was."""
+    before = payouts_snapshot(loaded.engine)
+    with pytest.raises(error, match=match):
+        make("merge", sql=sql).execute(context())
+    assert payouts_snapshot(loaded.engine) == before
+
+
 @pytest.mark.parametrize(
     "ids, shown",
     [
@@ -120,20 +128,14 @@ def test_a_clean_merge_runs_no_key_pass_on_any_engine(loaded: Any, monkeypatch: 
 )
 def test_repeated_keys_are_named_and_nothing_is_written(loaded: Any, ids: str, shown: str) -> None:
     sql = f"{PAYOUT_SQL} UNION ALL {PAYOUT_SQL.replace('WHERE', f'WHERE s.sale_id IN ({ids}) AND')}"
-    before = payouts_snapshot(loaded.engine)
-    with pytest.raises(MergeKeyError, match=shown):
-        make("merge", sql=sql).execute(context())
-    assert payouts_snapshot(loaded.engine) == before
+    refused_unchanged(loaded, sql, MergeKeyError, shown)
 
 
 def test_a_null_key_is_named_and_nothing_is_written(loaded: Any) -> None:
     sql = PAYOUT_SQL.replace(
         "SELECT s.sale_id,", "SELECT CASE WHEN s.sale_id = 49990 THEN NULL ELSE s.sale_id END AS sale_id,"
     )
-    before = payouts_snapshot(loaded.engine)
-    with pytest.raises(MergeKeyError, match=r"NULL key\(s\) None \(1 rows\)"):
-        make("merge", sql=sql).execute(context())
-    assert payouts_snapshot(loaded.engine) == before
+    refused_unchanged(loaded, sql, MergeKeyError, r"NULL key\(s\) None \(1 rows\)")
 
 
 def test_a_nullable_key_is_counted_in_the_source_pass(warehouse: Any) -> None:
@@ -158,3 +160,26 @@ def test_a_nullable_key_is_counted_in_the_source_pass(warehouse: Any) -> None:
     assert chosen == ["counts"]
     with warehouse.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT k, v FROM idem_nk")).all() == [(1, 0)]
+
+
+@pytest.mark.parametrize(
+    "extra, count",
+    [
+        ("s.sale_id = 1", 1),  # before the window
+        ("s.sale_id = 50001", 1),  # on the window's end: outside, the window is half-open
+        ("s.sale_id IN (1, 2, 50001)", 3),
+    ],
+)
+def test_rows_outside_the_window_are_counted_and_nothing_is_written(
+    loaded: Any, extra: str, count: int
+) -> None:
+    """The source pass checks the window on MIN and MAX of the partition column, then counts the rows."""
+    match = rf"produced {count} row\(s\) whose sale_date is outside"
+    refused_unchanged(loaded, f"{PAYOUT_SQL} OR {extra}", RowsOutsideWindowError, match)
+
+
+def test_a_null_partition_value_is_outside_the_window(loaded: Any) -> None:
+    sql = PAYOUT_SQL.replace(
+        "s.sale_date,", "CASE WHEN s.sale_id = 49990 THEN NULL ELSE s.sale_date END AS sale_date,"
+    )
+    refused_unchanged(loaded, sql, RowsOutsideWindowError, r"produced 1 row\(s\) whose sale_date is outside")

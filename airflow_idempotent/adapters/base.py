@@ -25,6 +25,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.locks import LockId, LockStyle
+from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
 from airflow_idempotent.adapters.staging import StagingStatements
 from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
 from airflow_idempotent.errors import (
@@ -37,7 +38,6 @@ from airflow_idempotent.errors import (
 from airflow_idempotent.window import Window, spanning
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-SOURCE_ALIAS = "_idem_src"
 
 ColumnKind = Literal["date", "timestamp", "timestamptz", "other"]
 
@@ -128,7 +128,7 @@ class TableInfo:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
 
-class EngineAdapter(StagingStatements):
+class EngineAdapter(SourceChecks, StagingStatements):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
     The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent
@@ -504,79 +504,6 @@ class EngineAdapter(StagingStatements):
             conflict_keys=[exp.to_identifier(k, quoted=True) for k in keys],
             action=exp.var("DO UPDATE"),
             expressions=[exp.EQ(this=self.column(c), expression=self.column(c, "excluded")) for c in updates],
-        )
-
-    def key_problems(
-        self, query: exp.Expr, keys: Sequence[str], partition_column: str | None, limit: int
-    ) -> exp.Select:
-        """Source keys that are NULL or repeated, or whose rows fall outside the window: one pass."""
-        key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
-        count = exp.Count(this=exp.Star())
-        null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
-        problems: list[exp.Expr] = [
-            exp.GT(this=count.copy(), expression=exp.Literal.number(1)),
-            null_any,
-        ]
-        selects: list[exp.Expr] = [*key_cols, exp.alias_(count, "n")]
-        if partition_column:
-            outside = exp.Case(
-                ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=exp.Literal.number(0))],
-                default=exp.Literal.number(1),
-            )
-            selects.append(exp.alias_(exp.Max(this=outside), "outside"))
-            problems.append(exp.EQ(this=exp.Max(this=outside.copy()), expression=exp.Literal.number(1)))
-        else:
-            selects.append(exp.alias_(exp.Literal.number(0), "outside"))
-        return (
-            exp.select(*selects)
-            .from_(self.source(query), copy=False)
-            .group_by(*[c.copy() for c in key_cols], copy=False)
-            .having(exp.or_(*problems), copy=False)
-            .order_by(*[c.copy() for c in key_cols], copy=False)
-            .limit(limit, copy=False)
-        )
-
-    def source_profile(
-        self, query: exp.Expr, partition_column: str | None, keys: Sequence[str] = ()
-    ) -> exp.Select:
-        """One pass over the source: its row count, how many rows fall outside the window and, with
-        `keys`, how many distinct non-NULL keys and how many rows with a NULL key part it has.
-
-        With keys, the merge's key check costs no pass of its own: the source is clean when the
-        distinct keys equal the rows and no key is NULL (`key_problems` then names the bad ones).
-        """
-        outside: exp.Expr = exp.Literal.number(0)
-        if partition_column is not None:
-            col = self.column(partition_column, SOURCE_ALIAS)
-            miss = exp.or_(
-                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))),
-                exp.Is(this=col.copy(), expression=exp.null()),
-            )
-            outside = exp.Count(this=exp.Case(ifs=[exp.If(this=miss, true=exp.Literal.number(1))]))
-        selects: list[exp.Expr] = [exp.Count(this=exp.Star()), outside]
-        if keys:
-            key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
-            null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
-            selects.append(exp.Count(this=exp.Distinct(expressions=key_cols)))
-            selects.append(exp.Count(this=exp.Case(ifs=[exp.If(this=null_any, true=exp.Literal.number(1))])))
-        return exp.select(*selects).from_(self.source(query), copy=False)
-
-    def count_source(self, query: exp.Expr) -> exp.Select:
-        return exp.select(exp.Count(this=exp.Star())).from_(self.source(query), copy=False)
-
-    def outside_sample(self, query: exp.Expr, partition_column: str, limit: int) -> exp.Select:
-        """A few partition values the SELECT produced outside the window, to name them in the error."""
-        col = self.column(partition_column, SOURCE_ALIAS)
-        return (
-            exp.select(col)
-            .from_(self.source(query), copy=False)
-            .where(
-                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))).or_(
-                    exp.Is(this=col.copy(), expression=exp.null())
-                ),
-                copy=False,
-            )
-            .limit(limit, copy=False)
         )
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:

@@ -1,0 +1,127 @@
+"""The checks of a write's source before anything is written, as a part of every engine adapter.
+
+One pass counts the source's rows, tells whether any falls outside the window and counts its
+distinct and NULL keys (`source_profile`); the other queries run only when that pass found a
+problem, to name the rows or keys in the refusal. `EngineAdapter` inherits these builders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+#: The alias of the user's SELECT as a derived table (`EngineAdapter.source`).
+SOURCE_ALIAS = "_idem_src"
+
+
+class SourceChecks:
+    """Builders of the source checks; `column`, `in_window` and `source` come from EngineAdapter."""
+
+    def column(self, name: str, table: str | None = None) -> exp.Column:
+        raise NotImplementedError
+
+    def in_window(self, partition_column: str, table: str | None = None) -> exp.Expr:
+        raise NotImplementedError
+
+    def source(self, query: exp.Expr) -> exp.Subquery:
+        raise NotImplementedError
+
+    def key_problems(
+        self, query: exp.Expr, keys: Sequence[str], partition_column: str | None, limit: int
+    ) -> exp.Select:
+        """Source keys that are NULL or repeated, or whose rows fall outside the window: one pass."""
+        key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
+        count = exp.Count(this=exp.Star())
+        null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
+        problems: list[exp.Expr] = [
+            exp.GT(this=count.copy(), expression=exp.Literal.number(1)),
+            null_any,
+        ]
+        selects: list[exp.Expr] = [*key_cols, exp.alias_(count, "n")]
+        if partition_column:
+            outside = exp.Case(
+                ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=exp.Literal.number(0))],
+                default=exp.Literal.number(1),
+            )
+            selects.append(exp.alias_(exp.Max(this=outside), "outside"))
+            problems.append(exp.EQ(this=exp.Max(this=outside.copy()), expression=exp.Literal.number(1)))
+        else:
+            selects.append(exp.alias_(exp.Literal.number(0), "outside"))
+        return (
+            exp.select(*selects)
+            .from_(self.source(query), copy=False)
+            .group_by(*[c.copy() for c in key_cols], copy=False)
+            .having(exp.or_(*problems), copy=False)
+            .order_by(*[c.copy() for c in key_cols], copy=False)
+            .limit(limit, copy=False)
+        )
+
+    def source_profile(
+        self, query: exp.Expr, partition_column: str | None, keys: Sequence[str] = ()
+    ) -> exp.Select:
+        """One pass over the source: its row count, whether rows fall outside the window (1 or 0)
+        and, with `keys`, how many distinct non-NULL keys and how many rows with a NULL key part it has.
+
+        With keys, the merge's key check costs no pass of its own: the source is clean when the
+        distinct keys equal the rows and no key is NULL (`key_problems` then names the bad ones).
+        The window is checked on the aggregates (`MIN`, `MAX` and the NULLs of the partition column
+        against the bounds), not row by row: on MariaDB at 1,000,000 rows the pass took 111 ms
+        against 181 ms with a CASE per row (the source's `COUNT(*)` alone 104 ms); `count_outside`
+        counts the rows for the refusal.
+        """
+        outside: exp.Expr = exp.Literal.number(0)
+        if partition_column is not None:
+            col = self.column(partition_column, SOURCE_ALIAS)
+            miss = exp.or_(
+                exp.LT(this=exp.Count(this=col.copy()), expression=exp.Count(this=exp.Star())),
+                exp.LT(this=exp.Min(this=col.copy()), expression=exp.Placeholder(this="window_start")),
+                exp.GTE(this=exp.Max(this=col.copy()), expression=exp.Placeholder(this="window_end")),
+            )
+            outside = exp.Case(
+                ifs=[exp.If(this=miss, true=exp.Literal.number(1))], default=exp.Literal.number(0)
+            )
+        selects: list[exp.Expr] = [exp.Count(this=exp.Star()), outside]
+        if keys:
+            key_cols = [self.column(k, SOURCE_ALIAS) for k in keys]
+            selects.append(exp.Count(this=exp.Distinct(expressions=key_cols)))
+            if len(key_cols) == 1:  # COUNT(k) skips the NULLs: no CASE per row
+                nulls: exp.Expr = exp.Sub(
+                    this=exp.Count(this=exp.Star()), expression=exp.Count(this=key_cols[0].copy())
+                )
+            else:
+                null_any = exp.or_(*[exp.Is(this=c.copy(), expression=exp.null()) for c in key_cols])
+                nulls = exp.Count(this=exp.Case(ifs=[exp.If(this=null_any, true=exp.Literal.number(1))]))
+            selects.append(nulls)
+        return exp.select(*selects).from_(self.source(query), copy=False)
+
+    def count_outside(self, query: exp.Expr, partition_column: str) -> exp.Select:
+        """How many of the source's rows fall outside the window (or have no partition value)."""
+        col = self.column(partition_column, SOURCE_ALIAS)
+        miss = exp.or_(
+            exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))),
+            exp.Is(this=col.copy(), expression=exp.null()),
+        )
+        return (
+            exp.select(exp.Count(this=exp.Star()))
+            .from_(self.source(query), copy=False)
+            .where(miss, copy=False)
+        )
+
+    def count_source(self, query: exp.Expr) -> exp.Select:
+        return exp.select(exp.Count(this=exp.Star())).from_(self.source(query), copy=False)
+
+    def outside_sample(self, query: exp.Expr, partition_column: str, limit: int) -> exp.Select:
+        """A few partition values the SELECT produced outside the window, to name them in the error."""
+        col = self.column(partition_column, SOURCE_ALIAS)
+        return (
+            exp.select(col)
+            .from_(self.source(query), copy=False)
+            .where(
+                exp.not_(exp.paren(self.in_window(partition_column, SOURCE_ALIAS))).or_(
+                    exp.Is(this=col.copy(), expression=exp.null())
+                ),
+                copy=False,
+            )
+            .limit(limit, copy=False)
+        )
