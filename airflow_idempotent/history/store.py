@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters import ADAPTERS, EngineAdapter, adapter_class, adapter_for
+from airflow_idempotent.adapters.drivers import create_engine
 from airflow_idempotent.checksum import comparable
 from airflow_idempotent.errors import UnsupportedConnectionError
 from airflow_idempotent.history.models import (
@@ -423,7 +424,7 @@ def history_engine(conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIME
     # A small pool: a listener records several events per attempt from one long-lived process
     # (scheduler, worker), and a fresh connection per record cost more than the record itself.
     # pre_ping replaces a connection the server dropped; recycle bounds how long one lives.
-    return sa.create_engine(
+    return create_engine(
         url, pool_size=2, max_overflow=2, pool_pre_ping=True, pool_recycle=1800, connect_args=connect_args
     )
 
