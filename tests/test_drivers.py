@@ -50,3 +50,13 @@ def test_other_engines_are_sqlalchemys_own() -> None:
     engine = create_engine("sqlite://")
     with engine.connect() as conn:
         assert type(conn.connection.dbapi_connection).__module__ == "sqlite3"
+
+
+def test_a_postgres_engine_skips_the_hstore_lookup(pg_url: str) -> None:
+    engine = create_engine(pg_url, poolclass=NullPool)
+    try:
+        assert engine.dialect.use_native_hstore is False
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+    finally:
+        engine.dispose()

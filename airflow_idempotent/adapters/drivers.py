@@ -6,6 +6,9 @@ turns verification off (`CERT_NONE`, no CA given), so the certificates it loaded
 `PreferredTLSConnection` hands it one context of the same settings, built once and without the CA
 store; TLS is still used when the server offers it, and a connection given TLS options (a CA,
 a certificate, `ssl_disabled`) is built by PyMySQL itself, as before.
+
+psycopg2 engines skip SQLAlchemy's HSTORE type lookup, a catalog query on every new connection
+(a cold backend's first): no table of ours has an HSTORE column.
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ def _connect_pymysql(dialect: Any, record: Any, cargs: Any, cparams: dict[str, A
 
 
 def create_engine(url: URL | str, **kwargs: Any) -> Engine:
-    """`sqlalchemy.create_engine`, a PyMySQL engine connecting through `PreferredTLSConnection`."""
+    """`sqlalchemy.create_engine`, a PyMySQL engine connecting through `PreferredTLSConnection`,
+    a psycopg2 one without the HSTORE lookup."""
+    if sa.make_url(url).get_driver_name() == "psycopg2":
+        kwargs.setdefault("use_native_hstore", False)
     engine = sa.create_engine(url, **kwargs)
     if engine.dialect.driver == "pymysql":
         event.listen(engine, "do_connect", _connect_pymysql)
