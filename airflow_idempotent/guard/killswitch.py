@@ -7,6 +7,7 @@ time). Guarded writes check it before writing and again just before commit.
 
 from __future__ import annotations
 
+import functools
 import getpass
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,21 +84,32 @@ def clear_switch(store: HistoryStore, scope: Scope, key: str | None, by: str | N
         )
 
 
+@functools.cache
+def _covering(dag: bool, backfill: bool) -> sa.TextualSelect:
+    """The active switches covering a write (of a DAG, in a backfill), oldest first, as one text
+    per shape: every write checks twice on a fresh engine, where a select construct's compile
+    cost ~0.6 ms each time. Values bound; the columns typed (set_at read as aware UTC)."""
+    table = _table()
+    covers = [f"(scope = 'global' AND scope_key = '{GLOBAL_KEY}')"]
+    if dag:
+        covers.append("(scope = 'dag' AND scope_key = :dag_id)")
+        if backfill:
+            covers.append("(scope = 'backfill' AND scope_key = :dag_id)")
+    elif backfill:
+        covers.append("scope = 'backfill'")
+    names = ("scope", "scope_key", "reason", "set_by", "set_at")
+    return sa.text(
+        f"SELECT {', '.join(names)} FROM {table.name} WHERE active = :active AND ({' OR '.join(covers)}) "
+        "ORDER BY set_at"
+    ).columns(*(sa.column(n, table.c[n].type) for n in names))
+
+
 def active_switches(store: HistoryStore, dag_id: str | None = None, backfill: bool = False) -> list[Switch]:
     """The switches that cover a write of `dag_id` (in a backfill run if `backfill`)."""
     store.migrate()
-    table = _table()
-    covers = [sa.and_(table.c.scope == "global", table.c.scope_key == GLOBAL_KEY)]
-    if dag_id is not None:
-        covers.append(sa.and_(table.c.scope == "dag", table.c.scope_key == dag_id))
-        if backfill:
-            covers.append(sa.and_(table.c.scope == "backfill", table.c.scope_key == dag_id))
-    elif backfill:
-        covers.append(table.c.scope == "backfill")
+    binds: dict[str, Any] = {"active": True} | ({"dag_id": dag_id} if dag_id is not None else {})
     with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(table).where(table.c.active.is_(True), sa.or_(*covers)).order_by(table.c.set_at)
-        ).all()
+        rows = conn.execute(_covering(dag_id is not None, backfill), binds).all()
     return [Switch(r.scope, r.scope_key, r.reason, r.set_by, r.set_at) for r in rows]
 
 

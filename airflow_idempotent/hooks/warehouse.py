@@ -10,11 +10,11 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.common.sql.hooks.sql import DbApiHook
-from sqlalchemy import create_engine
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import NullPool
 
 from airflow_idempotent.adapters import EngineAdapter, adapter_for
+from airflow_idempotent.adapters.drivers import create_engine
 from airflow_idempotent.errors import UnsupportedConnectionError
 
 #: Airflow connection type -> SQLAlchemy driver name.

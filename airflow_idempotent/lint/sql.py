@@ -8,6 +8,7 @@ SQL text), so a column named ``now`` or a literal ``'nowhere'`` is never mistake
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -423,12 +424,12 @@ def check_deterministic(sql: str, dialect: str, allow: Iterable[str] = ()) -> ex
     """Parse one statement and refuse it if a rerun could not reproduce the first run.
 
     Functions named in ``allow`` (case-insensitive) pass with a warning: the caller has said the
-    non-determinism is intended. Returns the parsed statement.
+    non-determinism is intended. Returns the parsed statement (a copy of its own for each call).
     """
-    expression = parse_one_statement(sql, dialect)
+    parsed, findings = _linted(sql, dialect)
     allowed = {allow.strip().lower()} if isinstance(allow, str) else {a.strip().lower() for a in allow}
     refused: list[Finding] = []
-    for finding in find_nondeterminism(expression, dialect):
+    for finding in findings:
         if finding.function in allowed:
             log.warning(
                 "allowed by allow_functions: %s (%s: %s); a rerun of this window may not reproduce "
@@ -446,4 +447,13 @@ def check_deterministic(sql: str, dialect: str, allow: Iterable[str] = ()) -> ex
             f"the SQL is not deterministic: it calls {listed}, so a rerun of this window would not "
             f"reproduce the first run. Fix: {_FIX}, e.g. allow_functions=[{names}]."
         )
-    return expression
+    return parsed.copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _linted(sql: str, dialect: str) -> tuple[exp.Expression, tuple[Finding, ...]]:
+    """The statement parsed and its findings, once per text and dialect in a process (a task's
+    rendered SQL, the preview's, a retry's): pure, and the callers only read what it returns
+    (`check_deterministic` copies the tree, warns and refuses on every call)."""
+    expression = parse_one_statement(sql, dialect)
+    return expression, tuple(find_nondeterminism(expression, dialect))

@@ -179,11 +179,17 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        return self.execute_with(context, None)
+
+    def execute_with(self, context: Context, adapter: EngineAdapter | None) -> dict[str, Any]:
+        """The write of `execute`; `adapter` is the connection's when the caller has built it
+        already (MergeOperator refuses an engine without merge first), so one engine serves."""
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
-        self.window(context)  # a run without a window fails before any connection
+        periods = self.covered(context)  # a run without a window fails before any connection
         identity = AttemptIdentity.from_context(context, self)
-        adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        spec = self.write_spec(context, adapter)
+        if adapter is None:
+            adapter = WarehouseHook(conn_id=self.conn_id).adapter
+        spec = self.write_spec(context, adapter, periods)
         window = spec.window  # with lookback, the span of the covered periods
         policy = self.effective_policy_version()
         digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
@@ -290,14 +296,21 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         self.emit_asset_event(context, window, out)
         return out
 
-    def write_spec(self, context: Context | Mapping[str, Any], adapter: EngineAdapter) -> WriteSpec:
+    def write_spec(
+        self,
+        context: Context | Mapping[str, Any],
+        adapter: EngineAdapter,
+        periods: Sequence[Window] | None = None,
+    ) -> WriteSpec:
         """What this (rendered) task writes for the run: its SQL linted for the adapter's dialect
         (clock and randomness refused), its window (with lookback, the span of the covered periods,
         each of which is locked, counted and recorded), the bound parameters. The one place a task
         becomes a write: `execute` and the rerun preview (`airflow_idempotent.preview`) both call
-        it, so a preview renders exactly what a run would write."""
+        it, so a preview renders exactly what a run would write. `periods`: `covered(context)`,
+        when the caller has them already (the window is read, and logged, once)."""
         adapter.check_lookback_supported(self.table, self.lookback)
-        periods = self.covered(context)
+        if periods is None:
+            periods = self.covered(context)
         return WriteSpec(
             table=self.table,
             query=check_deterministic(self.sql, adapter.dialect, self.allow_functions),

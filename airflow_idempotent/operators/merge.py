@@ -39,8 +39,9 @@ class MergeOperator(WindowWriteOperator):
 
         Only the connection's record is read here (no session or database connection is opened).
         """
-        WarehouseHook(conn_id=self.conn_id).adapter.check_merge_supported(self.table)
-        return super().execute(context)
+        adapter = WarehouseHook(conn_id=self.conn_id).adapter
+        adapter.check_merge_supported(self.table)
+        return self.execute_with(context, adapter)
 
     def strategy_parts(self) -> dict[str, Any]:
         return {"key_columns": self.key_columns, "delete_missing": self.delete_missing}
