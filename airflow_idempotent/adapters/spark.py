@@ -48,6 +48,8 @@ STAGING_PREFIX = "_idem_stg_"
 #: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
 TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
+#: The error condition of a SQL script on a server whose SQL scripting is disabled.
+SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 
 
 def conn_type_at_parse(conn_id: str) -> str | None:
@@ -358,6 +360,31 @@ class SparkAdapter(EngineAdapter):
     def set_location(self, table: str, partition_column: str, value: date, location: str) -> str:
         spec = self.partition_spec(partition_column, value)
         return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
+
+    def set_locations(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
+        """Every (value, location)'s SET LOCATION in one SQL script (Spark 4's `BEGIN .. END`): the
+        server runs them in order in one round trip. Not one transaction: each statement is one
+        catalog call, so a crash mid-script leaves each day at its old or its new location."""
+        statements = [self.set_location(table, partition_column, value, where_) for value, where_ in where]
+        if len(statements) == 1:
+            return statements[0]
+        return "BEGIN " + " ".join(f"{statement};" for statement in statements) + " END"
+
+    def move_partitions(
+        self, conn: Any, table: str, partition_column: str, where: Sequence[tuple[date, str]]
+    ) -> None:
+        """Set each (value, location) in one script (`set_locations`); a server with SQL scripting
+        disabled (`spark.sql.scripting.enabled=false`, the default before Spark 4.1) refuses it
+        before running anything, and then gets one statement per day."""
+        if not where:
+            return
+        try:
+            conn.sql(self.set_locations(table, partition_column, where))
+        except Exception as err:
+            if len(where) == 1 or SCRIPTING_REFUSED not in str(err):
+                raise
+            for value, location in where:
+                conn.sql(self.set_location(table, partition_column, value, location))
 
     def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
         """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for
