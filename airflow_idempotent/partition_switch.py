@@ -250,8 +250,7 @@ def sweep(
         doomed = sorted({d for d in dirs if d not in kept})
         if doomed:
             trash = adapter.staging_name(table, attempt).replace(STAGING_PREFIX, TRASH_PREFIX, 1)
-            for statement in adapter.trash_statements(trash, table, column, doomed):
-                conn.sql(statement)
+            adapter.run_statements(conn, adapter.trash_statements(trash, table, column, doomed))
         for plan in dead:
             switches.set_status(store, plan.attempt_id, switches.SWEPT)
         present = set(adapter.staging_tables(conn, table))

@@ -75,3 +75,13 @@ def test_any_other_failure_of_the_script_is_raised() -> None:
 def test_identifiers_are_validated() -> None:
     with pytest.raises(InvalidIdentifierError):
         adapter().set_locations("payouts; DROP TABLE x", "sale_date", where(DAYS[:2]))
+
+
+def test_the_sweeps_trash_statements_are_one_round_trip() -> None:
+    conn = Recorder()
+    statements = adapter().trash_statements(
+        "_idem_trash_a", "payouts", "sale_date", ["file:/w/a", "file:/w/b"]
+    )
+    adapter().run_statements(conn, statements)
+    assert conn.statements == ["BEGIN " + " ".join(f"{s};" for s in statements) + " END"]
+    assert len(statements) == 4 and statements[-1].endswith("PURGE")

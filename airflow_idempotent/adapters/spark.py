@@ -361,30 +361,39 @@ class SparkAdapter(EngineAdapter):
         spec = self.partition_spec(partition_column, value)
         return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
 
-    def set_locations(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
-        """Every (value, location)'s SET LOCATION in one SQL script (Spark 4's `BEGIN .. END`): the
-        server runs them in order in one round trip. Not one transaction: each statement is one
-        catalog call, so a crash mid-script leaves each day at its old or its new location."""
-        statements = [self.set_location(table, partition_column, value, where_) for value, where_ in where]
+    @staticmethod
+    def script(statements: Sequence[str]) -> str:
+        """`statements` as one SQL script (Spark 4's compound `BEGIN .. END`), run by the server in
+        order in one round trip; one statement is sent as it is. Not a transaction: each statement
+        commits on its own, and the first that fails ends the script."""
         if len(statements) == 1:
             return statements[0]
         return "BEGIN " + " ".join(f"{statement};" for statement in statements) + " END"
 
+    def run_statements(self, conn: Any, statements: Sequence[str]) -> None:
+        """Run `statements` in order as one script (`script`); a server with SQL scripting disabled
+        (`spark.sql.scripting.enabled=false`, the default before Spark 4.1) refuses it before running
+        anything, and then gets them one by one."""
+        if not statements:
+            return
+        try:
+            conn.sql(self.script(statements))
+        except Exception as err:
+            if len(statements) == 1 or SCRIPTING_REFUSED not in str(err):
+                raise
+            for statement in statements:
+                conn.sql(statement)
+
+    def set_locations(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
+        """Every (value, location)'s SET LOCATION in one script: each is one catalog call, so a
+        crash mid-script leaves each day at its old or its new location."""
+        return self.script([self.set_location(table, partition_column, v, w) for v, w in where])
+
     def move_partitions(
         self, conn: Any, table: str, partition_column: str, where: Sequence[tuple[date, str]]
     ) -> None:
-        """Set each (value, location) in one script (`set_locations`); a server with SQL scripting
-        disabled (`spark.sql.scripting.enabled=false`, the default before Spark 4.1) refuses it
-        before running anything, and then gets one statement per day."""
-        if not where:
-            return
-        try:
-            conn.sql(self.set_locations(table, partition_column, where))
-        except Exception as err:
-            if len(where) == 1 or SCRIPTING_REFUSED not in str(err):
-                raise
-            for value, location in where:
-                conn.sql(self.set_location(table, partition_column, value, location))
+        """Set each (value, location) in one round trip (`run_statements`)."""
+        self.run_statements(conn, [self.set_location(table, partition_column, v, w) for v, w in where])
 
     def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
         """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for
@@ -459,4 +468,4 @@ class SparkAdapter(EngineAdapter):
         if specs:  # one catalog call for every directory
             out.append(f"ALTER TABLE {self.qualified(trash)} ADD {' '.join(specs)}")
         out.append(f"DROP TABLE {self.qualified(trash)} PURGE")
-        return out
+        return out  # run as one script (`run_statements`): one round trip instead of four
