@@ -12,9 +12,10 @@ tears a month when killed). This protocol never touches the files the target rea
    (an external staging table partitioned like the target, each column cast to the target's type).
 4. Verify, in the cluster, in one scan of the staging: row count and checksum per partition
    value; a value outside the window (or NULL) refuses the write before anything is replaced.
-5. Plan: per date of the window, SET LOCATION (the day exists), ADD PARTITION (a new day) or
-   DROP PARTITION (the window no longer has it: an empty window really is emptied, a month is
-   replaced whole). The plan is recorded in the history store before the first operation.
+5. Plan: per date of the window, SET LOCATION (the day exists; all of them in one SQL script),
+   ADD PARTITION (a new day) or DROP PARTITION (the window no longer has it: an empty window
+   really is emptied, a month is replaced whole). The plan is recorded in the history store
+   before the first operation.
 6. Switch under the table's catalog lock, REFRESH TABLE for readers, check that the target's
    window now has the staged count and checksum, mark the plan done.
 7. Sweep (`sweep`): delete the replaced directories and the locations of attempts no partition
@@ -135,9 +136,14 @@ def _apply(
     ops: list[dict[str, str]],
     replay: bool = False,
 ) -> None:
-    """Run a plan's catalog operations: every new day in one ADD, each moved day's SET LOCATION, every
-    emptied day in one DROP, then REFRESH. Each statement is idempotent and leaves each partition at
-    a complete location (old or new), so a plan can be run again whole.
+    """Run a plan's catalog operations: every new day in one ADD, the moved days' SET LOCATIONs in one
+    SQL script (one round trip instead of one a day: a month's 31 took 5.2-14 s one by one, 1.8-5.2 s
+    as a script, measured on the test cluster), every emptied day in one DROP, then REFRESH. Each
+    statement is idempotent and one catalog call that leaves its partition at a complete location
+    (old or new), so a plan can be run again whole.
+
+    The first catalog change is one statement of its own (the ADD, else the first day's SET
+    LOCATION) and `switched_one` fires after it: a crash there leaves the rest of the plan undone.
 
     `replay` (recovery of a dead attempt's plan): ADD IF NOT EXISTS keeps the location of a day that
     exists already (the dead attempt's ADD may have landed, or another plan added the day since), so
@@ -147,13 +153,15 @@ def _apply(
     added = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "add"]
     moved = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "set"]
     dropped = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "drop"]
+    moves = [(d, where[d.isoformat()]) for d in ([*added, *moved] if replay else moved)]
     if added:
         conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
         _step("switched_one")
-    for i, value in enumerate([*added, *moved] if replay else moved):
-        conn.sql(adapter.set_location(table, partition_column, value, where[value.isoformat()]))
-        if i == 0 and not added:
-            _step("switched_one")
+    elif moves:
+        conn.sql(adapter.set_location(table, partition_column, *moves[0]))
+        _step("switched_one")
+        moves = moves[1:]
+    adapter.move_partitions(conn, table, partition_column, moves)
     if dropped:
         conn.sql(adapter.drop_partitions(table, partition_column, dropped))
         if not added and not moved:
@@ -242,8 +250,7 @@ def sweep(
         doomed = sorted({d for d in dirs if d not in kept})
         if doomed:
             trash = adapter.staging_name(table, attempt).replace(STAGING_PREFIX, TRASH_PREFIX, 1)
-            for statement in adapter.trash_statements(trash, table, column, doomed):
-                conn.sql(statement)
+            adapter.run_statements(conn, adapter.trash_statements(trash, table, column, doomed))
         for plan in dead:
             switches.set_status(store, plan.attempt_id, switches.SWEPT)
         present = set(adapter.staging_tables(conn, table))

@@ -333,6 +333,10 @@ class SparkCluster:
         deadline = began + 30
         while time.monotonic() < deadline:  # the killed server's port is free again shortly
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                # as the JVM binds its listener: with SO_REUSEADDR, so the dead server's connections
+                # left in TIME_WAIT (60 s) do not hold the port; only a live listener does (without
+                # it this loop waited its whole 30 s: the restart took 44.6 s instead of ~15)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     sock.bind(("127.0.0.1", self.connect_port))
                     break

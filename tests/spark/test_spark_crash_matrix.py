@@ -47,18 +47,32 @@ def v2(conn_id: str, table: str) -> dict[str, Any]:
     )
 
 
-def killed_at(conn_id: str, table: str, step: str) -> float:
-    """Write the month under v2 in a process of its own SIGKILLed at `step`; its seconds until then.
+def start_writer(conn_id: str, table: str, step: str, *args: str) -> subprocess.Popen[bytes]:
+    """The crash writer (month under v2, killed at `step`), started before the test sets its table
+    up: it imports Airflow and the provider meanwhile, then waits for `go` (IDEM_WRITER_WAIT)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.spark.crash_writer", conn_id, table, step, "v2", *args],
+        cwd=REPO,
+        env={**os.environ, "IDEM_WRITER_WAIT": "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def go(proc: subprocess.Popen[bytes]) -> None:
+    """Let a started writer write."""
+    assert proc.stdin is not None
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+
+
+def killed_at(proc: subprocess.Popen[bytes]) -> float:
+    """Let the writer of `start_writer` write until it is SIGKILLed at its step; its seconds until then.
     Returns a second after the kill: a statement the killed client sent may still finish on the server."""
     began = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.spark.crash_writer", conn_id, table, step, "v2"],
-        cwd=REPO,
-        env=dict(os.environ),
-        capture_output=True,
-        timeout=300,
-    )
-    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    out, err = proc.communicate(input=b"go\n", timeout=300)
+    assert proc.returncode == -9, (proc.returncode, out[-2000:], err[-3000:])
     took = time.monotonic() - began
     time.sleep(1.0)
     return took
@@ -84,12 +98,13 @@ def test_v1_and_v2_differ_on_every_day() -> None:
 @pytest.mark.parametrize("step", STEPS)
 def test_sigkill_at_each_step_then_rerun(spark, spark_conn, reliability, step: str) -> None:
     table = f"payouts_kill_{step}"
+    writer = start_writer(spark_conn, table, step)
     create_payouts(spark, table)
     if step in OPERATOR_WRITTEN:
         operator(spark_conn, table, granularity="month").execute(context(START))
     else:
         insert_month(spark, table, "v1")  # the killed write is a rerun either way
-    killed_after = killed_at(spark_conn, table, step)
+    killed_after = killed_at(writer)
     left = all_days(spark, table)
     measured = measure(spark, table)
     assert set(left) == set(MONTH), f"days missing after SIGKILL at {step}: {sorted(set(MONTH) - set(left))}"
@@ -133,8 +148,9 @@ def test_sigkill_during_a_first_write_then_rerun(spark, spark_conn, step: str) -
     plan), the table holds the month whole under v2 or not at all, and the rerun replays the dead
     attempt's plan (ADD IF NOT EXISTS, then each day's location) before writing the month again."""
     table = f"payouts_first_kill_{step}"
+    writer = start_writer(spark_conn, table, step)
     create_payouts(spark, table)
-    killed_at(spark_conn, table, step)
+    killed_at(writer)
     left = all_days(spark, table)
     assert set(left) in (set(), set(MONTH)), f"a first write killed at {step} left {len(left)} of 30 days"
     assert all(left[d] == V2[d] for d in left), f"a day is not whole under v2 after SIGKILL at {step}"

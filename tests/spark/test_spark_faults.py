@@ -6,9 +6,7 @@ rerun gives the month under v2. Each case is recorded for RELIABILITY.md (`relia
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,20 +14,14 @@ import pytest
 
 from airflow_idempotent.history import HistoryStore, switches
 from tests.spark.payouts_spark import START, all_days, context, create_payouts, insert_month, operator
-from tests.spark.test_spark_crash_matrix import REPO, V2, measure
+from tests.spark.test_spark_crash_matrix import V2, go, measure, start_writer
 
 pytestmark = pytest.mark.spark
 
 
 def writer(conn_id: str, table: str, step: str, action: str, slow: bool = False) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "tests.spark.crash_writer", conn_id, table, step, "v2", action]
-    return subprocess.Popen(
-        [*args, *(["slow"] if slow else [])],
-        cwd=REPO,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    """The crash writer, importing while the test sets the table up; it writes on `go(proc)`."""
+    return start_writer(conn_id, table, step, action, *(["slow"] if slow else []))
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
@@ -69,12 +61,13 @@ def test_connect_server_sigkill_during_the_write_then_rerun(
     if not spark_cluster.daemons:
         pytest.skip("attached to a cluster this session does not own: its server cannot be restarted")
     table = f"payouts_{point}"
+    marker = tmp_path / "reached"
+    proc = writer(spark_conn, table, step, f"{action_kind}={marker}", slow=slow)
     client = spark_cluster.session()
     create_payouts(client, table)
     insert_month(client, table, "v1")
     client.stop()
-    marker = tmp_path / "reached"
-    proc = writer(spark_conn, table, step, f"{action_kind}={marker}", slow=slow)
+    go(proc)
     wait_for(marker, proc)
     time.sleep(3.0 if slow else 0.5)  # the statement is on the server
     spark_cluster.kill_connect()
@@ -133,10 +126,11 @@ def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
     the retry interrupts it (in the dead attempt's session) before it stages anything, so the
     zombie neither lands a staging table nor competes with the retry."""
     table = "payouts_zombie"
+    proc = writer(spark_conn, table, "recorded", "after=4", slow=True)
     create_payouts(spark, table)
     insert_month(spark, table, "v1")
     began = time.monotonic()
-    proc = writer(spark_conn, table, "recorded", "after=4", slow=True)
+    go(proc)
     assert proc.wait(timeout=180) == -9, proc.stderr.read()[-3000:]  # type: ignore[union-attr]
     killed_after = time.monotonic() - began
     store = HistoryStore.from_airflow()

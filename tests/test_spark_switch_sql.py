@@ -1,0 +1,87 @@
+"""The partition switch's moves in one SQL script, and the per-day fallback, without a cluster."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+
+from airflow_idempotent.adapters.spark import SCRIPTING_REFUSED, SparkAdapter, SparkEngine
+from airflow_idempotent.errors import InvalidIdentifierError
+
+DAYS = [date(2026, 8, 1) + timedelta(days=n) for n in range(31)]
+
+
+class Recorder:
+    """A connection that records each statement; `refuse` makes a statement containing it fail."""
+
+    def __init__(self, refuse: str | None = None, error: str = SCRIPTING_REFUSED) -> None:
+        self.statements: list[str] = []
+        self.refuse = refuse
+        self.error = error
+
+    def sql(self, query: str, params: Any = None) -> None:
+        if self.refuse is not None and self.refuse in query:
+            raise RuntimeError(f"[{self.error}] refused")
+        self.statements.append(query)
+
+
+def adapter() -> SparkAdapter:
+    return SparkAdapter(SparkEngine("sc://127.0.0.1:15002"))
+
+
+def where(days: list[date]) -> list[tuple[date, str]]:
+    return [(d, f"file:/w/t/_idem_attempts/a'b/sale_date={d.isoformat()}") for d in days]
+
+
+def test_a_months_moves_are_one_script_of_one_set_location_a_day() -> None:
+    conn = Recorder()
+    adapter().move_partitions(conn, "sales.payouts", "sale_date", where(DAYS))
+    assert len(conn.statements) == 1
+    script = conn.statements[0]
+    assert script.startswith("BEGIN ") and script.endswith(" END")
+    parts = script[len("BEGIN ") : -len(" END")].split("; ")
+    assert len(parts) == 31 and parts[-1].endswith(";")
+    for day, part in zip(DAYS, parts, strict=True):
+        assert part.rstrip(";") == (
+            f"ALTER TABLE `sales`.`payouts` PARTITION (`sale_date` = '{day.isoformat()}') "
+            f"SET LOCATION 'file:/w/t/_idem_attempts/a\\'b/sale_date={day.isoformat()}'"
+        )
+
+
+def test_one_move_is_a_plain_statement_and_none_is_nothing() -> None:
+    conn = Recorder()
+    adapter().move_partitions(conn, "payouts", "sale_date", where(DAYS[:1]))
+    adapter().move_partitions(conn, "payouts", "sale_date", [])
+    assert conn.statements == [adapter().set_location("payouts", "sale_date", *where(DAYS[:1])[0])]
+
+
+def test_a_server_without_scripting_gets_one_statement_a_day() -> None:
+    conn = Recorder(refuse="BEGIN")
+    adapter().move_partitions(conn, "payouts", "sale_date", where(DAYS[:3]))
+    assert conn.statements == [
+        adapter().set_location("payouts", "sale_date", d, w) for d, w in where(DAYS[:3])
+    ]
+
+
+def test_any_other_failure_of_the_script_is_raised() -> None:
+    conn = Recorder(refuse="BEGIN", error="PARTITIONS_NOT_FOUND")
+    with pytest.raises(RuntimeError, match="PARTITIONS_NOT_FOUND"):
+        adapter().move_partitions(conn, "payouts", "sale_date", where(DAYS[:3]))
+    assert conn.statements == []
+
+
+def test_identifiers_are_validated() -> None:
+    with pytest.raises(InvalidIdentifierError):
+        adapter().set_locations("payouts; DROP TABLE x", "sale_date", where(DAYS[:2]))
+
+
+def test_the_sweeps_trash_statements_are_one_round_trip() -> None:
+    conn = Recorder()
+    statements = adapter().trash_statements(
+        "_idem_trash_a", "payouts", "sale_date", ["file:/w/a", "file:/w/b"]
+    )
+    adapter().run_statements(conn, statements)
+    assert conn.statements == ["BEGIN " + " ".join(f"{s};" for s in statements) + " END"]
+    assert len(statements) == 4 and statements[-1].endswith("PURGE")
