@@ -72,14 +72,15 @@ def machine() -> dict[str, Any]:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    import pyspark
+    import importlib.metadata
 
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
         "load_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
-        "pyspark": pyspark.__version__,
+        # the installed distribution's version: pyspark 4.3.0's own __version__ still says 4.2.0
+        "pyspark": importlib.metadata.version("pyspark"),
     }
 
 
