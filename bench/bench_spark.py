@@ -188,7 +188,7 @@ def main() -> None:
         "",
         f"Operator / hand-written (medians): **{ratio:.2f}x**. The operator's extra work: the staged "
         "window's count and checksum, the catalog switch of 31 partitions (the first day's SET LOCATION, "
-        "then the other 30 in one SQL script), REFRESH TABLE, the window's "
+        "then the other 30 in SQL scripts of up to 8), REFRESH TABLE, the window's "
         "count and checksum again after the switch, the history records (SQLite) and the sweep of the "
         "replaced directories. What it buys: a crash at any point leaves each day old or new, an empty "
         "or shrinking window is emptied, concurrent windows do not lose rows; the hand-written dynamic "

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent.adapters.spark import SCRIPTING_REFUSED, SparkAdapter, SparkEngine
+from airflow_idempotent.adapters.spark import MOVES_PER_SCRIPT, SCRIPTING_REFUSED, SparkAdapter, SparkEngine
 from airflow_idempotent.errors import InvalidIdentifierError
 
 DAYS = [date(2026, 8, 1) + timedelta(days=n) for n in range(31)]
@@ -35,14 +35,17 @@ def where(days: list[date]) -> list[tuple[date, str]]:
     return [(d, f"file:/w/t/_idem_attempts/a'b/sale_date={d.isoformat()}") for d in days]
 
 
-def test_a_months_moves_are_one_script_of_one_set_location_a_day() -> None:
+def test_a_months_moves_are_scripts_of_at_most_eight_set_locations_in_order() -> None:
     conn = Recorder()
     adapter().move_partitions(conn, "sales.payouts", "sale_date", where(DAYS))
-    assert len(conn.statements) == 1
-    script = conn.statements[0]
-    assert script.startswith("BEGIN ") and script.endswith(" END")
-    parts = script[len("BEGIN ") : -len(" END")].split("; ")
-    assert len(parts) == 31 and parts[-1].endswith(";")
+    assert len(conn.statements) == 4  # 31 days: 8 + 8 + 8 + 7
+    parts = []
+    for script in conn.statements:
+        assert script.startswith("BEGIN ") and script.endswith(" END")
+        inside = script[len("BEGIN ") : -len(" END")].split("; ")
+        assert len(inside) <= MOVES_PER_SCRIPT == 8 and inside[-1].endswith(";")
+        parts += inside
+    assert len(parts) == 31
     for day, part in zip(DAYS, parts, strict=True):
         assert part.rstrip(";") == (
             f"ALTER TABLE `sales`.`payouts` PARTITION (`sale_date` = '{day.isoformat()}') "
@@ -74,7 +77,7 @@ def test_any_other_failure_of_the_script_is_raised() -> None:
 
 def test_identifiers_are_validated() -> None:
     with pytest.raises(InvalidIdentifierError):
-        adapter().set_locations("payouts; DROP TABLE x", "sale_date", where(DAYS[:2]))
+        adapter().move_partitions(Recorder(), "payouts; DROP TABLE x", "sale_date", where(DAYS[:2]))
 
 
 def test_the_sweeps_trash_statements_are_one_round_trip() -> None:
