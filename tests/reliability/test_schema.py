@@ -82,6 +82,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
 ) -> None:
     import schemathesis
     from schemathesis import checks as core_checks
+    from schemathesis.core.failures import FailureGroup
     from schemathesis.specs.openapi import checks
 
     document = env.call("GET", "/idempotent/api/openapi.json")
@@ -123,8 +124,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
                     try:
                         case.validate_response(response, checks=selected, headers=env.headers())
                     # The checks raise one Failure, or a FailureGroup (a BaseExceptionGroup) of several.
-                    except (Exception, BaseExceptionGroup) as err:
-                        what = f"{name} {response.status_code}: {str(err)[:400]}"
+                    except (Exception, FailureGroup) as err:
+                        what = f"{name} {response.status_code} ({response.request.url}): {str(err)[:400]}"
                         (server_errors if response.status_code >= 500 else violations).append(what)
 
                 run(strategy, call, reliability_seed)
