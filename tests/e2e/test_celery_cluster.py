@@ -50,6 +50,7 @@ from deploy.settings import CLUSTER_ENV, DEPLOY_DIR, read_env, relocate
 from tests.conftest import DAGS_FOLDER, PG_HOST, PG_PORT, PG_USER
 from tests.e2e.conftest import (
     AIRFLOW,
+    SERVER_START_TIMEOUT,
     SERVICES,
     AirflowCluster,
     _airflow_env,
@@ -300,12 +301,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryCluster]
             for service, args in SERVICES.items():
                 cluster.start(service, args, env)
             cluster.start(WORKER, WORKER_ARGS, _worker_env(env, home, cluster.worker_mark))
+            cluster.wait_serving()
             cluster.wait_for(
-                "the API server",
-                lambda: cluster.request("GET", "/api/v2/monitor/health", auth=False),
-                timeout=120,
+                "the Celery worker", lambda: " ready." in cluster.log(WORKER, 100_000), SERVER_START_TIMEOUT
             )
-            cluster.wait_for("the Celery worker", lambda: " ready." in cluster.log(WORKER, 100_000), 120)
             yield cluster
         finally:
             for proc in cluster.processes.values():

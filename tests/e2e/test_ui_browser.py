@@ -158,11 +158,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster
                 start_new_session=True,
             )
             log.close()
-        cluster.wait_for(
-            "the API server",
-            lambda: cluster.request("GET", "/api/v2/monitor/health", auth=False),
-            timeout=120,
-        )
+        cluster.wait_serving()
         yield cluster
     finally:
         for proc in cluster.processes.values():

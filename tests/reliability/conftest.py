@@ -311,11 +311,7 @@ def reliability_cluster(
         )
         for service in SERVICES:
             cluster.start(service)
-        cluster.wait_for(
-            "the API server",
-            lambda: cluster.request("GET", "/api/v2/monitor/health", auth=False),
-            timeout=180,
-        )
+        cluster.wait_serving()
         yield cluster
     finally:
         for proc in [*cluster.processes.values(), *cluster.retired]:
