@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 # 2. the ones that run real DAGs, on every core (2.2 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server (7.6 min; 2.7 GB at peak);
-# 4. end to end on two workers per core, a file per worker, each worker its own Airflow deployment,
+# 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
 #    the reliability suite's scheduler-kill and hostile-server files among them (7.4 min for 38
 #    tests on four workers, bounded by the guarded-month file's 401 s);
 # 5. the reliability suite's load test on a cluster of its own, alone, so its throughput and
