@@ -87,35 +87,34 @@ def test_an_unknown_or_invisible_table_is_refused(pg: sa.Engine) -> None:
         assert adapter.describe(conn, "public.idem_types").schema == "public"
 
 
-def test_duckdb_reflection_matches_duckdbs_own_table_info(duckdb_url: str) -> None:
+DUCK_TABLE = (
+    "CREATE TABLE mart.idem_duck (id BIGINT PRIMARY KEY, d DATE NOT NULL, ts TIMESTAMP, "
+    "tz TIMESTAMP WITH TIME ZONE, n DECIMAL(12, 2), t VARCHAR, a INTEGER, b INTEGER, "
+    '"MixedCase" INTEGER, UNIQUE (a, b))'
+)
+
+
+@pytest.fixture
+def duck(duckdb_url: str) -> Iterator[sa.Engine]:
+    yield from scratch_tables(
+        duckdb_url, ["CREATE SCHEMA IF NOT EXISTS mart", DUCK_TABLE], ["DROP TABLE IF EXISTS mart.idem_duck"]
+    )
+
+
+def test_duckdb_reflection_matches_duckdbs_own_table_info(duck: sa.Engine) -> None:
     """DuckDB's catalog read: the names, order, types and NULL-ability `PRAGMA table_info` gives,
     and the primary key and UNIQUE constraint as its keys; a table in another schema is found only
     by its qualified name."""
     from airflow_idempotent.adapters.duckdb import DuckDBAdapter
 
-    engine = sa.create_engine(duckdb_url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE SCHEMA IF NOT EXISTS mart"))
-        conn.execute(
-            sa.text(
-                "CREATE TABLE mart.idem_duck (id BIGINT PRIMARY KEY, d DATE NOT NULL, ts TIMESTAMP, "
-                "tz TIMESTAMP WITH TIME ZONE, n DECIMAL(12, 2), t VARCHAR, a INTEGER, b INTEGER, "
-                '"MixedCase" INTEGER, UNIQUE (a, b))'
-            )
-        )
-    adapter = DuckDBAdapter(engine)
-    try:
-        with engine.connect() as conn:
-            info = adapter.describe(conn, "mart.idem_duck")
-            pragma = conn.execute(sa.text("PRAGMA table_info('mart.idem_duck')")).all()
-            with pytest.raises(SchemaError, match="does not exist"):
-                adapter.describe(conn, "idem_duck")  # not in main
-        assert [(c.name, c.type_name, c.nullable) for c in info.columns.values()] == [
-            (str(r[1]), str(r[2]), not r[3]) for r in pragma
-        ]
-        assert [c.kind for c in info.columns.values()][:4] == ["other", "date", "timestamp", "timestamptz"]
-        assert set(info.unique_keys) == {frozenset({"id"}), frozenset({"a", "b"})}
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text("DROP TABLE mart.idem_duck"))
-        engine.dispose()
+    adapter = DuckDBAdapter(duck)
+    with duck.connect() as conn:
+        info = adapter.describe(conn, "mart.idem_duck")
+        pragma = conn.execute(sa.text("PRAGMA table_info('mart.idem_duck')")).all()
+        with pytest.raises(SchemaError, match="does not exist"):
+            adapter.describe(conn, "idem_duck")  # not in main
+    assert [(c.name, c.type_name, c.nullable) for c in info.columns.values()] == [
+        (str(r[1]), str(r[2]), not r[3]) for r in pragma
+    ]
+    assert [c.kind for c in info.columns.values()][:4] == ["other", "date", "timestamp", "timestamptz"]
+    assert set(info.unique_keys) == {frozenset({"id"}), frozenset({"a", "b"})}
