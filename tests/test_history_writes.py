@@ -214,6 +214,52 @@ def test_a_duckdb_history_store_is_refused_with_the_fix(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def alembic_config() -> Any:
+    from alembic.config import Config
+
+    import airflow_idempotent.history as history_package
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(history_package.__file__).parent / "migrations"))
+    return config
+
+
+def test_head_revision_is_the_migrations_head() -> None:
+    """`migrate` trusts HEAD_REVISION to skip Alembic: it must be the head Alembic itself finds."""
+    from alembic.script import ScriptDirectory
+
+    from airflow_idempotent.history.models import HEAD_REVISION
+
+    assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_a_store_behind_head_is_upgraded_and_one_at_head_is_left_alone(tmp_path: Path) -> None:
+    from alembic import command
+
+    from airflow_idempotent.history.models import HEAD_REVISION
+
+    behind = sa.create_engine(f"sqlite:///{tmp_path / 'behind.db'}")
+    config = alembic_config()
+    with behind.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0006")  # the store as the release before approvals left it
+    assert "idem_approval" not in sa.inspect(behind).get_table_names()
+    HistoryStore(behind).migrate()
+    with behind.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM idem_alembic_version")).scalar() == HEAD_REVISION
+    assert "idem_approval" in sa.inspect(behind).get_table_names()
+    behind.dispose()
+
+    # A version table at head is the whole answer, as it is for Alembic: nothing else is read or made.
+    at_head = sa.create_engine(f"sqlite:///{tmp_path / 'at_head.db'}")
+    with at_head.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE idem_alembic_version (version_num VARCHAR(32) NOT NULL)"))
+        conn.execute(sa.text("INSERT INTO idem_alembic_version VALUES (:v)"), {"v": HEAD_REVISION})
+    HistoryStore(at_head).migrate()
+    assert sa.inspect(at_head).get_table_names() == ["idem_alembic_version"]
+    at_head.dispose()
+
+
 def test_skip_sees_an_amount_moved_between_rows(loaded: Any, history: HistoryStore) -> None:
     """The checksum is not a per-column sum: two rows trading values (totals unchanged) is a change."""
     make("overwrite", skip_if_unchanged=True).execute(run_ctx(1))

@@ -15,6 +15,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from airflow_idempotent.window import to_utc_datetime
 
 VERSION_TABLE = "idem_alembic_version"
+#: The latest migration's revision: a store at it needs no Alembic run (see `HistoryStore.migrate`).
+#: A test keeps it equal to the head of `migrations/versions`.
+HEAD_REVISION = "0007"
 
 
 class Base(DeclarativeBase):
