@@ -230,7 +230,7 @@ def test_head_revision_is_the_migrations_head() -> None:
 
     from airflow_idempotent.history.models import HEAD_REVISION
 
-    assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD_REVISION
 
 
 def test_a_store_behind_head_is_upgraded_and_one_at_head_is_left_alone(tmp_path: Path) -> None:

@@ -28,9 +28,9 @@ from airflow_idempotent.adapters.drivers import create_engine
 from airflow_idempotent.checksum import comparable
 from airflow_idempotent.errors import UnsupportedConnectionError
 from airflow_idempotent.history.models import (
-    BackfillSize,
     HEAD_REVISION,
     VERSION_TABLE,
+    BackfillSize,
     Base,
     DagRunEvent,
     TaskAttempt,
