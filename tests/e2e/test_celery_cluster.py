@@ -429,7 +429,7 @@ def test_payouts_and_a_guarded_backfill_run_on_the_celery_worker(cluster: Celery
             spooled.append(spool.deliver(store))
             ran = executions(store, run_ids)
             # the failure names what is there (wait_for reports the last AssertionError)
-            assert len(ran) >= 2 * (len(run_ids) + 1), f"{len(ran)} recorded: {sorted(ran)}"
+            assert len(ran) >= expected_attempts(run_ids), f"{len(ran)} recorded: {sorted(ran)}"
             return True
 
         cluster.wait_for("every attempt's record", all_recorded, timeout=60, every=1.0)
@@ -470,6 +470,11 @@ def check_window_writes(store: HistoryStore, manual_run_id: str, expected: dict[
     assert (diff["rows_before"], diff["rows_after"], diff["added"]) == (0, 2000, 2000)
 
 
+def expected_attempts(run_ids: set[str]) -> int:
+    """Each run's two tasks; the 25th's run twice (manual, then redone by the backfill)."""
+    return 2 * (len(run_ids) + 1)
+
+
 def executions(store: HistoryStore, run_ids: set[str]) -> set[tuple[str, str, int]]:
     """(run, task, try) of every attempt of these runs the store holds as having started."""
     return {
@@ -486,8 +491,7 @@ def check_worker_attempts(cluster: CeleryCluster, store: HistoryStore, run_ids: 
     attempts = [a for a in store.attempts(dag_id=DAG_ID) if a["run_id"] in run_ids]
     events = {(a["run_id"], a["task_id"], a["try_number"], a["event"]) for a in attempts}
     ran = executions(store, run_ids)
-    # Each run's two tasks; the 25th's run twice (manual, then redone by the backfill).
-    assert len(ran) == 2 * (len(run_ids) + 1), sorted(ran)
+    assert len(ran) == expected_attempts(run_ids), sorted(ran)
     assert {e[:3] for e in events if e[3] == "success"} == ran, sorted(events)
     for a in attempts:
         assert a["source"] == "worker", a
