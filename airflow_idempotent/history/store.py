@@ -257,11 +257,13 @@ class HistoryStore:
         One query instead of Alembic's upgrade, which loads every migration script: a task is a
         fresh process, and the upgrade to the revision it is already at took 385-650 ms of each one.
         """
-        try:
-            with self.engine.connect() as conn:
+        with self.engine.connect() as conn:  # a store that cannot be reached raises here, once
+            try:
                 rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
-        except sa.exc.DBAPIError:  # no version table yet: a new store
-            return False
+            except sa.exc.DBAPIError as err:
+                if err.connection_invalidated:  # the server went away: not a question of schema
+                    raise
+                return False  # no version table yet: a new store
         return rows == [HEAD_REVISION]
 
     # ------------------------------------------------------------------ writing
