@@ -36,19 +36,20 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]'
 	@touch $@
 
-# Groups, in order; their times in the clean-clone `bash .ci/run` of 384fee8 (28 min 22 s in all; c105a0b: 26 min 25 s):
+# Groups, in order; their times in the clean-clone `bash .ci/run` of 8cbad8e (30 min 42 s in all,
+# venv and lint included, on a quiet machine; 384fee8: 28 min 22 s):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (5.6 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (2.2 min);
+#    included (2,162 tests, 5.8 min on 2 cores);
+# 2. the ones that run real DAGs, on every core (2.0 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
-#    server (7.6 min; 2.7 GB at peak);
+#    server (8.9 min; 2.7 GB at peak);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
-#    the reliability suite's scheduler-kill and hostile-server files among them (7.4 min for 38
-#    tests on four workers, bounded by the guarded-month file's 401 s);
+#    the reliability suite's scheduler-kill and hostile-server files among them (5.9 min for 36
+#    tests on three workers, bounded by the guarded-month file);
 # 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
 #    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
-#    its check, twice; alone it passed, 2.3 min), then the reliability suite's load test on a cluster
-#    of its own, so its throughput and lock-wait figures are the machine's (4.5 min).
+#    its check, twice; alone it passed), then the reliability suite's load test on a cluster
+#    of its own, so its throughput and lock-wait figures are the machine's (both: 6.0 min).
 # pytest exits 5 when a marker selects no test: that is fine for the marked groups.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
 # the committed one). The last line adds up the groups (from their JUnit XML).
