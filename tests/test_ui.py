@@ -341,6 +341,37 @@ def test_the_plugin_mounts_the_app_and_adds_the_views_to_airflows_ui(env: dict[s
     assert mine["fastapi_apps"][0]["url_prefix"] == "/idempotent"
 
 
+def test_a_process_that_loads_the_plugin_for_its_listener_does_not_build_the_app() -> None:
+    """Tasks and the scheduler load the plugin for its listener; only the API server reads
+    fastapi_apps. A fresh interpreter shows what loading the plugin imports."""
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent(
+        """
+        import json, sys
+        from airflow_idempotent.plugins.listener import IdempotentPlugin
+        plugin = IdempotentPlugin()
+        before = sorted(m for m in sys.modules if m.startswith("airflow_idempotent.plugins.ui.")
+                        or m in ("fastapi", "airflow_idempotent.effects"))
+        views = len(plugin.external_views)
+        apps = plugin.fastapi_apps
+        after = "airflow_idempotent.plugins.ui.application" in sys.modules
+        print(json.dumps({"before": before, "views": views, "prefix": apps[0]["url_prefix"], "after": after}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {
+        "before": ["airflow_idempotent.plugins.ui.views"],
+        "views": 4,
+        "prefix": "/idempotent",
+        "after": True,
+    }, got
+
+
 # --------------------------------------------------------------------------------------------
 # 401 / 403 on every route
 # --------------------------------------------------------------------------------------------

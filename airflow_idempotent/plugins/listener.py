@@ -55,7 +55,7 @@ from airflow.sdk.plugins_manager import AirflowPlugin
 
 from airflow_idempotent.guard.pause import pause_backfill
 from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
-from airflow_idempotent.plugins.ui import EXTERNAL_VIEWS, FASTAPI_APPS
+from airflow_idempotent.plugins.ui.views import EXTERNAL_VIEWS
 from airflow_idempotent.window import to_utc_datetime
 
 if TYPE_CHECKING:
@@ -572,6 +572,17 @@ class HistoryListener:
 history_listener = HistoryListener()
 
 
+class _UIApps:
+    """`IdempotentPlugin.fastapi_apps`, imported when read. Only Airflow's API server reads it;
+    every task and the scheduler load the plugin for its listener, and importing the app (FastAPI,
+    the routes, the effect ledger) took ~0.5 s of each of those processes."""
+
+    def __get__(self, plugin: object, owner: type | None = None) -> list[dict[str, Any]]:
+        from airflow_idempotent.plugins.ui.application import FASTAPI_APPS
+
+        return FASTAPI_APPS
+
+
 class IdempotentPlugin(AirflowPlugin):
     """Registers the run-history listener and, in the API server, the backfill guard middleware
     (entry point `airflow.plugins`: idempotent)."""
@@ -582,5 +593,5 @@ class IdempotentPlugin(AirflowPlugin):
         {"name": "idempotent_backfill_guard", "middleware": BackfillGuardMiddleware, "args": [], "kwargs": {}}
     ]
     # The UI pages and their JSON API (plugins/ui.py): mounted at /idempotent, shown in Airflow's UI.
-    fastapi_apps = FASTAPI_APPS
+    fastapi_apps = _UIApps()  # type: ignore[assignment]
     external_views = EXTERNAL_VIEWS

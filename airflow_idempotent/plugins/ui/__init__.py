@@ -69,7 +69,25 @@ Security:
   Content-Security-Policy (scripts and styles from this app only, framing by Airflow's origin).
 """
 
-from airflow_idempotent.plugins.ui.application import EXTERNAL_VIEWS, FASTAPI_APPS, app, create_app
-from airflow_idempotent.plugins.ui.render import URL_PREFIX
+from typing import Any
+
+from airflow_idempotent.plugins.ui.views import EXTERNAL_VIEWS
 
 __all__ = ["EXTERNAL_VIEWS", "FASTAPI_APPS", "URL_PREFIX", "app", "create_app"]
+
+# The app and its imports (FastAPI, the routes, the effect ledger: ~0.5 s) load on first use, not
+# with the package: a task loads this plugin for its listener and never serves a page.
+_LAZY = {
+    "FASTAPI_APPS": "application",
+    "app": "application",
+    "create_app": "application",
+    "URL_PREFIX": "render",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

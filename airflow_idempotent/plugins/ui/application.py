@@ -1,5 +1,5 @@
 """The FastAPI app Airflow's API server mounts at /idempotent, and the plugin's registration of it
-(`FASTAPI_APPS`, `EXTERNAL_VIEWS`: read by `IdempotentPlugin` in plugins/listener.py)."""
+(`FASTAPI_APPS`, read by `IdempotentPlugin` in plugins/listener.py when the API server asks)."""
 
 from __future__ import annotations
 
@@ -32,35 +32,6 @@ page's `X-Idempotent-CSRF` token, which ends with the session it was issued to. 
 `{{"detail": "<message>"}}` or, for invalid input, `{{"detail": [{{"loc", "msg", "type"}}]}}` (422,
 nothing is done); every status a route can answer is listed with it.
 """
-
-#: The external views of Airflow's UI (hrefs relative to Airflow's base URL, as Airflow requires).
-EXTERNAL_VIEWS: list[dict[str, Any]] = [
-    {
-        "name": "Run history",
-        "href": "idempotent/history",
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "idempotent-history",
-    },
-    {
-        "name": "Run history",
-        "href": "idempotent/dags/{DAG_ID}/history",
-        "destination": "dag",
-        "url_route": "idempotent-dag-history",
-    },
-    {
-        "name": "Guarded backfill",
-        "href": "idempotent/dags/{DAG_ID}/backfill",
-        "destination": "dag",
-        "url_route": "idempotent-backfill",
-    },
-    {
-        "name": "Window write",
-        "href": "idempotent/dags/{DAG_ID}/attempt?run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}",
-        "destination": "task_instance",
-        "url_route": "idempotent-attempt",
-    },
-]
 
 
 def create_app() -> FastAPI:
