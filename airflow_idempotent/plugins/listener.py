@@ -592,6 +592,6 @@ class IdempotentPlugin(AirflowPlugin):
     fastapi_root_middlewares = [  # noqa: RUF012 - AirflowPlugin's own attribute
         {"name": "idempotent_backfill_guard", "middleware": BackfillGuardMiddleware, "args": [], "kwargs": {}}
     ]
-    # The UI pages and their JSON API (plugins/ui.py): mounted at /idempotent, shown in Airflow's UI.
+    # The UI pages and their JSON API (plugins/ui/): mounted at /idempotent, shown in Airflow's UI.
     fastapi_apps = _UIApps()  # type: ignore[assignment]
     external_views = EXTERNAL_VIEWS
