@@ -113,7 +113,9 @@ def main() -> int:
         k: statistics.median(t - s for t, s in zip(times[k], statements[k], strict=True)) * 1000
         for k in times
     }
-    commit = os.popen(f"git -C {args.package} rev-parse --short HEAD").read().strip()
+    commit = subprocess.run(
+        ["git", "-C", str(args.package), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     row = (
         f"| {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} | {commit} | {args.engine} | {args.rows:,} | "
         f"{med['operator']:.1f} | {med['hand-written']:.1f} | {rest['operator']:.1f} | "
