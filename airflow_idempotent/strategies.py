@@ -137,9 +137,7 @@ def prepare(
         params.update(adapter.window_params(spec.window, part.kind))
     else:
         params.update(adapter.window_params(spec.window, "timestamptz"))
-    result = adapter.execute(conn, adapter.probe_columns(spec.query), params)
-    produced = list(result.keys())
-    result.close()
+    produced = adapter.produced_columns(conn, spec.query, params)
     unknown = [c for c in produced if c.lower() not in info.columns]
     if unknown:
         raise SchemaError(
@@ -260,7 +258,7 @@ def merge(
             missing = [k for k in key_names if k not in columns]
             if missing:
                 raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
-            if frozenset(k.lower() for k in key_names) not in info.unique_keys:
+            if not adapter.has_unique_key(conn, info, key_names):
                 raise SchemaError(
                     f"{info.qualified} has no primary key or unique index on ({', '.join(key_names)}), so "
                     f"an upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "

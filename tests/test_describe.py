@@ -103,18 +103,24 @@ def duck(duckdb_url: str) -> Iterator[sa.Engine]:
 
 def test_duckdb_reflection_matches_duckdbs_own_table_info(duck: sa.Engine) -> None:
     """DuckDB's catalog read: the names, order, types and NULL-ability `PRAGMA table_info` gives,
-    and the primary key and UNIQUE constraint as its keys; a table in another schema is found only
-    by its qualified name."""
+    the primary key as its listed key and the UNIQUE constraint through `has_unique_key` (read
+    from `duckdb_constraints()` only then); a table in another schema is found only by its
+    qualified name."""
     from airflow_idempotent.adapters.duckdb import DuckDBAdapter
 
     adapter = DuckDBAdapter(duck)
     with duck.connect() as conn:
         info = adapter.describe(conn, "mart.idem_duck")
         pragma = conn.execute(sa.text("PRAGMA table_info('mart.idem_duck')")).all()
+        unique = {
+            keys: adapter.has_unique_key(conn, info, keys)
+            for keys in (("id",), ("B", "a"), ("a",), ("id", "a"), ("t",))
+        }
         with pytest.raises(SchemaError, match="does not exist"):
             adapter.describe(conn, "idem_duck")  # not in main
     assert [(c.name, c.type_name, c.nullable) for c in info.columns.values()] == [
         (str(r[1]), str(r[2]), not r[3]) for r in pragma
     ]
     assert [c.kind for c in info.columns.values()][:4] == ["other", "date", "timestamp", "timestamptz"]
-    assert set(info.unique_keys) == {frozenset({"id"}), frozenset({"a", "b"})}
+    assert set(info.unique_keys) == {frozenset({"id"})}
+    assert unique == {("id",): True, ("B", "a"): True, ("a",): False, ("id", "a"): False, ("t",): False}

@@ -111,7 +111,9 @@ class TableInfo:
     schema: str | None
     name: str
     columns: Mapping[str, ColumnInfo]  # keyed by lower-case name
-    unique_keys: tuple[frozenset[str], ...]  # lower-case column sets of the PK and unique indexes
+    #: lower-case column sets of the PK and unique indexes; an adapter whose catalog makes some of
+    #: them costly lists the cheap ones here and the rest in its `has_unique_key`
+    unique_keys: tuple[frozenset[str], ...]
 
     def column(self, name: str, role: str) -> ColumnInfo:
         """The column called `name` (case-insensitive), or a SchemaError naming the choices."""
@@ -391,6 +393,11 @@ class EngineAdapter(SourceChecks, StagingStatements):
             keys.append(frozenset(c.lower() for c in constraint["column_names"]))
         return TableInfo(schema=schema, name=name, columns=columns, unique_keys=tuple(keys))
 
+    def has_unique_key(self, conn: Connection, info: TableInfo, keys: Sequence[str]) -> bool:
+        """Whether a primary key or unique index covers exactly `keys`: what an upsert needs to
+        find a row, and what makes the target's keys unique without a check."""
+        return frozenset(k.lower() for k in keys) in info.unique_keys
+
     def column_kind(self, type_: Any) -> ColumnKind:
         """Classify a reflected type: what a window bound must be bound as to compare with it."""
         if isinstance(type_, sa.DateTime):
@@ -446,6 +453,27 @@ class EngineAdapter(SourceChecks, StagingStatements):
                 "the operator writes the rows itself, give only the query that produces them."
             )
         return query.subquery(SOURCE_ALIAS, copy=True)
+
+    def produced_columns(self, conn: Connection, query: exp.Expr, params: Mapping[str, Any]) -> list[str]:
+        """The names of the SELECT's result columns.
+
+        Read from the parsed query when every projection is a plain column or has an alias, whose
+        name every engine gives it; otherwise (`*`, an unaliased expression, whose name is the
+        engine's choice) the database answers a probe that returns no rows. The probe was a
+        statement, and a render of the user's query, of every write.
+        """
+        select = query
+        while isinstance(select, exp.SetOperation):
+            select = select.this
+        if isinstance(select, exp.Select) and all(
+            isinstance(p, exp.Alias | exp.Column) and not p.is_star and p.output_name
+            for p in select.expressions
+        ):
+            return [p.output_name for p in select.expressions]
+        result = self.execute(conn, self.probe_columns(query), params)
+        produced = list(result.keys())
+        result.close()
+        return produced
 
     def probe_columns(self, query: exp.Expr) -> exp.Select:
         """A query returning no rows whose result columns are the user's SELECT's columns."""

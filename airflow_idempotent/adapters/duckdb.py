@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+import duckdb
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlglot import exp
@@ -46,37 +46,45 @@ class DuckDBAdapter(EngineAdapter):
         return exp.Anonymous(this="hash", expressions=[self.column(c.name) for c in columns])
 
     def describe(self, conn: Connection, table: str) -> TableInfo:
-        """Read DuckDB's own catalog: SQLAlchemy's PostgreSQL-style reflection fails on it.
+        """Columns and primary key from `pragma_table_info`: SQLAlchemy's PostgreSQL-style
+        reflection fails on DuckDB.
 
-        `duckdb_columns()`, not `information_schema.columns` (a view over it): 1.3 ms against 4.0 ms
-        a call on a 4-column table, paid by every write.
+        0.9 ms on a fresh connection, where `duckdb_columns()` took 2 ms and `duckdb_constraints()`
+        6.5 ms, paid by every write. UNIQUE constraints are read by `has_unique_key`, only when a
+        key is not the primary key.
         """
         schema, name = split_table_name(table)
-        params: dict[str, Any] = {"name": name, "schema": schema or "main"}
-        rows = conn.execute(
-            sa.text(
-                "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
-                "WHERE table_name = :name AND schema_name = :schema ORDER BY column_index"
-            ),
-            params,
-        ).all()
-        if not rows:
-            raise missing_table(table)
+        qualified = self.render(self.table(f"{schema or 'main'}.{name}"))  # validated, quoted
+        try:
+            rows = conn.execute(
+                sa.text('SELECT name, type, "notnull", pk FROM pragma_table_info(:table) ORDER BY cid'),
+                {"table": qualified},
+            ).all()
+        except sa.exc.DBAPIError as err:
+            if isinstance(err.orig, duckdb.CatalogException):
+                raise missing_table(table) from err
+            raise
         columns = {
             str(r[0]).lower(): ColumnInfo(
                 name=str(r[0]),
                 type_name=str(r[1]),
                 kind=_KINDS.get(str(r[1]).upper(), "other"),
-                nullable=bool(r[2]),
+                nullable=not r[2],
             )
             for r in rows
         }
-        keys = conn.execute(
+        primary = frozenset(str(r[0]).lower() for r in rows if r[3])
+        return TableInfo(schema=schema, name=name, columns=columns, unique_keys=(primary,) if primary else ())
+
+    def has_unique_key(self, conn: Connection, info: TableInfo, keys: Sequence[str]) -> bool:
+        """The primary key from `describe`; otherwise the table's UNIQUE constraints."""
+        if super().has_unique_key(conn, info, keys):
+            return True
+        rows = conn.execute(
             sa.text(
                 "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = :name "
-                "AND schema_name = :schema AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+                "AND schema_name = :schema AND constraint_type = 'UNIQUE'"
             ),
-            params,
+            {"name": info.name, "schema": info.schema or "main"},
         ).all()
-        unique = tuple(frozenset(str(c).lower() for c in r[0]) for r in keys)
-        return TableInfo(schema=schema, name=name, columns=columns, unique_keys=unique)
+        return frozenset(k.lower() for k in keys) in {frozenset(str(c).lower() for c in r[0]) for r in rows}

@@ -292,7 +292,7 @@ def guarded_write(
                 adapter.execute(conn, adapter.insert_select(stage, columns, spec.query), params)
                 staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
                 check_keys(adapter, conn, staged, key_names, window_only)
-                if frozenset(k.lower() for k in key_names) not in info.unique_keys:
+                if not adapter.has_unique_key(conn, info, key_names):
                     check_target_keys(adapter, conn, spec, info, key_names, window_only)
 
                 # (3) the diff, set-based
