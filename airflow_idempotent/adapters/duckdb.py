@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import duckdb
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlglot import exp
@@ -61,6 +60,8 @@ class DuckDBAdapter(EngineAdapter):
                 {"table": qualified},
             ).all()
         except sa.exc.DBAPIError as err:
+            import duckdb  # loaded by the driver that raised; a module import would cost every task 85 ms
+
             if isinstance(err.orig, duckdb.CatalogException):
                 raise missing_table(table) from err
             raise
