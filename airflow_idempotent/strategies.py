@@ -188,7 +188,7 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
         row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
         in_window = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
         if inserted < 0:
-            inserted = int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
+            inserted = _count_source(adapter, conn, spec, params)
         if in_window != inserted:
             _raise_outside(adapter, conn, spec, params, inserted - in_window)
         result = WriteResult(
@@ -216,9 +216,17 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
 
 
 def _raise_outside(
-    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any], count: int
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    params: Mapping[str, Any],
+    count: int | None = None,
 ) -> None:
+    """Refuse the SELECT's rows outside the window, naming a few (`count`: counted here if None)."""
     assert spec.partition_column is not None
+    if count is None:
+        counting = adapter.count_outside(spec.query, spec.partition_column)
+        count = int(adapter.execute(conn, counting, params).scalar_one())
     rows = adapter.execute(
         conn, adapter.outside_sample(spec.query, spec.partition_column, SAMPLE_SIZE), params
     )
@@ -235,10 +243,13 @@ def merge(
 ) -> WriteResult:
     """Upsert the SELECT's rows on `keys`; optionally delete the window's rows the source lacks.
 
-    Repeated or NULL source keys are refused naming them, with nothing written. How they are found
-    is what the database guarantees (`key_check`): the upsert refuses them itself, or its row count
-    reveals them, and the key query runs only after that, to name them; otherwise the source's one
-    counting pass also counts its distinct and NULL keys, and only a mismatch runs the key query.
+    Repeated or NULL source keys and rows outside the window are refused naming them, with nothing
+    written. How they are found is what the database guarantees (`key_check`): the upsert refuses
+    them itself, or its row count reveals them, and the key query runs only after that, to name
+    them; otherwise the source's one counting pass also counts its distinct and NULL keys, and only
+    a mismatch runs the key query. Where the upsert refuses both bad keys and rows outside the
+    window (`refuses_rows_outside_in_statement`), the upsert is the only statement reading the
+    source: its row count is the source's.
     """
     if not keys:
         raise SchemaError("merge needs key_columns: the columns that identify a row, e.g. ['sale_id'].")
@@ -249,7 +260,8 @@ def merge(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
             "the source is complete for."
         )
-    # Set when the upsert itself reveals repeated or NULL keys: the keys and binds to name them by.
+    # Set when the upsert itself reveals repeated or NULL keys (or rows outside the window): the
+    # keys and binds to name them by.
     diagnosis: dict[str, Any] = {}
     try:
         with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
@@ -265,11 +277,18 @@ def merge(
                     f"{info.qualified} ({', '.join(key_names)})."
                 )
             how = key_check(adapter, info, key_names)
-            if how == "pass":
+            partition = (
+                None
+                if spec.partition_column is None
+                else info.column(spec.partition_column, "partition_column")
+            )
+            source_rows = -1  # until counted: by a pass over the source, or the upsert's row count
+            if how == "statement" and (partition is None or adapter.refuses_rows_outside_in_statement):
+                # the upsert refuses repeated and NULL keys and rows outside the window itself
+                diagnosis.update(keys=key_names, params=params)
+            elif how == "pass":
                 check_keys(adapter, conn, spec, key_names, params)
-                source_rows = int(
-                    adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one()
-                )
+                source_rows = _count_source(adapter, conn, spec, params)
             else:
                 counted = key_names if how == "counts" else ()
                 profile = adapter.source_profile(spec.query, spec.partition_column, counted)
@@ -278,12 +297,8 @@ def merge(
                 if counted and (int(row[3] or 0) or int(row[2] or 0) != source_rows):
                     check_keys(adapter, conn, spec, key_names, params)  # names them and raises
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, int(row[2] or 0)))
-                if outside:  # a flag: count them for the refusal
-                    assert spec.partition_column is not None
-                    counting = adapter.count_outside(spec.query, spec.partition_column)
-                    _raise_outside(
-                        adapter, conn, spec, params, int(adapter.execute(conn, counting, params).scalar_one())
-                    )
+                if outside:  # a flag: `_raise_outside` counts them for the refusal
+                    _raise_outside(adapter, conn, spec, params)
                 if how != "counts":
                     diagnosis.update(keys=key_names, params=params)
             window_only = window_binds(params)
@@ -294,8 +309,10 @@ def merge(
                 stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
                 deleted = rowcount(adapter.execute(conn, stmt, params))
             before = _window_count(adapter, conn, spec, window_only)
-            upsert = adapter.upsert(spec.table, columns, key_names, spec.query)
+            upsert = adapter.upsert(spec.table, columns, key_names, spec.query, partition)
             written = rowcount(adapter.execute(conn, upsert, params))
+            if source_rows < 0:  # one row written per source row, since repeated keys fail
+                source_rows = written if written >= 0 else _count_source(adapter, conn, spec, params)
             if how == "rowcount" and written != source_rows:
                 if written < 0:  # the driver did not count: look for them the slow way
                     check_keys(adapter, conn, spec, key_names, params)
@@ -318,11 +335,11 @@ def merge(
             )
             if spec.before_commit is not None:
                 spec.before_commit()
-    except (sa_exc.IntegrityError, sa_exc.ProgrammingError, MergeKeyError):
-        if diagnosis:  # rolled back; name the keys the database refused (check_keys raises)
+    except (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.DataError, MergeKeyError):
+        if diagnosis:  # rolled back; name the keys or rows the database refused (check_keys raises)
             with adapter.engine.connect() as conn:
                 check_keys(adapter, conn, spec, diagnosis["keys"], diagnosis["params"])
-        raise
+        raise  # not the source's keys or window: the database's own error, as it is
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
         spec.table,
@@ -422,6 +439,12 @@ def checksum_periods(
     return tuple(out)
 
 
+def _count_source(
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any]
+) -> int:
+    return int(adapter.execute(conn, adapter.count_source(spec.query), params).scalar_one())
+
+
 def _window_count(
     adapter: EngineAdapter, conn: Connection, spec: WriteSpec, params: Mapping[str, Any]
 ) -> int:
@@ -464,5 +487,5 @@ def check_keys(
             "Make the SELECT return one row per key (deduplicate, or add the missing key columns), "
             "and filter out NULL keys."
         )
-    if outside:
-        _raise_outside(adapter, conn, spec, params, len(outside))
+    if outside:  # the sample holds at most SAMPLE_SIZE + 1 keys: `_raise_outside` counts the rows
+        _raise_outside(adapter, conn, spec, params)

@@ -20,6 +20,7 @@ from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
+from airflow_idempotent.window import day_range
 from tests.test_operators import DAY, context, make, payouts_snapshot
 
 #: What each engine's upsert does with one key twice in its source (measured, not assumed).
@@ -183,3 +184,120 @@ def test_a_null_partition_value_is_outside_the_window(loaded: Any) -> None:
         "s.sale_date,", "CASE WHEN s.sale_id = 49990 THEN NULL ELSE s.sale_date END AS sale_date,"
     )
     refused_unchanged(loaded, sql, RowsOutsideWindowError, r"produced 1 row\(s\) whose sale_date is outside")
+
+
+# --- rows outside the window, refused inside the upsert (`refuses_rows_outside_in_statement`) ------
+
+#: Which engines' failing cast is an error inside a write (measured, not assumed: see the test).
+REFUSES_OUTSIDE = {"postgres": True, "mariadb": False, "sqlite": False, "duckdb": False}
+WINDOW_DAY = day_range(DAY, DAY)
+
+
+def upsert_with_guard(warehouse: Any, type_sql: str, source: str) -> tuple[BaseException | None, list[Any]]:
+    """The adapter's upsert of `source` into idem_win (partition column `d` of `type_sql`), built
+    with the partition guard, bound to the window of DAY: the error it raised, then the table's rows."""
+    adapter = adapter_for(warehouse.engine)
+    with warehouse.engine.begin() as conn:
+        conn.execute(
+            sa.text(f"CREATE TABLE idem_win (k INTEGER NOT NULL PRIMARY KEY, d {type_sql}, v INTEGER)")
+        )
+    with warehouse.engine.connect() as conn:
+        info = adapter.describe(conn, "idem_win")
+    part = info.column("d", "partition_column")
+    binds = adapter.window_params(WINDOW_DAY, part.kind)
+    query = check_deterministic(source, adapter.dialect)
+    error: BaseException | None = None
+    try:
+        with warehouse.engine.begin() as conn:
+            adapter.execute(conn, adapter.upsert("idem_win", ["k", "d", "v"], ["k"], query, part), binds)
+    except sa.exc.DBAPIError as err:
+        error = err
+    with warehouse.engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(sa.text("SELECT k, d, v FROM idem_win ORDER BY k")).all()]
+    return error, rows
+
+
+def test_each_engines_outside_flag_is_what_its_upsert_does(warehouse: Any) -> None:
+    """One row on the window's day, one on the next (the window is half-open): an engine whose
+    flag is set refuses the statement and writes nothing; the others write both (their merge
+    refuses the row by its pass over the source, tested above)."""
+    adapter = adapter_for(warehouse.engine)
+    assert adapter.refuses_rows_outside_in_statement is REFUSES_OUTSIDE[warehouse.kind]
+    source = (
+        "SELECT 1 AS k, CAST('2026-08-25' AS DATE) AS d, 1 AS v UNION ALL "
+        "SELECT 2 AS k, CAST('2026-08-26' AS DATE) AS d, 2 AS v"
+    )
+    error, rows = upsert_with_guard(warehouse, "DATE", source)
+    if REFUSES_OUTSIDE[warehouse.kind]:
+        assert isinstance(error, sa.exc.DataError) and "row outside the window: 2026-08-26" in str(error)
+        assert rows == []
+    else:
+        assert error is None and [k for k, _, _ in rows] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "type_sql, inside, outside, shown",
+    [
+        ("DATE", "2026-08-25", "2026-08-24", "2026-08-24"),
+        ("TIMESTAMP", "2026-08-25 23:59:59.999999", "2026-08-26 00:00:00", "2026-08-26 00:00:00"),
+        (
+            "TIMESTAMP WITH TIME ZONE",
+            "2026-08-25 00:00:00+00",
+            "2026-08-25 01:59:59+02",
+            "2026-08-24 23:59:59",
+        ),
+        ("DATE", "2026-08-25", None, ""),  # NULL is outside every window
+    ],
+)
+def test_postgres_refuses_a_row_outside_the_window_of_each_partition_type_in_the_upsert(
+    warehouse: Any, type_sql: str, inside: str, outside: str | None, shown: str
+) -> None:
+    if warehouse.kind != "postgres":
+        pytest.skip("the failing cast is PostgreSQL's (REFUSES_OUTSIDE)")
+    value = "NULL" if outside is None else f"CAST('{outside}' AS {type_sql})"
+    row_in = f"SELECT 1 AS k, CAST('{inside}' AS {type_sql}) AS d, 1 AS v"
+    error, rows = upsert_with_guard(
+        warehouse, type_sql, f"{row_in} UNION ALL SELECT 2 AS k, {value} AS d, 2 AS v"
+    )
+    assert isinstance(error, sa.exc.DataError), error
+    assert f"row outside the window: {shown}" in str(error)
+    assert rows == []
+    # the row inside alone passes the guard unchanged (the upsert writes the source's own value)
+    with warehouse.engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE idem_win"))
+    error, rows = upsert_with_guard(warehouse, type_sql, row_in)
+    assert error is None
+    with warehouse.engine.connect() as conn:
+        expected = conn.execute(sa.text(f"SELECT CAST('{inside}' AS {type_sql})")).scalar_one()
+    assert rows == [(1, expected, 1)]
+
+
+def test_a_clean_merge_reads_the_source_once_where_the_upsert_refuses_everything(loaded: Any) -> None:
+    """Where the upsert refuses repeated and NULL keys and rows outside the window itself
+    (PostgreSQL), the only statement reading the source is the upsert; elsewhere one pass
+    (the profile) runs before it."""
+    reads: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "sales" in statement:
+            reads.append(statement.split()[0].upper())
+
+    engine_cls = sa.engine.Engine
+    sa.event.listen(engine_cls, "before_cursor_execute", seen)
+    try:
+        result = make("merge", delete_missing=False).execute(context())
+    finally:
+        sa.event.remove(engine_cls, "before_cursor_execute", seen)
+    assert (result["rows_inserted"], result["rows_updated"], result["source_rows"]) == (753, 1247, 2000)
+    adapter = adapter_for(loaded.engine)
+    once = adapter.upsert_refuses_repeated_keys and adapter.refuses_rows_outside_in_statement
+    assert reads == (["INSERT"] if once else ["SELECT", "INSERT"])
+
+
+def test_an_error_of_the_select_itself_is_raised_as_the_database_gave_it(loaded: Any) -> None:
+    """A failing upsert is diagnosed for bad keys and rows outside the window; when the source has
+    neither, the database's own error reaches the user unchanged, and nothing is written."""
+    if loaded.kind != "postgres":
+        pytest.skip("division by zero is an error in PostgreSQL's SELECT (NULL or a warning elsewhere)")
+    sql = PAYOUT_SQL.replace("s.price_eur *", "s.price_eur / (s.sale_id - 49990) * (s.sale_id - 49990) *")
+    refused_unchanged(loaded, sql, sa.exc.DataError, "division by zero")

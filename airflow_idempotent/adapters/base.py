@@ -494,11 +494,20 @@ class EngineAdapter(SourceChecks, StagingStatements):
             .where(self.in_window(partition_column), copy=False)
         )
 
-    def insert_select(self, table: str, columns: Sequence[str], query: exp.Expr) -> exp.Insert:
-        """INSERT INTO table (cols) SELECT cols FROM (query): set-based, rows never leave the database."""
-        select = exp.select(*[self.column(c, SOURCE_ALIAS) for c in columns]).from_(
-            self.source(query), copy=False
-        )
+    def insert_select(
+        self, table: str, columns: Sequence[str], query: exp.Expr, partition: ColumnInfo | None = None
+    ) -> exp.Insert:
+        """INSERT INTO table (cols) SELECT cols FROM (query): set-based, rows never leave the database;
+        given the `partition` column, a row outside the window fails it where the flag says the
+        database refuses the cast (`refuses_rows_outside_in_statement`, `refuse_outside`)."""
+        guard = partition if self.refuses_rows_outside_in_statement else None
+        projections = [
+            self.refuse_outside(c, guard.kind)
+            if guard and c.lower() == guard.name.lower()
+            else self.column(c, SOURCE_ALIAS)
+            for c in columns
+        ]
+        select = exp.select(*projections).from_(self.source(query), copy=False)
         if self.upsert_select_needs_where:
             select = select.where(exp.true(), copy=False)
         return exp.insert(
@@ -508,9 +517,17 @@ class EngineAdapter(SourceChecks, StagingStatements):
             copy=False,
         )
 
-    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str], query: exp.Expr) -> exp.Expr:
-        """Insert new keys, update existing ones, in the database's native upsert."""
-        insert = self.insert_select(table, columns, query)
+    def upsert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        query: exp.Expr,
+        partition: ColumnInfo | None = None,
+    ) -> exp.Expr:
+        """Insert new keys, update existing ones, in the database's native upsert (`partition`: see
+        `insert_select`)."""
+        insert = self.insert_select(table, columns, query, partition)
         updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}] or list(keys)
         insert.set("conflict", self.on_conflict(keys, updates))
         return insert

@@ -75,6 +75,7 @@ class PostgresAdapter(EngineAdapter):
     lock_style = "advisory"
     checksum_version = "v2"
     upsert_refuses_repeated_keys = True
+    refuses_rows_outside_in_statement = True
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hashtextextended", expressions=[text, exp.Literal.number(0)])

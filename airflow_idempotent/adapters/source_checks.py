@@ -8,15 +8,29 @@ problem, to name the rows or keys in the refusal. `EngineAdapter` inherits these
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from sqlglot import exp
 
 #: The alias of the user's SELECT as a derived table (`EngineAdapter.source`).
 SOURCE_ALIAS = "_idem_src"
+#: The type a refused partition value is cast to in `refuse_outside`, by the column's kind.
+GUARD_TYPES = {"date": "DATE", "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ"}
+#: The text of that failing cast: what the database's error quotes, should a diagnosis not run.
+OUTSIDE_MARK = "airflow-idempotent: row outside the window: "
 
 
 class SourceChecks:
     """Builders of the source checks; `column`, `in_window` and `source` come from EngineAdapter."""
+
+    #: A row outside the window fails the write's own statement: the partition column's projection
+    #: casts the marked text of any value outside the window (or NULL) to the column's type, which
+    #: the database refuses (PostgreSQL: "invalid input syntax for type date"). A merge then needs
+    #: no pass over its source before the upsert: with `upsert_refuses_repeated_keys` too, the
+    #: upsert alone refuses every bad source and the passes run only to name what it refused
+    #: (`strategies.merge`). Read by `EngineAdapter.insert_select`. Where a failing cast is only a
+    #: warning (MariaDB outside strict mode, SQLite), or costs more than the pass, it stays off.
+    refuses_rows_outside_in_statement: ClassVar[bool] = False
 
     def column(self, name: str, table: str | None = None) -> exp.Column:
         raise NotImplementedError
@@ -26,6 +40,23 @@ class SourceChecks:
 
     def source(self, query: exp.Expr) -> exp.Subquery:
         raise NotImplementedError
+
+    def refuse_outside(self, partition_column: str, kind: str) -> exp.Expr:
+        """The source's partition value, or a cast that fails for a value outside the window or NULL.
+
+        `CASE WHEN p >= :window_start AND p < :window_end THEN p ELSE CAST(CONCAT(mark, p) AS type) END`:
+        the CASE is evaluated per row the SELECT returns (after its own filters), and its ELSE
+        depends on the row, so no planner folds it into an error before any row is read. CONCAT (the
+        function, not `||`) turns a NULL into '', so a NULL fails the cast too.
+        """
+        col = self.column(partition_column, SOURCE_ALIAS)
+        failing = exp.cast(
+            exp.Anonymous(this="CONCAT", expressions=[exp.Literal.string(OUTSIDE_MARK), col.copy()]),
+            GUARD_TYPES[kind],
+        )
+        return exp.Case(
+            ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=col)], default=failing
+        )
 
     def key_problems(
         self, query: exp.Expr, keys: Sequence[str], partition_column: str | None, limit: int
