@@ -12,7 +12,6 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -24,10 +23,11 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from airflow_idempotent.adapters import locks
+from airflow_idempotent.adapters.checksums import ChecksumStatements
 from airflow_idempotent.adapters.locks import LockId, LockStyle
+from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
 from airflow_idempotent.adapters.staging import StagingStatements
-from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
 from airflow_idempotent.errors import (
     InvalidIdentifierError,
     LockTimeoutError,
@@ -38,8 +38,6 @@ from airflow_idempotent.errors import (
 from airflow_idempotent.window import Window, spanning
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-ColumnKind = Literal["date", "timestamp", "timestamptz", "other"]
 
 
 def validate_identifier(name: str, what: str = "identifier") -> str:
@@ -94,43 +92,7 @@ def missing_table(table: str) -> SchemaError:
     )
 
 
-@dataclass(frozen=True)
-class ColumnInfo:
-    """A target column as reflected from the database."""
-
-    name: str
-    type_name: str
-    kind: ColumnKind
-    nullable: bool
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    """What the strategies need to know about a target table before writing to it."""
-
-    schema: str | None
-    name: str
-    columns: Mapping[str, ColumnInfo]  # keyed by lower-case name
-    #: lower-case column sets of the PK and unique indexes; an adapter whose catalog makes some of
-    #: them costly lists the cheap ones here and the rest in its `has_unique_key`
-    unique_keys: tuple[frozenset[str], ...]
-
-    def column(self, name: str, role: str) -> ColumnInfo:
-        """The column called `name` (case-insensitive), or a SchemaError naming the choices."""
-        info = self.columns.get(name.lower())
-        if info is None:
-            raise SchemaError(
-                f"{role} {name!r} is not a column of {self.qualified}: its columns are "
-                f"{', '.join(c.name for c in self.columns.values())}. Fix the operator's {role}."
-            )
-        return info
-
-    @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.name}" if self.schema else self.name
-
-
-class EngineAdapter(SourceChecks, StagingStatements):
+class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
     The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent
@@ -168,9 +130,6 @@ class EngineAdapter(SourceChecks, StagingStatements):
     lookback_refusal: ClassVar[str] = ""
     #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
     has_native_lock: ClassVar[bool] = True
-    #: The definition `window_checksum` computes (docs/checksum.md): "v1" hashes each row's text
-    #: form, "v2" combines the database's typed per-column hashes. Part of the checksum's text.
-    checksum_version: ClassVar[str] = LEGACY_VERSION
     #: The native upsert itself fails on a source holding one key twice (PostgreSQL's ON CONFLICT
     #: DO UPDATE "cannot affect row a second time"), in the statement, before anything commits.
     #: With NOT NULL key columns (which every engine enforces) a merge then skips its key
@@ -555,53 +514,6 @@ class EngineAdapter(SourceChecks, StagingStatements):
             action=exp.var("DO UPDATE"),
             expressions=[exp.EQ(this=self.column(c), expression=self.column(c, "excluded")) for c in updates],
         )
-
-    def row_hash(self, text: exp.Expr) -> exp.Expr:
-        """A 64-bit (or narrower) integer hash of a text expression, computed by the database."""
-        raise NotImplementedError
-
-    def row_text(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
-        """The row's text form: each column as text ('<null>' for NULL), joined by '|'."""
-        parts: list[exp.Expr] = []
-        for i, col in enumerate(columns):
-            if i:
-                parts.append(exp.Literal.string("|"))
-            parts.append(
-                exp.func("COALESCE", exp.cast(self.column(col.name), "TEXT"), exp.Literal.string("<null>"))
-            )
-        return exp.Concat(expressions=parts, safe=True)
-
-    def row_checksum(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
-        """One row's hash for the window checksum, columns in sorted order (`checksum_version` names it).
-
-        The base is version 1: `row_hash` of the row's text form. Adapters whose database has typed
-        hash functions override it (version 2), which skips the text conversion of every value.
-        """
-        return self.row_hash(self.row_text(columns))
-
-    def window_checksum(
-        self, table: str, partition_column: str, columns: Sequence[str | ColumnInfo]
-    ) -> exp.Select:
-        """Row count and an order-independent sum of row hashes over the window, in the database.
-
-        Compared only with checksums from the same database and version: it answers "is the
-        window's result the same as after the last write", not "equal across engines". A column
-        given by name alone is hashed as text.
-        """
-        infos = [c if isinstance(c, ColumnInfo) else ColumnInfo(c, "", "other", True) for c in columns]
-        ordered = sorted(infos, key=lambda c: c.name.lower())
-        return (
-            exp.select(
-                exp.Count(this=exp.Star()),
-                exp.func("COALESCE", exp.Sum(this=self.row_checksum(ordered)), exp.Literal.number(0)),
-            )
-            .from_(self.table(table), copy=False)
-            .where(self.in_window(partition_column), copy=False)
-        )
-
-    def checksum_text(self, count: int, total: object) -> str:
-        """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""
-        return format_checksum(self.checksum_version, count, total)
 
     def delete_missing(
         self, table: str, partition_column: str, keys: Sequence[str], query: exp.Expr

@@ -1,0 +1,83 @@
+"""The window checksum's statement, as a part of every engine adapter.
+
+A write's result checksum is the window's row count and an order-independent combination of row
+hashes, computed in the database (`window_checksum`) and formatted with the adapter's version
+(`airflow_idempotent.checksum`, docs/checksum.md). `EngineAdapter` inherits these builders; an
+adapter overrides `row_hash`, or `row_checksum` where its database has typed hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from sqlglot import exp
+
+from airflow_idempotent.adapters.schema import ColumnInfo
+from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
+
+
+class ChecksumStatements:
+    """Builders of the window checksum; `table`, `column` and `in_window` come from EngineAdapter."""
+
+    #: The definition `window_checksum` computes (docs/checksum.md): "v1" hashes each row's text
+    #: form, "v2" combines the database's typed per-column hashes. Part of the checksum's text.
+    checksum_version: ClassVar[str] = LEGACY_VERSION
+
+    # ------------------------------------------------------------------ provided by EngineAdapter
+    def table(self, name: str, alias: str | None = None) -> exp.Table:
+        raise NotImplementedError
+
+    def column(self, name: str, table: str | None = None) -> exp.Column:
+        raise NotImplementedError
+
+    def in_window(self, partition_column: str, table: str | None = None) -> exp.Expr:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the checksum
+    def row_hash(self, text: exp.Expr) -> exp.Expr:
+        """A 64-bit (or narrower) integer hash of a text expression, computed by the database."""
+        raise NotImplementedError
+
+    def row_text(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """The row's text form: each column as text ('<null>' for NULL), joined by '|'."""
+        parts: list[exp.Expr] = []
+        for i, col in enumerate(columns):
+            if i:
+                parts.append(exp.Literal.string("|"))
+            parts.append(
+                exp.func("COALESCE", exp.cast(self.column(col.name), "TEXT"), exp.Literal.string("<null>"))
+            )
+        return exp.Concat(expressions=parts, safe=True)
+
+    def row_checksum(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """One row's hash for the window checksum, columns in sorted order (`checksum_version` names it).
+
+        The base is version 1: `row_hash` of the row's text form. Adapters whose database has typed
+        hash functions override it (version 2), which skips the text conversion of every value.
+        """
+        return self.row_hash(self.row_text(columns))
+
+    def window_checksum(
+        self, table: str, partition_column: str, columns: Sequence[str | ColumnInfo]
+    ) -> exp.Select:
+        """Row count and an order-independent sum of row hashes over the window, in the database.
+
+        Compared only with checksums from the same database and version: it answers "is the
+        window's result the same as after the last write", not "equal across engines". A column
+        given by name alone is hashed as text.
+        """
+        infos = [c if isinstance(c, ColumnInfo) else ColumnInfo(c, "", "other", True) for c in columns]
+        ordered = sorted(infos, key=lambda c: c.name.lower())
+        return (
+            exp.select(
+                exp.Count(this=exp.Star()),
+                exp.func("COALESCE", exp.Sum(this=self.row_checksum(ordered)), exp.Literal.number(0)),
+            )
+            .from_(self.table(table), copy=False)
+            .where(self.in_window(partition_column), copy=False)
+        )
+
+    def checksum_text(self, count: int, total: object) -> str:
+        """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""
+        return format_checksum(self.checksum_version, count, total)
