@@ -31,7 +31,9 @@ from airflow_idempotent.examples.payouts import (
     window_totals,
 )
 from airflow_idempotent.guard import GuardRefusal, Thresholds
-from airflow_idempotent.guard.write import GuardBreach, GuardedResult, WindowDiff, guarded_write
+from airflow_idempotent.guard.diff import WindowDiff
+from airflow_idempotent.guard.results import GuardBreach, GuardedResult
+from airflow_idempotent.guard.write import guarded_write
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.strategies import WriteSpec, overwrite
 from airflow_idempotent.window import Window
@@ -340,6 +342,60 @@ def test_staged_rows_are_checked_like_a_merge_source(loaded: Any) -> None:
     outside = f"{PAYOUT_SQL} OR s.sale_id = 1"
     with pytest.raises(RowsOutsideWindowError, match=r"outside the window 2026-08-25 .*2026-08-01"):
         run(adapter, "reconcile", "v1", sql=outside)
+    assert table_checksum(wh.engine, "payouts") == before
+
+
+def test_a_swap_names_bad_rows_the_database_refused_for_it(loaded: Any) -> None:
+    """A swap where the database refuses repeated and NULL keys and rows outside the window
+    (`swap_refuses_bad_rows`: PostgreSQL) runs no key pass; each refusal still names the keys or
+    rows and leaves the table as it was, on every engine."""
+    wh, adapter = loaded
+    before = table_checksum(wh.engine, "payouts")
+    ids = sale_ids(DAY)
+    outside = f"{PAYOUT_SQL} OR s.sale_id = 1"
+    outside_msg = r"produced 1 row\(s\) .*outside the window .*2026-08-01"
+    with pytest.raises(RowsOutsideWindowError, match=outside_msg):
+        run(adapter, "swap", "v1", sql=outside)
+    null_key = PAYOUT_SQL.replace(
+        "SELECT s.sale_id,", f"SELECT CASE WHEN s.sale_id = {ids[5]} THEN NULL ELSE s.sale_id END AS sale_id,"
+    )
+    with pytest.raises(MergeKeyError, match=r"NULL key\(s\) None \(1 rows\)"):
+        run(adapter, "swap", "v1", sql=null_key)
+    # a repeated key skews the diff (2,001 rows staged): the key is named, not the breach it causes
+    dup = f"{PAYOUT_SQL} UNION ALL {PAYOUT_SQL.replace('WHERE', f'WHERE s.sale_id = {ids[7]} AND')}"
+    with pytest.raises(MergeKeyError, match=rf"duplicate key\(s\) {ids[7]} \(2 rows\)"):
+        run(adapter, "swap", "v2", Thresholds(max_changed_rows=0), sql=dup)
+    assert table_checksum(wh.engine, "payouts") == before
+
+
+def test_a_clean_swap_runs_the_key_pass_only_where_the_database_cannot_refuse(loaded: Any) -> None:
+    wh, adapter = loaded
+    passes: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "GROUP BY" in statement.upper():
+            passes.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", seen)
+    try:
+        result = run(adapter, "swap", "v2")
+        replayed = len(passes)
+        run(adapter, "replay", "v2", expected_checksum=result.checksum)  # replay always checks
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", seen)
+    assert result.rows_inserted == 2000 and window_totals(wh.engine, "payouts", DAY) == day_truth(DAY, "v2")
+    assert replayed == (0 if wh.kind == "postgres" else 1)
+    assert len(passes) == replayed + 1
+
+
+def test_a_database_error_of_the_select_reaches_a_swap_unchanged(loaded: Any) -> None:
+    wh, adapter = loaded
+    if wh.kind != "postgres":
+        pytest.skip("division by zero is an error in PostgreSQL's SELECT (NULL or a warning elsewhere)")
+    before = table_checksum(wh.engine, "payouts")
+    sql = PAYOUT_SQL.replace("s.price_eur *", f"s.price_eur / (s.sale_id - {sale_ids(DAY)[9]}) *")
+    with pytest.raises(sa.exc.DataError, match="division by zero"):
+        run(adapter, "swap", "v1", sql=sql)
     assert table_checksum(wh.engine, "payouts") == before
 
 

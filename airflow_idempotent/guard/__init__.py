@@ -18,8 +18,9 @@ from airflow_idempotent.guard.config import DEFAULT_CAP, GUARD_PARAM, GuardConfi
 from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.intent import CONF_KEYS, SEMANTICS, BackfillIntent
+from airflow_idempotent.guard.results import GuardBreach, GuardedResult
 from airflow_idempotent.guard.scope import backfill_windows, check_scope, check_window_closed, is_open
-from airflow_idempotent.guard.write import GuardBreach, GuardedResult, guarded_write
+from airflow_idempotent.guard.write import guarded_write
 
 __all__ = [
     "CONF_KEYS",

@@ -24,7 +24,8 @@ from typing import Any
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.guard.write import GuardedResult, apply_stage, stage_checksum
+from airflow_idempotent.guard.results import GuardedResult
+from airflow_idempotent.guard.write import apply_stage, stage_checksum
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.strategies import WriteSpec, checksum_window, prepare, window_binds
 

@@ -27,10 +27,9 @@ from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
 from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.results import GuardBreach, GuardedResult
 from airflow_idempotent.guard.write import (
     MODES,
-    GuardBreach,
-    GuardedResult,
     Mode,
     breach_message,
     check_complete,

@@ -35,7 +35,7 @@ from airflow_idempotent.guard.approval import (
 )
 from airflow_idempotent.guard.config import GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.guard.write import GuardBreach
+from airflow_idempotent.guard.results import GuardBreach
 from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.spool import SafeHistory

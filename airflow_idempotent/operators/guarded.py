@@ -102,7 +102,8 @@ class GuardedWriteMixin(ApprovalMixin):
     ) -> dict[str, Any]:
         """Stage, diff, check the stop conditions, then swap, reconcile, or (replay) only compare."""
         # looked up when called, so a test can wrap guarded_write (the crash matrix does)
-        from airflow_idempotent.guard.write import GuardBreach, guarded_write
+        from airflow_idempotent.guard.results import GuardBreach
+        from airflow_idempotent.guard.write import guarded_write
 
         if not self.key_columns:
             raise GuardRefusal(
