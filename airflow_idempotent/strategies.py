@@ -174,44 +174,63 @@ def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
     """Delete the window and insert the SELECT's rows, in one transaction under the window's lock."""
     if spec.partition_column is None:
         raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
-    with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
-        info, columns, params = prepare(adapter, conn, spec)
-        window_only = window_binds(params)
-        before = count_periods(adapter, conn, spec, info)
-        deleted = rowcount(
-            adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
-        )
-        inserted = rowcount(
-            adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params)
-        )
-        # The checksum query counts the window too: one scan gives both.
-        row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
-        in_window = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
-        if inserted < 0:
-            inserted = _count_source(adapter, conn, spec, params)
-        if in_window != inserted:
-            _raise_outside(adapter, conn, spec, params, inserted - in_window)
-        result = WriteResult(
-            "overwrite",
-            spec.table,
-            spec.window.label(),
-            deleted,
-            inserted,
-            0,
-            inserted,
-            row_count,
-            checksum,
-            checksum_periods(adapter, conn, spec, info, before),
-        )
-        if spec.before_commit is not None:
-            spec.before_commit()
+    diagnosis: dict[str, Any] = {}  # what names a key the database refused (`name_refused_keys`)
+    try:
+        with adapter.locked_transaction(spec.table, spec.lock_windows, spec.lock_timeout) as conn:
+            info, columns, params = prepare(adapter, conn, spec)
+            diagnosis.update(info=info, params=params)
+            result = _overwrite_window(adapter, conn, spec, info, columns, params)
+    except sa_exc.IntegrityError:
+        if diagnosis:  # rolled back: name the keys (raises), else the database's own error
+            name_refused_keys(adapter, spec, diagnosis["info"], diagnosis["params"])
+        raise
     log.info(
         "overwrote %s for window %s: %d rows deleted, %d inserted (one transaction)",
         spec.table,
         spec.window.label(),
+        result.rows_deleted,
+        result.rows_inserted,
+    )
+    return result
+
+
+def _overwrite_window(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    columns: list[str],
+    params: dict[str, Any],
+) -> WriteResult:
+    """The overwrite's statements, inside its transaction, up to the kill switch before commit."""
+    assert spec.partition_column is not None
+    window_only = window_binds(params)
+    before = count_periods(adapter, conn, spec, info)
+    deleted = rowcount(
+        adapter.execute(conn, adapter.delete_window(spec.table, spec.partition_column), window_only)
+    )
+    inserted = rowcount(adapter.execute(conn, adapter.insert_select(spec.table, columns, spec.query), params))
+    # The checksum query counts the window too: one scan gives both.
+    row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
+    in_window = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
+    if inserted < 0:
+        inserted = _count_source(adapter, conn, spec, params)
+    if in_window != inserted:
+        _raise_outside(adapter, conn, spec, params, inserted - in_window)
+    result = WriteResult(
+        "overwrite",
+        spec.table,
+        spec.window.label(),
         deleted,
         inserted,
+        0,
+        inserted,
+        row_count,
+        checksum,
+        checksum_periods(adapter, conn, spec, info, before),
     )
+    if spec.before_commit is not None:
+        spec.before_commit()
     return result
 
 
@@ -456,10 +475,15 @@ def _window_count(
 
 
 def check_keys(
-    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, keys: Sequence[str], params: Mapping[str, Any]
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+    source: str = "the merge source",
 ) -> None:
     """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write
-    (a merge's source, a guarded write's staged rows)."""
+    (a merge's source, a guarded write's staged rows) or after the database refused them."""
     rows = adapter.execute(
         conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params
     )
@@ -483,9 +507,38 @@ def check_keys(
         if nulls:
             parts.append(f"NULL key(s) {', '.join(nulls[:SAMPLE_SIZE])}")
         raise MergeKeyError(
-            f"the merge source has {' and '.join(parts)} on ({', '.join(keys)}): nothing was written. "
+            f"{source} has {' and '.join(parts)} on ({', '.join(keys)}): nothing was written. "
             "Make the SELECT return one row per key (deduplicate, or add the missing key columns), "
             "and filter out NULL keys."
         )
     if outside:  # the sample holds at most SAMPLE_SIZE + 1 keys: `_raise_outside` counts the rows
         _raise_outside(adapter, conn, spec, params)
+
+
+def name_refused_keys(
+    adapter: EngineAdapter, spec: WriteSpec, info: TableInfo, params: Mapping[str, Any]
+) -> None:
+    """After an overwrite or a swap broke one of the target's unique or NOT NULL keys (rolled
+    back), say why, for each of the table's unique keys: the SELECT repeats a key or leaves it
+    NULL, has rows outside the window (`check_keys`), or carries a key the table holds in a row
+    outside the window, which the window's DELETE leaves in place. Raises MergeKeyError or
+    RowsOutsideWindowError; returns when none holds, for the caller to raise the database's error."""
+    if spec.partition_column is None:
+        return
+    with adapter.engine.connect() as conn:
+        for unique in info.unique_keys:
+            keys = [c.name for c in info.columns.values() if c.name.lower() in unique]
+            check_keys(adapter, conn, spec, keys, params, source="the SELECT")
+            held = adapter.keys_held_outside(spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE)
+            rows = adapter.execute(conn, held, params).all()
+            if rows:
+                shown = ", ".join(
+                    f"{r[0] if len(keys) == 1 else tuple(r[: len(keys)])} ({spec.partition_column} {r[-1]})"
+                    for r in rows
+                )
+                raise MergeKeyError(
+                    f"the SELECT writes key(s) on ({', '.join(keys)}) that {info.qualified} already holds "
+                    f"outside the window {spec.window.label()}, e.g. {shown}: nothing was written. A "
+                    "key lives in one window: correct the SELECT's keys or the rows outside the window, "
+                    "or, if a row may move between windows, write with MergeOperator on these keys."
+                )

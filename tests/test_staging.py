@@ -615,3 +615,45 @@ def test_no_staging_table_outlives_its_write(warehouse: Any, monkeypatch: pytest
         assert window_totals(engine, "payouts", DAY) == day_truth(DAY, "v1")
     finally:
         engine.dispose()
+
+
+def test_an_overwrite_or_swap_that_breaks_the_tables_key_names_the_keys(loaded: Any) -> None:
+    """The target's primary key refuses a repeated key, a NULL key, or a key the table holds in
+    another window (the window's DELETE leaves that row in place); after the rollback each is
+    named with the fix, on every engine, and the table is as it was. A NOT NULL break that is
+    no key's reaches the caller as the database's own error."""
+    wh, adapter = loaded
+    before = table_checksum(wh.engine, "payouts")
+    ids = sale_ids(DAY)
+    neighbour = NEIGHBOURS[0]
+    held = sale_ids(neighbour)[0]  # loaded into payouts on the day before
+    dup = f"{PAYOUT_SQL} UNION ALL {PAYOUT_SQL.replace('WHERE', f'WHERE s.sale_id = {ids[3]} AND')}"
+
+    def key_as(value: str) -> str:
+        return PAYOUT_SQL.replace(
+            "SELECT s.sale_id,",
+            f"SELECT CASE WHEN s.sale_id = {ids[5]} THEN {value} ELSE s.sale_id END AS sale_id,",
+        )
+
+    cases = [
+        (dup, MergeKeyError, rf"duplicate key\(s\) {ids[3]} \(2 rows\) on \(sale_id\)"),
+        (key_as("NULL"), MergeKeyError, r"NULL key\(s\) None \(1 rows\) on \(sale_id\)"),
+        (
+            key_as(str(held)),
+            MergeKeyError,
+            rf"payouts already holds outside the window 2026-08-25, e.g. {held} \(sale_date {neighbour}\)"
+            r".*MergeOperator",
+        ),
+    ]
+    for sql, error, message in cases:
+        with pytest.raises(error, match=message):
+            overwrite(adapter, spec(adapter, "v1", sql))
+        with pytest.raises(error, match=message):
+            run(adapter, "swap", "v1", sql=sql)
+    assert table_checksum(wh.engine, "payouts") == before
+    null_amount = PAYOUT_SQL.replace(
+        "ROUND(s.price_eur", f"CASE WHEN s.sale_id = {ids[2]} THEN NULL ELSE ROUND(s.price_eur"
+    ).replace(" AS amount_eur, ", " END AS amount_eur, ")
+    with pytest.raises(sa.exc.IntegrityError):
+        overwrite(adapter, spec(adapter, "v1", null_amount))
+    assert table_checksum(wh.engine, "payouts") == before

@@ -14,6 +14,8 @@ from sqlglot import exp
 
 #: The alias of the user's SELECT as a derived table (`EngineAdapter.source`).
 SOURCE_ALIAS = "_idem_src"
+#: The alias of the target table where a check joins the source with it.
+TARGET_ALIAS = "_idem_tgt"
 #: The type a refused partition value is cast to in `refuse_outside`, by the column's kind.
 GUARD_TYPES = {"date": "DATE", "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ"}
 #: The text of that failing cast: what the database's error quotes, should a diagnosis not run.
@@ -31,6 +33,9 @@ class SourceChecks:
     #: (`strategies.merge`). Read by `EngineAdapter.insert_select`. Where a failing cast is only a
     #: warning (MariaDB outside strict mode, SQLite), or costs more than the pass, it stays off.
     refuses_rows_outside_in_statement: ClassVar[bool] = False
+
+    def table(self, name: str, alias: str | None = None) -> exp.Table:
+        raise NotImplementedError
 
     def column(self, name: str, table: str | None = None) -> exp.Column:
         raise NotImplementedError
@@ -154,5 +159,26 @@ class SourceChecks:
                 ),
                 copy=False,
             )
+            .limit(limit, copy=False)
+        )
+
+    def keys_held_outside(
+        self, table: str, query: exp.Expr, keys: Sequence[str], partition_column: str, limit: int
+    ) -> exp.Select:
+        """The SELECT's keys that `table` holds in a row outside the window (or with no partition
+        value): rows an overwrite of the window does not delete, so its INSERT breaks the key."""
+        pairs = [(self.column(k, SOURCE_ALIAS), self.column(k, TARGET_ALIAS)) for k in keys]
+        on = exp.and_(*[exp.EQ(this=src, expression=tgt) for src, tgt in pairs])
+        held = self.column(partition_column, TARGET_ALIAS)
+        outside = exp.or_(
+            exp.not_(exp.paren(self.in_window(partition_column, TARGET_ALIAS))),
+            exp.Is(this=held.copy(), expression=exp.null()),
+        )
+        return (
+            exp.select(*[self.column(k, TARGET_ALIAS) for k in keys], held)
+            .from_(self.source(query), copy=False)
+            .join(self.table(table, TARGET_ALIAS), on=on, copy=False)
+            .where(outside, copy=False)
+            .order_by(*[self.column(k, TARGET_ALIAS) for k in keys], copy=False)
             .limit(limit, copy=False)
         )

@@ -42,6 +42,7 @@ from airflow_idempotent.strategies import (
     checksum_periods,
     checksum_window,
     count_periods,
+    name_refused_keys,
     prepare,
     rowcount,
     window_binds,
@@ -186,7 +187,7 @@ def guarded_write(
                 trusted = mode == "swap" and unique and swap_refuses_bad_rows(adapter, info, key_names)
                 adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
                 created = True
-                diagnosis.update(keys=key_names, params=params)
+                diagnosis.update(keys=key_names, params=params, info=info)
                 partition = info.column(spec.partition_column, "partition_column") if trusted else None
                 adapter.execute(conn, adapter.insert_select(stage, columns, spec.query, partition), params)
                 staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
@@ -241,6 +242,7 @@ def guarded_write(
         if diagnosis:
             with adapter.engine.connect() as conn:
                 check_keys(adapter, conn, spec, diagnosis["keys"], diagnosis["params"])
+            name_refused_keys(adapter, spec, diagnosis["info"], diagnosis["params"])
         raise  # not the source's keys or window: the database's own error, as it is
     except _RollBack as done:
         if done.breach is not None:
