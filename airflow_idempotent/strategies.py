@@ -268,7 +268,8 @@ def merge(
     them; otherwise the source's one counting pass also counts its distinct and NULL keys, and only
     a mismatch runs the key query. Where the upsert refuses both bad keys and rows outside the
     window (`refuses_rows_outside_in_statement`), the upsert is the only statement reading the
-    source: its row count is the source's.
+    source: its row count is the source's. The upsert never moves a row into the window from
+    another (`stay_in_window`, or DuckDB's short row count); `raise_held_outside` names the keys.
     """
     if not keys:
         raise SchemaError("merge needs key_columns: the columns that identify a row, e.g. ['sale_id'].")
@@ -302,13 +303,15 @@ def merge(
                 else info.column(spec.partition_column, "partition_column")
             )
             source_rows = -1  # until counted: by a pass over the source, or the upsert's row count
-            if how == "statement" and (partition is None or adapter.refuses_rows_outside_in_statement):
-                # the upsert refuses repeated and NULL keys and rows outside the window itself
-                diagnosis.update(keys=key_names, params=params)
-            elif how == "pass":
+            # with how == "statement" and rows outside the window refused in the statement, the
+            # upsert refuses every bad source itself: no pass over the source runs before it
+            refused_in_statement = how == "statement" and (
+                partition is None or adapter.refuses_rows_outside_in_statement
+            )
+            if how == "pass":
                 check_keys(adapter, conn, spec, key_names, params)
                 source_rows = _count_source(adapter, conn, spec, params)
-            else:
+            elif not refused_in_statement:
                 counted = key_names if how == "counts" else ()
                 profile = adapter.source_profile(spec.query, spec.partition_column, counted)
                 row = adapter.execute(conn, profile, params).one()
@@ -318,8 +321,9 @@ def merge(
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, int(row[2] or 0)))
                 if outside:  # a flag: `_raise_outside` counts them for the refusal
                     _raise_outside(adapter, conn, spec, params)
-                if how != "counts":
-                    diagnosis.update(keys=key_names, params=params)
+            # from here the database may refuse what the checks above left to it, and a row the
+            # upsert would move out of another window (`stay_in_window`): what names them
+            diagnosis.update(keys=key_names, params=params, info=info)
             window_only = window_binds(params)
             periods_before = count_periods(adapter, conn, spec, info)
             deleted = 0
@@ -336,6 +340,11 @@ def merge(
                 if written < 0:  # the driver did not count: look for them the slow way
                     check_keys(adapter, conn, spec, key_names, params)
                 else:  # one row per repeated key was kept: roll back, then name them
+                    raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, written))
+            if partition is not None and not adapter.refuses_moves_in_statement:
+                if written < 0:  # the driver did not count: look for rows it skipped
+                    raise_held_outside(adapter, conn, spec, info, key_names, params, moving=True)
+                elif written != source_rows:  # the update's WHERE skipped a row: roll back, name it
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, written))
             row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
             after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
@@ -354,10 +363,20 @@ def merge(
             )
             if spec.before_commit is not None:
                 spec.before_commit()
-    except (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.DataError, MergeKeyError):
-        if diagnosis:  # rolled back; name the keys or rows the database refused (check_keys raises)
+    except (
+        sa_exc.IntegrityError,
+        sa_exc.ProgrammingError,
+        sa_exc.DataError,
+        sa_exc.OperationalError,
+        MergeKeyError,
+    ):
+        if diagnosis:  # rolled back; name the keys or rows the database refused (these raise)
             with adapter.engine.connect() as conn:
                 check_keys(adapter, conn, spec, diagnosis["keys"], diagnosis["params"])
+                if spec.partition_column is not None:  # a row the upsert would move (`stay_in_window`)
+                    raise_held_outside(
+                        adapter, conn, spec, diagnosis["info"], diagnosis["keys"], diagnosis["params"], True
+                    )
         raise  # not the source's keys or window: the database's own error, as it is
     log.info(
         "merged %s for window %s on %s: %d source rows, %d inserted, %d updated, %d deleted",
@@ -529,16 +548,40 @@ def name_refused_keys(
         for unique in info.unique_keys:
             keys = [c.name for c in info.columns.values() if c.name.lower() in unique]
             check_keys(adapter, conn, spec, keys, params, source="the SELECT")
-            held = adapter.keys_held_outside(spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE)
-            rows = adapter.execute(conn, held, params).all()
-            if rows:
-                shown = ", ".join(
-                    f"{r[0] if len(keys) == 1 else tuple(r[: len(keys)])} ({spec.partition_column} {r[-1]})"
-                    for r in rows
-                )
-                raise MergeKeyError(
-                    f"the SELECT writes key(s) on ({', '.join(keys)}) that {info.qualified} already holds "
-                    f"outside the window {spec.window.label()}, e.g. {shown}: nothing was written. A "
-                    "key lives in one window: correct the SELECT's keys or the rows outside the window, "
-                    "or, if a row may move between windows, write with MergeOperator on these keys."
-                )
+            raise_held_outside(adapter, conn, spec, info, keys, params, moving=False)
+
+
+def raise_held_outside(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+    moving: bool,
+) -> None:
+    """Refuse the SELECT's keys that the table holds in rows outside the window, naming a few: an
+    overwrite's INSERT would break the key (the DELETE leaves those rows), a merge (`moving`) would
+    move the rows out of a window it neither locks nor records."""
+    assert spec.partition_column is not None
+    held = adapter.keys_held_outside(spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE)
+    rows = adapter.execute(conn, held, params).all()
+    if not rows:
+        return
+    shown = ", ".join(
+        f"{r[0] if len(keys) == 1 else tuple(r[: len(keys)])} ({spec.partition_column} {r[-1]})" for r in rows
+    )
+    if moving:
+        fix = (
+            "A merge of one window does not move rows out of another, which it neither locks nor "
+            "records: correct the SELECT's keys, or rewrite both windows in one run (lookback)."
+        )
+    else:
+        fix = (
+            "A key lives in one window: correct the SELECT's keys or the rows outside the window, "
+            "or, if rows move between windows, rewrite both windows in one run (lookback)."
+        )
+    raise MergeKeyError(
+        f"the SELECT writes key(s) on ({', '.join(keys)}) that {info.qualified} already holds outside "
+        f"the window {spec.window.label()}, e.g. {shown}: nothing was written. {fix}"
+    )

@@ -8,6 +8,7 @@ known by construction, and every path still names the keys and leaves the table 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -301,3 +302,62 @@ def test_an_error_of_the_select_itself_is_raised_as_the_database_gave_it(loaded:
         pytest.skip("division by zero is an error in PostgreSQL's SELECT (NULL or a warning elsewhere)")
     sql = PAYOUT_SQL.replace("s.price_eur *", "s.price_eur / (s.sale_id - 49990) * (s.sale_id - 49990) *")
     refused_unchanged(loaded, sql, sa.exc.DataError, "division by zero")
+
+
+MOVE_TYPES = {
+    "postgres": ["DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"],
+    "mariadb": ["DATE", "DATETIME(6)"],
+    "sqlite": ["DATE", "TIMESTAMP"],
+    "duckdb": ["DATE", "TIMESTAMP", "TIMESTAMPTZ"],
+}
+
+
+def test_a_merge_refuses_to_move_a_row_into_the_window_for_each_partition_type(warehouse: Any) -> None:
+    """Key 2 lies on the day before the window; a merge of the window whose source carries key 2
+    (dated inside the window) would move it out of that day. Every engine refuses it (in the
+    statement, or by the upsert's short row count on DuckDB), names key 2 and its day, and leaves
+    the table as it was; key 1, inside the window, merges when alone."""
+    adapter = adapter_for(warehouse.engine)
+    warehouse.engine.dispose()  # pooled connections opened before the adapter lack SQLite's hash
+    ddl = "CREATE TABLE {} (k INTEGER NOT NULL PRIMARY KEY, d {} NOT NULL, v INTEGER)"
+    for type_sql in MOVE_TYPES[warehouse.kind]:
+        aware = "ZONE" in type_sql or type_sql == "TIMESTAMPTZ"
+        tz = dt.timezone.utc if aware else None
+        if type_sql == "DATE":
+            inside, before = dt.date(2026, 8, 25), dt.date(2026, 8, 24)
+        else:
+            inside, before = dt.datetime(2026, 8, 25, 6, tzinfo=tz), dt.datetime(2026, 8, 24, 6, tzinfo=tz)
+        with warehouse.engine.begin() as conn:
+            for table in ("idem_win", "idem_src"):
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+                conn.execute(sa.text(ddl.format(table, type_sql)))
+            insert = "INSERT INTO {} (k, d, v) VALUES (:k, :d, :v)"
+            conn.execute(
+                sa.text(insert.format("idem_win")),
+                [{"k": 1, "d": inside, "v": 1}, {"k": 2, "d": before, "v": 1}],
+            )
+            conn.execute(
+                sa.text(insert.format("idem_src")),
+                [{"k": 1, "d": inside, "v": 5}, {"k": 2, "d": inside, "v": 5}],
+            )
+
+        def table_rows() -> list[tuple[Any, ...]]:
+            with warehouse.engine.connect() as conn:
+                return [
+                    tuple(r) for r in conn.execute(sa.text("SELECT k, d, v FROM idem_win ORDER BY k")).all()
+                ]
+
+        def merge_of(sql: str) -> strategies.WriteResult:
+            query = check_deterministic(sql, adapter.dialect)
+            spec = strategies.WriteSpec("idem_win", query, WINDOW_DAY, "d")
+            return strategies.merge(adapter, spec, ["k"])
+
+        rows = table_rows()
+        with pytest.raises(
+            MergeKeyError, match=r"holds outside the window 2026-08-25, e\.g\. 2 \(d 2026-08-24"
+        ):
+            merge_of("SELECT k, d, v FROM idem_src")
+        assert table_rows() == rows, type_sql
+        result = merge_of("SELECT k, d, v FROM idem_src WHERE k = 1")
+        assert (result.source_rows, result.rows_updated) == (1, 1), type_sql
+        assert [r[2] for r in table_rows()] == [5, 1], type_sql

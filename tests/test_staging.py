@@ -8,6 +8,7 @@ read by the scenario's independent oracle (`table_checksum`).
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -35,7 +36,7 @@ from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.results import GuardBreach, GuardedResult
 from airflow_idempotent.guard.write import guarded_write
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.strategies import WriteSpec, overwrite
+from airflow_idempotent.strategies import WriteSpec, merge, overwrite
 from airflow_idempotent.window import Window
 from tests.test_operators import DAY, PER_DAY, START, amount, day_truth
 
@@ -642,7 +643,7 @@ def test_an_overwrite_or_swap_that_breaks_the_tables_key_names_the_keys(loaded: 
             key_as(str(held)),
             MergeKeyError,
             rf"payouts already holds outside the window 2026-08-25, e.g. {held} \(sale_date {neighbour}\)"
-            r".*MergeOperator",
+            r".*lookback",
         ),
     ]
     for sql, error, message in cases:
@@ -657,3 +658,40 @@ def test_an_overwrite_or_swap_that_breaks_the_tables_key_names_the_keys(loaded: 
     with pytest.raises(sa.exc.IntegrityError):
         overwrite(adapter, spec(adapter, "v1", null_amount))
     assert table_checksum(wh.engine, "payouts") == before
+
+
+def test_a_merge_does_not_move_a_row_out_of_another_window(loaded: Any) -> None:
+    """A merge of one window whose SELECT carries a key the table holds on another day would update
+    that row into this window: a change to a window this write neither locks nor records. The
+    upsert refuses it in the statement (`stay_in_window`, on every engine), the key and the day
+    that holds it are named, and the table is as it was; over a window that spans both days the
+    same move is the write's own and goes through."""
+    wh, adapter = loaded
+    before = table_checksum(wh.engine, "payouts")
+    ids = sale_ids(DAY)
+    neighbour = NEIGHBOURS[0]
+    held = sale_ids(neighbour)[0]
+    carries = PAYOUT_SQL.replace(
+        "SELECT s.sale_id,",
+        f"SELECT CASE WHEN s.sale_id = {ids[5]} THEN {held} ELSE s.sale_id END AS sale_id,",
+    )
+    message = rf"payouts already holds outside the window 2026-08-25, e.g. {held} \(sale_date {neighbour}\)"
+    for delete_missing in (False, True):
+        with pytest.raises(MergeKeyError, match=message + r".*lookback"):
+            merge(adapter, spec(adapter, "v2", carries), ["sale_id"], delete_missing=delete_missing)
+    assert table_checksum(wh.engine, "payouts") == before
+    # the window spans the neighbour and DAY: moving `held` to DAY stays inside it
+    day_of = f"(SELECT MIN(x.sale_date) FROM sales x WHERE x.sale_id = {ids[0]})"
+    moves = PAYOUT_SQL.replace(
+        "SELECT s.sale_id, s.sale_date,",
+        f"SELECT s.sale_id, CASE WHEN s.sale_id = {held} THEN {day_of} ELSE s.sale_date END AS sale_date,",
+    )
+    start = window(neighbour).start
+    both = dataclasses.replace(
+        spec(adapter, "v1", moves, day=neighbour),
+        window=Window(start, start.add(days=2), source="granularity"),
+    )
+    result = merge(adapter, both, ["sale_id"])
+    assert (result.source_rows, result.rows_inserted) == (2 * PER_DAY, 0)
+    assert window_rows(wh.engine, neighbour)[0] == PER_DAY - 1
+    assert window_rows(wh.engine, DAY)[0] == PER_DAY + 1

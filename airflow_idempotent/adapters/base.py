@@ -139,6 +139,12 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     #: target rows it wrote (DuckDB's ON CONFLICT), so a count below the source's reveals repeated
     #: keys after the statement, inside the transaction: no key pass before it (`strategies.merge`).
     upsert_counts_distinct_rows: ClassVar[bool] = False
+    #: The upsert fails on a row it would move into the window from outside it, in the statement
+    #: (`stay_in_window` as the partition column's SET, read by `on_conflict`). DuckDB evaluates
+    #: DO UPDATE's SET for inserted rows too (with NULL existing values), so there the update's
+    #: WHERE skips such a row instead and the upsert's row count falls short of the source's
+    #: (`strategies.merge` compares them).
+    refuses_moves_in_statement: ClassVar[bool] = True
     #: COUNT(DISTINCT a, b) works on a tuple of columns (SQLite's takes one): read by `source_profile`'s
     #: callers to fold a multi-column key's check into the source's count.
     counts_distinct_tuples: ClassVar[bool] = True
@@ -488,31 +494,43 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
         `insert_select`)."""
         insert = self.insert_select(table, columns, query, partition)
         updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}] or list(keys)
-        insert.set("conflict", self.on_conflict(keys, updates))
+        insert.set("conflict", self.on_conflict(table, keys, updates, partition))
         return insert
 
-    def on_conflict(self, keys: Sequence[str], updates: Sequence[str]) -> exp.OnConflict:
+    def on_conflict(
+        self, table: str, keys: Sequence[str], updates: Sequence[str], partition: ColumnInfo | None = None
+    ) -> exp.OnConflict:
         """The upsert's conflict clause in the adapter's `upsert_style`.
 
         `ON CONFLICT (keys) DO UPDATE SET c = excluded.c`, or MariaDB's
         `ON DUPLICATE KEY UPDATE c = VALUES(c)` (which finds the key from the table's unique indexes).
+        Given the `partition` column, its SET refuses to move a row from outside the window
+        (`stay_in_window`).
         """
-        if self.upsert_style == "on_duplicate_key":
-            return exp.OnConflict(
-                duplicate=True,
-                action=exp.var("UPDATE"),
-                expressions=[
-                    exp.EQ(
-                        this=self.column(c),
-                        expression=exp.Anonymous(this="VALUES", expressions=[self.column(c)]),
-                    )
-                    for c in updates
-                ],
-            )
+        _, name = split_table_name(table)
+        duplicate = self.upsert_style == "on_duplicate_key"
+
+        def new_value(c: str) -> exp.Expr:
+            if duplicate:
+                return exp.Anonymous(this="VALUES", expressions=[self.column(c)])
+            return self.column(c, "excluded")
+
+        in_statement = partition is not None and self.refuses_moves_in_statement
+        sets: list[exp.Expr] = []
+        for c in updates:
+            value = new_value(c)
+            if in_statement and partition is not None and c.lower() == partition.name.lower():
+                value = self.stay_in_window(name, partition.name, partition.kind, value)
+            sets.append(exp.EQ(this=self.column(c), expression=value))
+        if duplicate:
+            return exp.OnConflict(duplicate=True, action=exp.var("UPDATE"), expressions=sets)
         return exp.OnConflict(
             conflict_keys=[exp.to_identifier(k, quoted=True) for k in keys],
             action=exp.var("DO UPDATE"),
-            expressions=[exp.EQ(this=self.column(c), expression=self.column(c, "excluded")) for c in updates],
+            expressions=sets,
+            where=None
+            if partition is None or in_statement
+            else exp.Where(this=self.in_window(partition.name, name)),
         )
 
     def delete_missing(

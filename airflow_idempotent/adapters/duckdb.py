@@ -36,6 +36,7 @@ class DuckDBAdapter(EngineAdapter):
 
     checksum_version = "v2"
     upsert_counts_distinct_rows = True
+    refuses_moves_in_statement = False
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hash", expressions=[text])

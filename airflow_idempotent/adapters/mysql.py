@@ -23,6 +23,14 @@ class MySQLAdapter(EngineAdapter):
     update_join_style = "join"
     checksum_version = "v2"
 
+    def failing_value(self, value: exp.Expr, kind: str) -> exp.Expr:
+        """A scalar subquery of two rows: "Subquery returns more than 1 row" (1242) in every SQL
+        mode, evaluated only in the branch that reaches it (a failed cast is a warning here)."""
+        two_rows = exp.union(
+            exp.select(exp.Literal.number(1)), exp.select(exp.Literal.number(2)), distinct=False
+        )
+        return exp.Subquery(this=two_rows)
+
     def null_safe_distinct(self, left: exp.Expr, right: exp.Expr) -> exp.Expr:
         """`NOT (a <=> b)`: MariaDB's NULL-safe equality, negated (it has no IS DISTINCT FROM)."""
         return exp.not_(exp.paren(exp.NullSafeEQ(this=left, expression=right)))

@@ -55,12 +55,31 @@ class SourceChecks:
         function, not `||`) turns a NULL into '', so a NULL fails the cast too.
         """
         col = self.column(partition_column, SOURCE_ALIAS)
-        failing = exp.cast(
-            exp.Anonymous(this="CONCAT", expressions=[exp.Literal.string(OUTSIDE_MARK), col.copy()]),
+        return exp.Case(
+            ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=col)],
+            default=self.failing_value(col.copy(), kind),
+        )
+
+    def failing_value(self, value: exp.Expr, kind: str) -> exp.Expr:
+        """An expression that fails the statement when evaluated, for a row-dependent `value` (so
+        no planner folds it into an error before any row is read): a cast of marked text to the
+        partition column's type, which PostgreSQL and DuckDB refuse. MariaDB and SQLite, where a
+        failed cast is NULL or a warning, override it."""
+        return exp.cast(
+            exp.Anonymous(this="CONCAT", expressions=[exp.Literal.string(OUTSIDE_MARK), value]),
             GUARD_TYPES[kind],
         )
+
+    def stay_in_window(self, table: str, partition_column: str, kind: str, new_value: exp.Expr) -> exp.Expr:
+        """The upsert's SET for the partition column: the new value where the existing row lies in
+        the window, else a failure (`failing_value`). A merge of one window must not move a row out
+        of another window, which it neither locks nor records; the database refuses it in the
+        statement, evaluated only for rows the upsert updates, and `strategies.merge` names the keys.
+        """
+        held = self.column(partition_column, table)
         return exp.Case(
-            ifs=[exp.If(this=self.in_window(partition_column, SOURCE_ALIAS), true=col)], default=failing
+            ifs=[exp.If(this=self.in_window(partition_column, table), true=new_value)],
+            default=self.failing_value(held.copy(), kind),
         )
 
     def key_problems(

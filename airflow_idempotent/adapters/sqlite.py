@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter
+from airflow_idempotent.adapters.source_checks import OUTSIDE_MARK
 
 BUSY_TIMEOUT_MS = 60_000
 HASH_FUNCTION = "idem_hash"
@@ -57,6 +58,13 @@ class SQLiteAdapter(EngineAdapter):
     binds_temporal_as_text = True
     checksum_version = "v2"
     counts_distinct_tuples = False
+
+    def failing_value(self, value: exp.Expr, kind: str) -> exp.Expr:
+        """`json()` of marked text: "malformed JSON", where every CAST succeeds."""
+        text = exp.Coalesce(this=exp.cast(value, "TEXT"), expressions=[exp.Literal.string("NULL")])
+        return exp.Anonymous(
+            this="JSON", expressions=[exp.DPipe(this=exp.Literal.string(OUTSIDE_MARK), expression=text)]
+        )
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
