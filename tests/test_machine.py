@@ -1,0 +1,136 @@
+"""tools/machine.sh as `make test` runs it: idempotent, hands off what it did not start, inert without root.
+
+The services on the default ports are already up here (the script ran before pytest), so every run
+below must find them ready and change nothing there. Redis on a free port of this test's own stands
+in for "a server that is down" and "a server someone else started": it is the one service cheap to
+start and stop by its process group.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent.testing.ports import free_port
+
+SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "machine.sh"
+ACTIONS = ("installing", "starting", "creating", "apt-get", "trust authentication", "root over TCP")
+
+
+def run_machine(
+    tmp_path: Path, *, redis_port: int | None = None, user: str | None = None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IDEM_MACHINE_STATE": str(tmp_path / "state")}
+    if redis_port is not None:
+        env["IDEM_MACHINE_REDIS_PORT"] = str(redis_port)
+    cmd = ["bash", str(SCRIPT)]
+    if user is not None:
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+
+
+def redis_config(port: int, key: str) -> str | None:
+    out = subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), "config", "get", key],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    lines = out.stdout.splitlines()
+    return lines[1] if out.returncode == 0 and len(lines) == 2 else None
+
+
+def shutdown_redis(port: int) -> None:
+    subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), "shutdown", "nosave"],
+        capture_output=True,
+        timeout=10,
+    )
+
+
+@pytest.fixture
+def foreign_redis(tmp_path: Path):
+    """A Redis this script did not start, keeping snapshots on disk (not as the suite expects)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "60 1",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(100):
+            if redis_config(port, "save") is not None or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert redis_config(port, "save") == "60 1", "the stand-in Redis did not start"
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def test_second_run_changes_nothing(tmp_path: Path) -> None:
+    result = run_machine(tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for service in ("PostgreSQL", "MariaDB", "Redis"):
+        assert f"[machine] {service} is up and ready" in lines
+    assert not [line for line in lines if any(word in line for word in ACTIONS)]
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to drop to nobody"
+)
+def test_without_root_nothing_changes_and_the_command_is_named(tmp_path: Path) -> None:
+    port = free_port()
+    result = run_machine(tmp_path, redis_port=port, user="nobody")
+    assert result.returncode == 1
+    assert "not root, so nothing was changed" in result.stderr
+    assert f"sudo bash {SCRIPT}" in result.stderr
+    assert f"Redis at 127.0.0.1:{port}" in result.stderr
+    assert redis_config(port, "save") is None  # nothing was started
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script starts servers only as root")
+def test_a_server_it_did_not_start_is_left_alone(tmp_path: Path, foreign_redis: int) -> None:
+    result = run_machine(tmp_path, redis_port=foreign_redis)
+    assert result.returncode == 1
+    assert "did not install or start it, so it leaves it alone" in result.stderr
+    assert "config set save" in result.stderr
+    assert redis_config(foreign_redis, "save") == "60 1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script starts servers only as root")
+def test_a_down_server_is_started_as_the_suite_expects_then_left_running(tmp_path: Path) -> None:
+    port = free_port()
+    try:
+        first = run_machine(tmp_path, redis_port=port)
+        assert first.returncode == 0, first.stderr
+        assert "[machine] starting Redis" in first.stdout
+        assert redis_config(port, "save") == ""
+        assert redis_config(port, "appendonly") == "no"
+        assert (tmp_path / "state" / "redis").exists()
+        second = run_machine(tmp_path, redis_port=port)
+        assert second.returncode == 0, second.stderr
+        assert "starting" not in second.stdout
+    finally:
+        shutdown_redis(port)
