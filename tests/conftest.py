@@ -48,14 +48,14 @@ WAREHOUSE_KINDS = ("postgres", "mariadb", "sqlite", "duckdb")
 
 HOW_TO_START = {
     "postgres": (
-        f"PostgreSQL at {PG_HOST}:{PG_PORT} (user {PG_USER}) is not reachable. Start it with "
-        "`pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start` "
-        "(or run `bash .ci/run`, which starts every service the tests need)."
+        f"PostgreSQL at {PG_HOST}:{PG_PORT} (user {PG_USER}, trust auth) is not reachable. Run "
+        "`sudo bash tools/machine.sh` (`make test` and `bash .ci/run` run it too): it installs, "
+        "configures and starts every service the tests need."
     ),
     "mariadb": (
         f"MariaDB at {MARIADB_HOST}:{MARIADB_PORT} (user {MARIADB_USER}, empty password) is not "
-        "reachable. Start it with `start-stop-daemon --start --oknodo --background "
-        "--exec /usr/sbin/mariadbd` (or run `bash .ci/run`, which starts every service the tests need)."
+        "reachable. Run `sudo bash tools/machine.sh` (`make test` and `bash .ci/run` run it too): it "
+        "installs, configures and starts every service the tests need."
     ),
 }
 
