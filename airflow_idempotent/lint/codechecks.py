@@ -33,7 +33,13 @@ from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
-__all__ = ["check_bash", "check_call_args_clock", "check_code", "check_dag_code_clock"]
+__all__ = [
+    "check_bash",
+    "check_call_args_clock",
+    "check_code",
+    "check_dag_code_clock",
+    "check_start_date_helpers",
+]
 
 #: Sensor arguments that name the moment to wait for: a clock there is the point, not a window.
 _SENSOR_TARGETS = frozenset({"target_time", "target_datetime", "moment", "delta"})
@@ -285,6 +291,11 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if context == START_DATE_CONTEXT and dag is None and collector.dags:
+                    if all(d.kwargs.get("start_date") is not None for d in collector.dags):
+                        continue  # default_args' start_date: every DAG of the file sets its own
+                    if len(collector.dags) == 1:
+                        dag = collector.dags[0]  # its default_args
                 where = "the DAG's arguments" if dag is not None else "module-level code"
                 anchors = ((file, dag.line),) if dag is not None else ()
                 recorder.clock_read(
@@ -296,3 +307,31 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
                 )
+
+
+def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
+    """A ``start_date`` computed by a function of the repository that reads the clock
+    (``start_date=get_days_ago_start_date(..)``): IDEM003 as a clock-based start_date, information
+    when the DAG's start creates no windows (`Recorder.clock_read`)."""
+    for dag in collector.dags:
+        node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
+        if not isinstance(node, ast.Call) or clock_call(node, dag.scope) is not None:
+            continue
+        name = dotted(node.func)
+        found = dag.scope.function(name) if name else None
+        if found is None or isinstance(found[0], ast.Lambda):
+            continue
+        fn, fn_scope = found
+        clocks = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and clock_call(c, fn_scope)]
+        if not clocks:
+            continue
+        inner = clock_call(clocks[0], fn_scope)
+        recorder.clock_read(
+            dag,
+            f"{name}() (which calls {inner})",
+            (dag.file, node.lineno),
+            ((dag.file, dag.line),),
+            "the DAG's arguments",
+            False,
+            start_date=True,
+        )

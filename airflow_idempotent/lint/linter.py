@@ -25,14 +25,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
-from airflow_idempotent.lint.checks import check_catchup, check_shared_targets, check_task, task_findings
-from airflow_idempotent.lint.codechecks import check_dag_code_clock
+from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
+from airflow_idempotent.lint.codechecks import check_dag_code_clock, check_start_date_helpers
 from airflow_idempotent.lint.collect import Collector, DagDef
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
+from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.watermarks import check_watermarks
@@ -93,6 +94,7 @@ class Linter:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
             if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
                 check_dag_code_clock(self.recorder, scope, collector)
+            check_start_date_helpers(self.recorder, collector)
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
             del self.checks[checks:], self.dags[dags:]
             self._failed(src.display, exc)
@@ -120,11 +122,14 @@ class Linter:
             for check in checks:
                 for keys in check.facts.declared:
                     declared.setdefault(keys.table, []).append(keys)
-            for check in checks:
-                self._guarded(check.file, functools.partial(task_findings, check, declared))
-            self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             pairs = [(c.task, c.facts) for c in checks]
-            self._guarded(checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder))
+            clears = dag_clears(pairs)
+            for check in checks:
+                self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
+            self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
+            self._guarded(
+                checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)
+            )
 
     def _guarded(self, file: str, step: Callable[[], None]) -> None:
         try:
@@ -202,4 +207,8 @@ def lint_paths(
         tasks=linter.task_reports(),
         ignored=ignored,
         notices=linter.notices,
+        information=sorted(
+            (f for f in linter.recorder.information if f.rule not in ignored),
+            key=lambda f: (f.file, f.line, f.rule),
+        ),
     )

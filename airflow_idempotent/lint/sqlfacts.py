@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
+from airflow_idempotent.lint.benign import dedup_engine, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 
@@ -82,6 +83,7 @@ class ClockRead:
     offset: int | None
     relative: bool  # shifted by a span: "the last N hours"
     filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
+    column: str | None = None  # the column the read is written to, when it is that value itself
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class TableKeys:
     table: str
     keys: tuple[tuple[str, ...], ...]
     generated: frozenset[str]
+    #: its engine keeps one row per key whatever is inserted again (ClickHouse Set, ReplacingMergeTree)
+    dedups: bool = False
 
 
 @dataclass
@@ -242,7 +246,8 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
             for w in one.writes
         ]
         one.reads = [
-            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering) for r in one.reads
+            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column)
+            for r in one.reads
         ]
         facts.statements.append(one)
     return facts
@@ -331,6 +336,8 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     data: exp.Expression | None = stmt
     if isinstance(stmt, exp.Create):
         data = _create(stmt, result)
+    elif isinstance(stmt, exp.Alter) and (delete := _alter_delete(stmt, dialect)) is not None:
+        result.writes.append(SqlWrite(delete[0], "delete", delete[1], result.offset))
     elif isinstance(stmt, _DDL):
         data = None
         if isinstance(stmt, exp.Drop) and (stmt.args.get("kind") or "").upper() == "TABLE":
@@ -370,6 +377,16 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     return result
 
 
+def _alter_delete(stmt: exp.Alter, dialect: str) -> tuple[str, str] | None:
+    """ClickHouse's ``ALTER TABLE t DELETE WHERE ..`` (a mutation): the table and the write's text."""
+    table = _table_name(stmt.this)
+    action = next((a for a in stmt.args.get("actions") or [] if isinstance(a, exp.Delete)), None)
+    if table is None or action is None:
+        return None
+    where = action.args.get("where")
+    return table, f"ALTER TABLE {table} DELETE" + (f" {where.sql(dialect=dialect)}" if where else "")
+
+
 def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
     """CREATE: a table's declared keys, a CREATE TABLE AS's write; only its query reads anything."""
     if stmt.args.get("kind") != "TABLE":
@@ -381,7 +398,8 @@ def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
     elif table and isinstance(query, exp.Query):
         result.writes.append(SqlWrite(table, "create", f"CREATE TABLE {table} AS SELECT", result.offset))
     if table and isinstance(stmt.this, exp.Schema):
-        result.declared = _declared_keys(table, stmt.this)
+        keys = _declared_keys(table, stmt.this)
+        result.declared = TableKeys(keys.table, keys.keys, keys.generated, dedup_engine(stmt))
     return query if isinstance(query, exp.Expression) and isinstance(query, exp.Query) else None
 
 
@@ -541,7 +559,7 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        reads.append(ClockRead(finding, offset, relative, filtering))
+        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node)))
     return reads
 
 
