@@ -691,3 +691,71 @@ def test_information_is_listed_never_failed_nor_in_sarif(tmp_path: Path) -> None
     assert to_sarif(report)["runs"][0]["results"] == []
     assert [i["rule"] for i in json.loads(report.to_json())["information"]] == ["IDEM001"]
     assert "Information (safe to rerun here, not failed):" in report.to_text()
+
+
+_PY_HEAD = """from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+"""
+
+
+def _py_dag(tmp_path: Path, code: str, tasks: list[str], **files: str) -> LintReport:
+    for other, text in files.items():
+        (tmp_path / other).write_text(text)
+    ops = "".join(f"    PythonOperator(task_id={t!r}, python_callable={t})\n" for t in tasks)
+    dag = "with DAG('py35', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n" + ops
+    (tmp_path / "py35.py").write_text(_PY_HEAD + code + "\n\n" + dag)
+    return lint_paths([tmp_path])
+
+
+def test_a_clock_read_only_to_time_a_call_is_no_window(tmp_path: Path) -> None:
+    code = (
+        "import requests\n\n\n"
+        "def warm(**_):\n"
+        "    begin = datetime.now()\n"
+        "    requests.get('http://tiles/1.png')\n"
+        "    end = datetime.now()\n"
+        "    print(f'took {end - begin}')\n\n\n"
+        "def recent(**_):\n"
+        "    since = datetime.now()\n"
+        "    rows = requests.get('http://api/rows', params={'after': since - timedelta(hours=2)})\n"
+        "    return rows.json()\n"
+    )
+    report = _py_dag(tmp_path, "from datetime import timedelta\n" + code, ["warm", "recent"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "recent")]
+
+
+def test_sql_sent_through_a_client_query_method_is_read(tmp_path: Path) -> None:
+    code = (
+        "def load(client, **_):\n"
+        "    client.query(\"INSERT INTO events SELECT * FROM raw WHERE day = '{{ ds }}'\")\n"
+    )
+    report = _py_dag(tmp_path, code, ["load"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM002", "load")]
+
+
+def test_functions_imported_from_the_repositorys_own_modules_are_followed(tmp_path: Path) -> None:
+    helper = (
+        "def load_new_rows(hook):\n"
+        "    hook.run('INSERT INTO fact_orders SELECT * FROM raw_orders "
+        "WHERE id > (SELECT MAX(id) FROM fact_orders)')\n"
+    )
+    code = "from wm_35 import load_new_rows\n\n\ndef load(hook, **_):\n    load_new_rows(hook)\n"
+    report = _py_dag(tmp_path, code, ["load"], **{"wm_35.py": helper})
+    assert [(f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings] == [
+        ("IDEM004", "load", "wm_35.py", 2)
+    ]
+
+
+def test_a_clock_that_only_stands_in_for_a_missing_param_is_information(tmp_path: Path) -> None:
+    code = (
+        "def listing(params, **_):\n"
+        "    day = params['date'] if params.get('date') else datetime.now().strftime('%m%d')\n"
+        "    return f'raw/{day}'\n\n\n"
+        "def today_only(**_):\n"
+        "    return f'raw/{datetime.now():%m%d}'\n"
+    )
+    report = _py_dag(tmp_path, code, ["listing", "today_only"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM003", "today_only")]
+    assert [(f.rule, f.task_id) for f in report.information] == [("IDEM003", "listing")]

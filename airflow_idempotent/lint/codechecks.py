@@ -25,6 +25,7 @@ from airflow_idempotent.lint.pyfacts import (
     context_of,
     keyed,
     looks_like_sql,
+    param_fallback,
     parents,
 )
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
@@ -88,13 +89,21 @@ def check_code(check: TaskCheck) -> None:
             name = dotted(node.func)
             if isinstance(node.func, ast.Name):
                 found = scope.function(node.func.id)
-                if found is not None and found[1].source is scope.source:
+                if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
-                if use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
+                if use in ("used", "relative") and param_fallback(node, parent_of):
+                    check.info(
+                        "IDEM004" if use == "relative" else "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in its code is only the fallback when the run's params or conf name "
+                        "no value: a rerun with the value given reads the same window",
+                    )
+                elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
             if _state_use(check, node, states, fn, parent_of, file):
@@ -206,6 +215,12 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -
     check.facts.writes.append(
         Write(shown.lower(), how, detail, check.file, node.lineno, check.conn, check.unit)
     )
+
+
+def _own_module(scope: Scope) -> bool:
+    """A module of the linted repository (followed into), not an installed package (never)."""
+    parts = scope.source.path.parts
+    return "site-packages" not in parts and "dist-packages" not in parts
 
 
 def check_bash(check: TaskCheck, bash: Located) -> None:
