@@ -759,3 +759,22 @@ def test_a_clock_that_only_stands_in_for_a_missing_param_is_information(tmp_path
     report = _py_dag(tmp_path, code, ["listing", "today_only"])
     assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM003", "today_only")]
     assert [(f.rule, f.task_id) for f in report.information] == [("IDEM003", "listing")]
+
+
+def test_a_processed_flag_queue_is_information_a_plain_copy_is_not(tmp_path: Path) -> None:
+    code = (
+        "def drain(conn, **_):\n"
+        "    cur = conn.cursor()\n"
+        "    cur.execute('SELECT id, amount FROM payouts WHERE paid_at IS NULL LIMIT 500')\n"
+        "    for row in cur.fetchall():\n"
+        "        cur.execute('INSERT INTO ledger (payout_id, amount) VALUES (%s, %s)', row)\n"
+        "        cur.execute('UPDATE payouts SET paid_at = %s WHERE id = %s', ('{{ ts }}', row[0]))\n"
+        "    conn.commit()\n\n\n"
+        "def copy(conn, **_):\n"
+        "    cur = conn.cursor()\n"
+        "    cur.execute('SELECT id FROM payouts WHERE paid_at IS NULL')\n"
+        "    cur.execute('INSERT INTO ledger_copy SELECT * FROM ledger')\n"
+    )
+    report = _py_dag(tmp_path, code, ["drain", "copy"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM002", "copy")]
+    assert [(f.rule, f.task_id) for f in report.information] == [("IDEM002", "drain")]

@@ -11,7 +11,7 @@ import re
 
 from sqlglot import exp
 
-__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "written_column"]
+__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "pending_tables", "written_column"]
 
 #: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
@@ -70,3 +70,29 @@ def written_column(node: exp.Expression) -> str | None:
         at = row.expressions.index(node)
         return columns[at] if at < len(columns) else None
     return None
+
+
+def pending_tables(select: exp.Expression) -> list[str]:
+    """Tables whose rows a SELECT takes only while a column of theirs is still NULL (``WHERE
+    t.processed_at IS NULL``): the rows not yet marked done. With an UPDATE of that table in the same
+    task, what the task inserts for them is drained from a queue, not appended per window."""
+    out: list[str] = []
+    for query in select.find_all(exp.Select):
+        where = query.args.get("where")
+        if where is None:
+            continue
+        tables = {t.alias_or_name.lower(): t for t in query.find_all(exp.Table)}
+        for is_null in where.find_all(exp.Is):
+            column = is_null.this
+            if not isinstance(is_null.expression, exp.Null) or isinstance(is_null.parent, exp.Not):
+                continue
+            if not isinstance(column, exp.Column):
+                continue
+            owner = tables.get(column.table.lower()) if column.table else None
+            if owner is None and len(tables) == 1:
+                owner = next(iter(tables.values()))
+            if owner is not None:
+                name = ".".join(p for p in (owner.db, owner.name) if p).lower()
+                if name not in out:
+                    out.append(name)
+    return out

@@ -304,6 +304,15 @@ def task_findings(
             write.detail = f"{write.detail} (its engine keeps one row per key: a rerun adds nothing)"
         elif write.how == "append" and _key_refuses_rerun(write, declared.get(write.table, [])):
             write.how = "fails-on-key"
+        elif write.how == "append" and (queue := _marked_queue(facts)):
+            check.info(
+                "IDEM002",
+                write.file,
+                write.line,
+                f"{write.detail} appends rows for the rows of {shown(queue)} not yet marked, and the task "
+                f"updates {shown(queue)} too: a queue it drains (a rerun finds them marked), if the "
+                "insert and the mark commit together",
+            )
         elif write.how == "append" and (clearer := cleared_by(clears, check.task, write.table)):
             check.info(
                 "IDEM002",
@@ -350,6 +359,12 @@ def task_findings(
                 "failure after the send (or a crash before the task is marked done) sends it again",
                 cause=f"{effect.what} at {effect.line}",
             )
+
+
+def _marked_queue(facts: TaskFacts) -> str | None:
+    """A table whose unmarked rows the task selects (`pending`) and which it also updates (marks)."""
+    updated = {w.table for w in facts.writes if w.how in ("update", "upsert", "merge")}
+    return next((t for t in facts.pending if t in updated), None)
 
 
 def _set_column(detail: str) -> str:

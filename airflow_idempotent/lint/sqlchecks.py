@@ -121,6 +121,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
         if stmt.declared is not None:
             facts.declared.append(stmt.declared)
         facts.max_of.extend(stmt.max_of)
+        facts.pending.extend(stmt.pending)
         if not project:
             for write in writes:
                 file, line = located.place(write.offset if write.offset is not None else stmt.offset)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint.benign import dedup_engine, written_column
+from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 
@@ -112,6 +112,8 @@ class SqlStatement:
     declared: TableKeys | None = None
     #: tables a SELECT reads MAX(..) of: a high-water mark another task may be handed
     max_of: list[str] = field(default_factory=list)
+    #: tables whose not-yet-marked rows a SELECT reads (``WHERE processed_at IS NULL``): a queue
+    pending: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -333,6 +335,7 @@ def _position(node: exp.Expression | None) -> int | None:
 def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStatement:
     result = SqlStatement(type(stmt).__name__.lower(), start if start is not None else _position(stmt))
     result.placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
+    result.pending = pending_tables(stmt) if isinstance(stmt, exp.Select | exp.Union) else []
     data: exp.Expression | None = stmt
     if isinstance(stmt, exp.Create):
         data = _create(stmt, result)
