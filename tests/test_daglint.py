@@ -778,3 +778,51 @@ def test_a_processed_flag_queue_is_information_a_plain_copy_is_not(tmp_path: Pat
     report = _py_dag(tmp_path, code, ["drain", "copy"])
     assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM002", "copy")]
     assert [(f.rule, f.task_id) for f in report.information] == [("IDEM002", "drain")]
+
+
+def test_a_dag_factorys_default_retries_reach_a_task_that_posts(tmp_path: Path) -> None:
+    factory = (
+        "from airflow import DAG\n\n\n"
+        "def make_dag(dag_id, schedule_interval=None, retries=2, catchup=False):\n"
+        "    args = {'retries': retries}\n"
+        "    dag = DAG(dag_id, schedule_interval=schedule_interval, catchup=catchup, default_args=args)\n"
+        "    return dag\n"
+    )
+    code = (
+        "import requests\n"
+        "from factory_post_35 import make_dag\n\n\n"
+        "def notify(**_):\n"
+        "    requests.post('https://hooks.example/notify', json={'text': 'done'})\n\n\n"
+        "dag = make_dag(dag_id='posting', schedule_interval='@daily')\n"
+        "PythonOperator(task_id='notify', python_callable=notify, dag=dag)\n"
+    )
+    (tmp_path / "factory_post_35.py").write_text(factory)
+    (tmp_path / "posting.py").write_text(_PY_HEAD + code)
+    report = lint_paths([tmp_path])
+    assert [(f.rule, f.dag_id, f.task_id) for f in report.findings] == [("IDEM006", "posting", "notify")]
+    assert "retries=2" in report.findings[0].message
+
+
+def test_implicit_catchup_follows_the_deployment_default(tmp_path: Path) -> None:
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "implicit.py").write_text(
+        "from datetime import datetime\n\nfrom airflow import DAG\n"
+        "from airflow.operators.bash import BashOperator\n\n"
+        "with DAG('implicit', schedule_interval='@daily', start_date=datetime(2023, 1, 1)):\n"
+        "    BashOperator(task_id='t', bash_command='echo {{ ds }}')\n"
+    )
+    assert lint_paths([tmp_path]).findings == []  # no setting known: not judged
+    assert [(f.rule, f.line) for f in lint_paths([tmp_path], catchup_default=True).findings] == [
+        ("IDEM005", 6)
+    ]
+    (tmp_path / "airflow.cfg").write_text("[scheduler]\ncatchup_by_default = True\n")
+    found = lint_paths([tmp_path]).findings
+    assert [(f.rule, f.dag_id) for f in found] == [("IDEM005", "implicit")] and "airflow.cfg" in found[
+        0
+    ].message
+    (tmp_path / "airflow.cfg").write_text("[scheduler]\ncatchup_by_default = False\n")
+    (tmp_path / ".env").write_text("AIRFLOW__SCHEDULER__CATCHUP_BY_DEFAULT=true\n")
+    assert lint_paths([tmp_path]).findings == []  # airflow.cfg is read first
+    assert main(["--catchup-default", "off", str(tmp_path)]) == 0
+    assert main(["--catchup-default", "on", str(tmp_path)]) == 1

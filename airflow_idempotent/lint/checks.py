@@ -17,6 +17,7 @@ from pathlib import Path
 from airflow_idempotent.lint.benign import RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
 from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
@@ -60,9 +61,11 @@ _CLEARING = frozenset({"delete", "truncate", "replace", "drop"})
 # ---------------------------------------------------------------------------------------------
 
 
-def check_catchup(dag: DagDef, recorder: Recorder) -> None:
-    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one."""
-    catchup = dag.scope.literal(dag.kwargs.get("catchup"))
+def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None) -> None:
+    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one; a
+    DAG without ``catchup=`` takes the deployment's `default` (none known: not judged)."""
+    node = dag.kwargs.get("catchup")
+    catchup = dag.scope.literal(node) if node is not None else (default.on if default else None)
     if catchup is not True:
         return
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
@@ -75,7 +78,13 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
         return  # no time-based schedule: catchup has no windows to create
     start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
     start = static_date(dag.scope, start_node)
-    line = dag.kwargs["catchup"].lineno
+    own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
+    line = node.lineno if own and node is not None else dag.line
+    setting = (
+        "catchup=True"
+        if node is not None
+        else f"no catchup= and the deployment's default is on ({default.source if default else ''})"
+    )
     if start is not None:
         since = f"since {start.isoformat()}"
         count = ""
@@ -94,7 +103,7 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
         "IDEM005",
         dag.file,
         line,
-        f"catchup=True and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
+        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
         "queued at once, and the number grows without bound",
         cause="catchup",
         dag_id=dag.dag_id,

@@ -36,6 +36,8 @@ class DagDef:
     kwargs: dict[str, ast.expr]
     default_args: dict[str, ast.expr]
     tasks: list[TaskDef] = field(default_factory=list)
+    #: arguments a DAG factory's parameter defaults give (written in the factory's file, not here)
+    inherited: frozenset[str] = frozenset()
 
     @property
     def file(self) -> str:
@@ -170,6 +172,12 @@ class Collector:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.dag_vars[target.id] = new
+            if factory is not None:
+                new.inherited = frozenset(factory) - set(keywords(value))
+            if factory is not None and "retries" not in new.default_args:
+                retries = keywords(value).get("retries") or factory.get("retries")
+                if retries is not None:  # a factory's retries= reaches its tasks through default_args
+                    new.default_args["retries"] = retries
             return ctx
         if isinstance(stmt, ast.For | ast.AsyncFor):
             return self._for(stmt, ctx)

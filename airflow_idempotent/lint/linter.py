@@ -28,6 +28,7 @@ from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_
 from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock, check_start_date_helpers
 from airflow_idempotent.lint.collect import Collector, DagDef
+from airflow_idempotent.lint.deployment import CatchupDefault, repository_catchup
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
@@ -53,8 +54,11 @@ def repository_of(path: Path, argument: Path) -> Path:
 class Linter:
     """One lint run: the files read, the DAGs and tasks found, and what the checks recorded."""
 
-    def __init__(self, dialect: str | None = None) -> None:
+    def __init__(self, dialect: str | None = None, catchup_default: bool | None = None) -> None:
         self.dialect = dialect
+        #: --catchup-default; else each repository's own setting (`deployment.repository_catchup`)
+        self.catchup_default = catchup_default
+        self._catchup: dict[Path, CatchupDefault | None] = {}
         self.workspace = Workspace()
         self.recorder = Recorder()
         self.checks: list[tuple[TaskCheck, Path]] = []
@@ -88,8 +92,9 @@ class Linter:
             collector.collect()
             self.dags.extend(collector.dags)
             repo = repository or path.parent
+            default = self._catchup_default(repo)
             for dag in collector.dags:
-                check_catchup(dag, self.recorder)
+                check_catchup(dag, self.recorder, default)
             for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
             if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
@@ -98,6 +103,13 @@ class Linter:
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
             del self.checks[checks:], self.dags[dags:]
             self._failed(src.display, exc)
+
+    def _catchup_default(self, repo: Path) -> CatchupDefault | None:
+        if self.catchup_default is not None:
+            return CatchupDefault(self.catchup_default, "--catchup-default")
+        if repo not in self._catchup:
+            self._catchup[repo] = repository_catchup(repo)
+        return self._catchup[repo]
 
     def _failed(self, file: str, exc: BaseException) -> None:
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
@@ -185,11 +197,16 @@ class Linter:
 
 
 def lint_paths(
-    paths: Iterable[str | os.PathLike[str]], ignore: Iterable[str] = (), dialect: str | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    ignore: Iterable[str] = (),
+    dialect: str | None = None,
+    catchup_default: bool | None = None,
 ) -> LintReport:
-    """Lint DAG files (directories are searched for them) and return every finding and task."""
+    """Lint DAG files (directories are searched for them) and return every finding and task.
+    `catchup_default`: the deployment's catchup for DAGs without ``catchup=`` (None: each
+    repository's airflow.cfg / environment files, else not judged)."""
     ignored = tuple(sorted({rid for token in ignore if (rid := rule_id(token)) is not None}))
-    linter = Linter(dialect)
+    linter = Linter(dialect, catchup_default)
     found = [(Path(raw).resolve(), dag_files([raw])) for raw in paths]  # every path exists, or nothing runs
     for argument, files in found:
         for path in files:
