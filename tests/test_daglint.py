@@ -429,7 +429,9 @@ def test_text_report_lists_every_task_with_answers() -> None:
         "    If this runs twice?                      Appends again: INSERT INTO c16_sessions with no window "
         "delete or key. And c16_sessions is also written by c16_split_write.clear_day.\n"
     ) in text
-    assert text.endswith("3 finding(s) (IDEM002 x1, IDEM007 x2), 0 acknowledged; 2 task(s) in 1 file(s).\n")
+    assert "Information (safe to rerun here, not failed):\n" in text
+    assert text.count(": IDEM007 [c16_split_write.") == 2 and ": IDEM002 [c16_split_write.load_day]" in text
+    assert text.endswith("0 finding(s), 0 acknowledged; 2 task(s) in 1 file(s).\n")
 
 
 # --- schedules (croniter) -----------------------------------------------------------------------------
@@ -491,3 +493,336 @@ def test_unbounded_catchup_counts_its_windows_when_it_can(
     (finding,) = lint_paths([path]).failing
     assert finding.rule == "IDEM005"
     assert ("so far, growing by one every period" in finding.message) is counted, finding.message
+
+
+# --- issue 35: true but harmless here is information; what public repositories hid -----------------
+# Small DAG files written for these tests (the shapes measured in docs/lint-evaluation.md, never
+# copied from the public repositories).
+
+_HEAD = """from datetime import datetime
+
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from airflow.utils.dates import days_ago
+"""
+
+
+def _lint(tmp_path: Path, body: str, name: str = "dag_35.py", **files: str) -> LintReport:
+    for other, text in files.items():
+        (tmp_path / other).write_text(text)
+    (tmp_path / name).write_text(_HEAD + body)
+    return lint_paths([tmp_path])
+
+
+def _rules(findings: list) -> list[tuple[str, str | None]]:
+    return sorted((f.rule, f.task_id) for f in findings)
+
+
+def _sql_dag(dag_id: str, *tasks: tuple[str, str], extra: str = "") -> str:
+    ops = "".join(
+        f"    SQLExecuteQueryOperator(task_id={task!r}, conn_id='wh', sql={sql!r})\n" for task, sql in tasks
+    )
+    return (
+        f"with DAG({dag_id!r}, schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False{extra}):\n"
+        + ops
+    )
+
+
+def test_audit_column_set_to_now_is_information_not_a_finding(tmp_path: Path) -> None:
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "audit",
+            ("mark", "UPDATE orders SET status = 'done', updated_at = now() WHERE day = '{{ ds }}'"),
+            (
+                "snap",
+                "INSERT INTO snap (id, loaded_at) SELECT id, now() FROM src ON CONFLICT (id) DO NOTHING",
+            ),
+        ),
+    )
+    # loaded_at is data a snapshot carries (the corpus' ddl05): still IDEM001; updated_at is an audit column
+    assert _rules(report.findings) == [("IDEM001", "snap")]
+    assert _rules(report.information) == [("IDEM001", "mark")]
+    assert "updated_at, an audit column" in report.information[0].message
+
+
+def test_retry_counter_is_information_and_a_running_total_is_not(tmp_path: Path) -> None:
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "counters",
+            ("retry", "UPDATE jobs SET sync_attempts = sync_attempts + 1 WHERE day = '{{ ds }}'"),
+            ("total", "UPDATE ltv SET revenue = revenue + 10 WHERE day = '{{ ds }}'"),
+        ),
+    )
+    assert _rules(report.findings) == [("IDEM008", "total")]
+    assert _rules(report.information) == [("IDEM008", "retry")]
+
+
+def test_insert_into_a_deduplicating_engine_is_no_append(tmp_path: Path) -> None:
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "ch_set",
+            ("create", "CREATE TABLE IF NOT EXISTS seen_wallets (address String) ENGINE = Set()"),
+            ("add", "INSERT INTO seen_wallets (address) SELECT DISTINCT address FROM transfers"),
+            ("plain", "INSERT INTO transfers_copy SELECT * FROM transfers"),
+        ),
+    )
+    assert _rules(report.findings) == [("IDEM002", "plain")]
+
+
+def test_each_dag_replacing_its_own_slice_of_one_table_is_information(tmp_path: Path) -> None:
+    def scorer(name: str) -> str:
+        return _sql_dag(
+            f"score_{name}",
+            (f"delete_{name}", f"ALTER TABLE scores DELETE WHERE score_id = '{name}'"),
+            (f"insert_{name}", f"INSERT INTO scores SELECT '{name}', wallet, 1 FROM {name}_wallets"),
+        )
+
+    report = _lint(tmp_path, scorer("art") + scorer("music"))
+    assert report.findings == []
+    assert {f.task_id for f in report.information if f.rule == "IDEM007"} == {
+        "delete_art",
+        "insert_art",
+        "delete_music",
+        "insert_music",
+    }
+    assert {f.task_id for f in report.information if f.rule == "IDEM002"} == {"insert_art", "insert_music"}
+
+
+def test_upsert_then_prune_is_information_two_appenders_stay_findings(tmp_path: Path) -> None:
+    upsert = (
+        "INSERT INTO topics (id, name) SELECT id, name FROM src "
+        "ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name"
+    )
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "mirror", ("upsert", upsert), ("prune", "DELETE FROM topics WHERE id NOT IN (SELECT id FROM src)")
+        )
+        + _sql_dag(
+            "events",
+            ("load_web", "INSERT INTO events SELECT * FROM web WHERE day = '{{ ds }}'"),
+            ("load_app", "INSERT INTO events SELECT * FROM app WHERE day = '{{ ds }}'"),
+        ),
+    )
+    assert _rules([f for f in report.findings if f.rule == "IDEM007"]) == [
+        ("IDEM007", "load_app"),
+        ("IDEM007", "load_web"),
+    ]
+    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
+        ("IDEM007", "prune"),
+        ("IDEM007", "upsert"),
+    ]
+
+
+def test_days_ago_start_with_catchup_off_is_information(tmp_path: Path) -> None:
+    body = (
+        "with DAG('moot', schedule='@daily', start_date=days_ago(2), catchup=False):\n"
+        "    SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1')\n"
+        "with DAG('live', schedule='@daily', start_date=days_ago(2)):\n"
+        "    SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1')\n"
+        "with DAG('manual', schedule=None, start_date=days_ago(2)):\n"
+        "    SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1')\n"
+    )
+    report = _lint(tmp_path, body)
+    assert [(f.rule, f.dag_id) for f in report.findings] == [("IDEM003", "live")]
+    assert sorted((f.rule, f.dag_id) for f in report.information) == [
+        ("IDEM003", "manual"),
+        ("IDEM003", "moot"),
+    ]
+
+
+def test_days_ago_in_default_args_counts_unless_the_dag_sets_its_own_start(tmp_path: Path) -> None:
+    body = (
+        "default_args = {'owner': 'data', 'start_date': days_ago(2)}\n"
+        "dag = DAG('uses_default', default_args=default_args, schedule_interval='*/5 * * * *')\n"
+        "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
+    )
+    report = _lint(tmp_path, body)
+    assert [(f.rule, f.dag_id, f.line) for f in report.findings] == [("IDEM003", "uses_default", 6)]
+    overridden = body.replace(
+        "default_args=default_args,", "default_args=default_args, start_date=datetime(2024, 1, 1),"
+    )
+    assert _lint(tmp_path, overridden).findings == []
+
+
+def test_start_date_from_a_helper_of_the_repository_that_reads_the_clock(tmp_path: Path) -> None:
+    helper = (
+        "from airflow.utils.dates import days_ago\n\n\ndef start_from(days):\n    return days_ago(days)\n"
+    )
+    body = (
+        "from helpers_35 import start_from\n"
+        "dag = DAG('helped', start_date=start_from(3), schedule_interval='@daily')\n"
+        "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
+    )
+    report = _lint(tmp_path, body, **{"helpers_35.py": helper})
+    assert [(f.rule, f.dag_id) for f in report.findings] == [("IDEM003", "helped")]
+    assert "start_from() (which calls days_ago())" in report.findings[0].message
+
+
+def test_a_dag_factory_is_a_dag_with_its_defaults(tmp_path: Path) -> None:
+    factory = (
+        "from airflow import DAG\n\n\n"
+        "def make_dag(dag_id, schedule_interval=None, catchup=False, start_date=None):\n"
+        "    return DAG(\n"
+        "        dag_id, schedule_interval=schedule_interval, catchup=catchup, start_date=start_date\n"
+        "    )\n"
+    )
+    body = (
+        "from factory_35 import make_dag\n"
+        "dag = make_dag(dag_id='made', schedule_interval='@daily', start_date=days_ago(2))\n"
+        "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
+    )
+    report = _lint(tmp_path, body, **{"factory_35.py": factory})
+    assert report.findings == []  # the factory's catchup=False default makes the moving start moot
+    assert [(f.rule, f.dag_id) for f in report.information] == [("IDEM003", "made")]
+    assert [(t.dag_id, t.task_id) for t in report.tasks] == [("made", "t")]
+
+
+def test_information_is_listed_never_failed_nor_in_sarif(tmp_path: Path) -> None:
+    from airflow_idempotent.lint.sarif import to_sarif
+
+    report = _lint(
+        tmp_path, _sql_dag("audit", ("mark", "UPDATE orders SET updated_at = now() WHERE day = '{{ ds }}'"))
+    )
+    assert report.findings == [] and len(report.information) == 1 and report.exit_code == 0
+    assert to_sarif(report)["runs"][0]["results"] == []
+    assert [i["rule"] for i in json.loads(report.to_json())["information"]] == ["IDEM001"]
+    assert "Information (safe to rerun here, not failed):" in report.to_text()
+
+
+_PY_HEAD = """from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+"""
+
+
+def _py_dag(tmp_path: Path, code: str, tasks: list[str], **files: str) -> LintReport:
+    for other, text in files.items():
+        (tmp_path / other).write_text(text)
+    ops = "".join(f"    PythonOperator(task_id={t!r}, python_callable={t})\n" for t in tasks)
+    dag = "with DAG('py35', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n" + ops
+    (tmp_path / "py35.py").write_text(_PY_HEAD + code + "\n\n" + dag)
+    return lint_paths([tmp_path])
+
+
+def test_a_clock_read_only_to_time_a_call_is_no_window(tmp_path: Path) -> None:
+    code = (
+        "import requests\n\n\n"
+        "def warm(**_):\n"
+        "    begin = datetime.now()\n"
+        "    requests.get('http://tiles/1.png')\n"
+        "    end = datetime.now()\n"
+        "    print(f'took {end - begin}')\n\n\n"
+        "def recent(**_):\n"
+        "    since = datetime.now()\n"
+        "    rows = requests.get('http://api/rows', params={'after': since - timedelta(hours=2)})\n"
+        "    return rows.json()\n"
+    )
+    report = _py_dag(tmp_path, "from datetime import timedelta\n" + code, ["warm", "recent"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "recent")]
+
+
+def test_sql_sent_through_a_client_query_method_is_read(tmp_path: Path) -> None:
+    code = (
+        "def load(client, **_):\n"
+        "    client.query(\"INSERT INTO events SELECT * FROM raw WHERE day = '{{ ds }}'\")\n"
+    )
+    report = _py_dag(tmp_path, code, ["load"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM002", "load")]
+
+
+def test_functions_imported_from_the_repositorys_own_modules_are_followed(tmp_path: Path) -> None:
+    helper = (
+        "def load_new_rows(hook):\n"
+        "    hook.run('INSERT INTO fact_orders SELECT * FROM raw_orders "
+        "WHERE id > (SELECT MAX(id) FROM fact_orders)')\n"
+    )
+    code = "from wm_35 import load_new_rows\n\n\ndef load(hook, **_):\n    load_new_rows(hook)\n"
+    report = _py_dag(tmp_path, code, ["load"], **{"wm_35.py": helper})
+    assert [(f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings] == [
+        ("IDEM004", "load", "wm_35.py", 2)
+    ]
+
+
+def test_a_clock_that_only_stands_in_for_a_missing_param_is_information(tmp_path: Path) -> None:
+    code = (
+        "def listing(params, **_):\n"
+        "    day = params['date'] if params.get('date') else datetime.now().strftime('%m%d')\n"
+        "    return f'raw/{day}'\n\n\n"
+        "def today_only(**_):\n"
+        "    return f'raw/{datetime.now():%m%d}'\n"
+    )
+    report = _py_dag(tmp_path, code, ["listing", "today_only"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM003", "today_only")]
+    assert [(f.rule, f.task_id) for f in report.information] == [("IDEM003", "listing")]
+
+
+def test_a_processed_flag_queue_is_information_a_plain_copy_is_not(tmp_path: Path) -> None:
+    code = (
+        "def drain(conn, **_):\n"
+        "    cur = conn.cursor()\n"
+        "    cur.execute('SELECT id, amount FROM payouts WHERE paid_at IS NULL LIMIT 500')\n"
+        "    for row in cur.fetchall():\n"
+        "        cur.execute('INSERT INTO ledger (payout_id, amount) VALUES (%s, %s)', row)\n"
+        "        cur.execute('UPDATE payouts SET paid_at = %s WHERE id = %s', ('{{ ts }}', row[0]))\n"
+        "    conn.commit()\n\n\n"
+        "def copy(conn, **_):\n"
+        "    cur = conn.cursor()\n"
+        "    cur.execute('SELECT id FROM payouts WHERE paid_at IS NULL')\n"
+        "    cur.execute('INSERT INTO ledger_copy SELECT * FROM ledger')\n"
+    )
+    report = _py_dag(tmp_path, code, ["drain", "copy"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM002", "copy")]
+    assert [(f.rule, f.task_id) for f in report.information] == [("IDEM002", "drain")]
+
+
+def test_a_dag_factorys_default_retries_reach_a_task_that_posts(tmp_path: Path) -> None:
+    factory = (
+        "from airflow import DAG\n\n\n"
+        "def make_dag(dag_id, schedule_interval=None, retries=2, catchup=False):\n"
+        "    args = {'retries': retries}\n"
+        "    dag = DAG(dag_id, schedule_interval=schedule_interval, catchup=catchup, default_args=args)\n"
+        "    return dag\n"
+    )
+    code = (
+        "import requests\n"
+        "from factory_post_35 import make_dag\n\n\n"
+        "def notify(**_):\n"
+        "    requests.post('https://hooks.example/notify', json={'text': 'done'})\n\n\n"
+        "dag = make_dag(dag_id='posting', schedule_interval='@daily')\n"
+        "PythonOperator(task_id='notify', python_callable=notify, dag=dag)\n"
+    )
+    (tmp_path / "factory_post_35.py").write_text(factory)
+    (tmp_path / "posting.py").write_text(_PY_HEAD + code)
+    report = lint_paths([tmp_path])
+    assert [(f.rule, f.dag_id, f.task_id) for f in report.findings] == [("IDEM006", "posting", "notify")]
+    assert "retries=2" in report.findings[0].message
+
+
+def test_implicit_catchup_follows_the_deployment_default(tmp_path: Path) -> None:
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "implicit.py").write_text(
+        "from datetime import datetime\n\nfrom airflow import DAG\n"
+        "from airflow.operators.bash import BashOperator\n\n"
+        "with DAG('implicit', schedule_interval='@daily', start_date=datetime(2023, 1, 1)):\n"
+        "    BashOperator(task_id='t', bash_command='echo {{ ds }}')\n"
+    )
+    assert lint_paths([tmp_path]).findings == []  # no setting known: not judged
+    assert [(f.rule, f.line) for f in lint_paths([tmp_path], catchup_default=True).findings] == [
+        ("IDEM005", 6)
+    ]
+    (tmp_path / "airflow.cfg").write_text("[scheduler]\ncatchup_by_default = True\n")
+    found = lint_paths([tmp_path]).findings
+    assert [(f.rule, f.dag_id) for f in found] == [("IDEM005", "implicit")] and "airflow.cfg" in found[
+        0
+    ].message
+    (tmp_path / "airflow.cfg").write_text("[scheduler]\ncatchup_by_default = False\n")
+    (tmp_path / ".env").write_text("AIRFLOW__SCHEDULER__CATCHUP_BY_DEFAULT=true\n")
+    assert lint_paths([tmp_path]).findings == []  # airflow.cfg is read first
+    assert main(["--catchup-default", "off", str(tmp_path)]) == 0
+    assert main(["--catchup-default", "on", str(tmp_path)]) == 1

@@ -400,6 +400,18 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The public-repository evaluation (tools/lint_public.py, issue 35) lives in the same report, after
+#: this marker; a rerun of this tool keeps it as it is.
+PUBLIC_MARKER = "<!-- public repositories: tools/lint_public.py -->"
+
+
+def kept_public_section(out: Path) -> str:
+    """The report's public-repository section (from PUBLIC_MARKER on), kept across reruns."""
+    text = out.read_text() if out.exists() else ""
+    at = text.find(PUBLIC_MARKER)
+    return "" if at < 0 else "\n" + text[at:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -445,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "mismatches": mismatches(results),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(markdown(doc))
+    Path(args.out).write_text(markdown(doc) + kept_public_section(Path(args.out)))
     if args.json == "-":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -11,23 +11,25 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from airflow_idempotent.lint.benign import RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
 from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.schedule import dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
+from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, shown
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
 
-__all__ = ["check_catchup", "check_shared_targets", "check_task", "task_findings", "task_label"]
+__all__ = ["check_catchup", "check_task", "task_findings", "task_label"]
 
 #: Operators of this package, by class name.
 _OVERWRITE_OPERATORS = frozenset({"PartitionOverwriteOperator"})
@@ -54,19 +56,16 @@ _SQL_FILE = re.compile(r"^[^\s;]+\.sql$", re.IGNORECASE)
 _CLEARING = frozenset({"delete", "truncate", "replace", "drop"})
 
 
-def task_label(task: TaskDef) -> str:
-    """``dag_id.task_id`` (or the task id of a task outside any DAG)."""
-    return f"{task.dag_id}.{task.task_id}" if task.dag_id else task.task_id
-
-
 # ---------------------------------------------------------------------------------------------
 # DAG level
 # ---------------------------------------------------------------------------------------------
 
 
-def check_catchup(dag: DagDef, recorder: Recorder) -> None:
-    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one."""
-    catchup = dag.scope.literal(dag.kwargs.get("catchup"))
+def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None) -> None:
+    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one; a
+    DAG without ``catchup=`` takes the deployment's `default` (none known: not judged)."""
+    node = dag.kwargs.get("catchup")
+    catchup = dag.scope.literal(node) if node is not None else (default.on if default else None)
     if catchup is not True:
         return
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
@@ -79,7 +78,13 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
         return  # no time-based schedule: catchup has no windows to create
     start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
     start = static_date(dag.scope, start_node)
-    line = dag.kwargs["catchup"].lineno
+    own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
+    line = node.lineno if own and node is not None else dag.line
+    setting = (
+        "catchup=True"
+        if node is not None
+        else f"no catchup= and the deployment's default is on ({default.source if default else ''})"
+    )
     if start is not None:
         since = f"since {start.isoformat()}"
         count = ""
@@ -98,7 +103,7 @@ def check_catchup(dag: DagDef, recorder: Recorder) -> None:
         "IDEM005",
         dag.file,
         line,
-        f"catchup=True and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
+        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
         "queued at once, and the number grows without bound",
         cause="catchup",
         dag_id=dag.dag_id,
@@ -287,9 +292,12 @@ def _operator_effect(check: TaskCheck) -> None:
             return
 
 
-def task_findings(check: TaskCheck, declared: dict[str, list[TableKeys]]) -> None:
+def task_findings(
+    check: TaskCheck, declared: dict[str, list[TableKeys]], clears: DagClears | None = None
+) -> None:
     """IDEM002 (append with no window delete or key), IDEM008 (running total), IDEM006 (retried effect);
-    `declared`: the keys the repository's DDL declares, by table."""
+    `declared`: the keys the repository's DDL declares, by table; `clears`: which tasks of each DAG
+    delete, truncate or drop a table (an append they precede is information, not a finding)."""
     facts = check.facts
     retries = facts.retries or 0
     retry_text = f", and retries={retries} repeat it automatically after any failure" if retries else ""
@@ -300,8 +308,29 @@ def task_findings(check: TaskCheck, declared: dict[str, list[TableKeys]]) -> Non
         if write.how == "append" and (write.table, write.unit) in cleared:
             write.how = "overwrite"
             write.detail = f"deletes its window of {shown(write.table)}, then inserts it, in one task"
+        elif write.how == "append" and any(k.dedups for k in declared.get(write.table, [])):
+            write.how = "dedup"
+            write.detail = f"{write.detail} (its engine keeps one row per key: a rerun adds nothing)"
         elif write.how == "append" and _key_refuses_rerun(write, declared.get(write.table, [])):
             write.how = "fails-on-key"
+        elif write.how == "append" and (queue := _marked_queue(facts)):
+            check.info(
+                "IDEM002",
+                write.file,
+                write.line,
+                f"{write.detail} appends rows for the rows of {shown(queue)} not yet marked, and the task "
+                f"updates {shown(queue)} too: a queue it drains (a rerun finds them marked), if the "
+                "insert and the mark commit together",
+            )
+        elif write.how == "append" and (clearer := cleared_by(clears, check.task, write.table)):
+            check.info(
+                "IDEM002",
+                write.file,
+                write.line,
+                f"{write.detail} appends, but {clearer} in the same DAG deletes, truncates or drops "
+                f"{shown(write.table)} each run: a rerun of the whole run is clean (clearing only "
+                "this task adds the rows again)",
+            )
         elif write.how == "append":
             check.add(
                 "IDEM002",
@@ -310,6 +339,13 @@ def task_findings(check: TaskCheck, declared: dict[str, list[TableKeys]]) -> Non
                 f"{write.detail} appends: no DELETE of its window and no key (ON CONFLICT / MERGE) in "
                 f"this task, so every rerun adds the window's rows again{retry_text}",
                 cause=write.table,
+            )
+        elif write.how == "accumulate" and RETRY_COUNTER.search(_set_column(write.detail)):
+            check.info(
+                "IDEM008",
+                write.file,
+                write.line,
+                f"{write.detail} counts attempts: counting reruns is what the column is for",
             )
         elif write.how == "accumulate":
             check.add(
@@ -334,6 +370,18 @@ def task_findings(check: TaskCheck, declared: dict[str, list[TableKeys]]) -> Non
             )
 
 
+def _marked_queue(facts: TaskFacts) -> str | None:
+    """A table whose unmarked rows the task selects (`pending`) and which it also updates (marks)."""
+    updated = {w.table for w in facts.writes if w.how in ("update", "upsert", "merge")}
+    return next((t for t in facts.pending if t in updated), None)
+
+
+def _set_column(detail: str) -> str:
+    """The column an accumulating write's text sets (``UPDATE t SET x = x + ..`` gives ``x``)."""
+    found = re.search(r"\bSET\s+(?:\w+\.)?(\w+)", detail, re.IGNORECASE)
+    return found.group(1) if found else ""
+
+
 def _key_refuses_rerun(write: Write, declared: list[TableKeys]) -> bool:
     """An INSERT .. VALUES whose columns carry a declared key the database does not number itself:
     a rerun stops on the duplicate key instead of adding rows."""
@@ -346,52 +394,3 @@ def _key_refuses_rerun(write: Write, declared: list[TableKeys]) -> bool:
             if write.columns == ("*",) or set(key) <= set(write.columns):
                 return True
     return False
-
-
-# ---------------------------------------------------------------------------------------------
-# Across tasks
-# ---------------------------------------------------------------------------------------------
-
-
-def check_shared_targets(tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: Recorder) -> None:
-    """IDEM007: one table written by more than one task (on the same connection, when both name one).
-
-    `tasks` are one repository's: tables of different repositories are never paired. A table whose
-    name is only known at run time is no name, and is not paired either.
-    """
-    writers: dict[str, list[tuple[TaskDef, Write]]] = {}
-    facts_of = {id(task): facts for task, facts in tasks}
-    for task, facts in tasks:
-        seen: set[str] = set()
-        for write in facts.writes:
-            if write.how in ("create", "drop") or write.table in seen or not write.resolved:
-                continue
-            if write.table.startswith("<"):
-                continue
-            seen.add(write.table)
-            writers.setdefault(write.table, []).append((task, write))
-    for table, entries in writers.items():
-        for task, write in entries:
-            others = [
-                (t, w)
-                for t, w in entries
-                if (t.dag_id, t.task_id) != (task.dag_id, task.task_id)  # the same task, spelled twice
-                and (w.conn_id is None or write.conn_id is None or w.conn_id == write.conn_id)
-            ]
-            if not others:
-                continue
-            names = ", ".join(f"{task_label(t)} ({t.scope.source.display}:{t.line})" for t, _ in others)
-            facts_of[id(task)].shared.append(
-                f"{table} is also written by {', '.join(task_label(t) for t, _ in others)}"
-            )
-            recorder.add(
-                "IDEM007",
-                task.scope.source.display,
-                task.line,
-                f"{table} is also written by {names}: each task's rerun overwrites, duplicates or "
-                "deletes the other's rows, and no window write is the whole truth of the table",
-                cause=table,
-                dag_id=task.dag_id,
-                task_id=task.task_id,
-                anchors=((write.file, write.line),),
-            )

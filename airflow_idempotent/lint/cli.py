@@ -57,6 +57,15 @@ def register(subparsers: Any) -> None:
         default=None,
         help="SQL dialect of the SQL (default: from the operator or connection, else the first that parses)",
     )
+    p.add_argument(
+        "--catchup-default",
+        choices=("on", "off"),
+        default=None,
+        help=(
+            "the deployment's [scheduler] catchup_by_default, for DAGs without catchup= (default: read "
+            "from the repository's airflow.cfg or AIRFLOW__SCHEDULER__CATCHUP_BY_DEFAULT, else not judged)"
+        ),
+    )
     p.set_defaults(handler=run)
 
 
@@ -85,7 +94,13 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             ignore.append(part)
     try:
-        report = lint_paths(args.paths, ignore=ignore, dialect=getattr(args, "dialect", None))
+        chosen = getattr(args, "catchup_default", None)
+        report = lint_paths(
+            args.paths,
+            ignore=ignore,
+            dialect=getattr(args, "dialect", None),
+            catchup_default=None if chosen is None else chosen == "on",
+        )
     except FileNotFoundError as err:
         print(f"airflow-idempotent lint: error: {err}", file=sys.stderr)
         return 2

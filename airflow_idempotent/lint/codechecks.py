@@ -25,6 +25,7 @@ from airflow_idempotent.lint.pyfacts import (
     context_of,
     keyed,
     looks_like_sql,
+    param_fallback,
     parents,
 )
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
@@ -33,7 +34,13 @@ from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
-__all__ = ["check_bash", "check_call_args_clock", "check_code", "check_dag_code_clock"]
+__all__ = [
+    "check_bash",
+    "check_call_args_clock",
+    "check_code",
+    "check_dag_code_clock",
+    "check_start_date_helpers",
+]
 
 #: Sensor arguments that name the moment to wait for: a clock there is the point, not a window.
 _SENSOR_TARGETS = frozenset({"target_time", "target_datetime", "moment", "delta"})
@@ -82,13 +89,21 @@ def check_code(check: TaskCheck) -> None:
             name = dotted(node.func)
             if isinstance(node.func, ast.Name):
                 found = scope.function(node.func.id)
-                if found is not None and found[1].source is scope.source:
+                if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
-                if use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
+                if use in ("used", "relative") and param_fallback(node, parent_of):
+                    check.info(
+                        "IDEM004" if use == "relative" else "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in its code is only the fallback when the run's params or conf name "
+                        "no value: a rerun with the value given reads the same window",
+                    )
+                elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
             if _state_use(check, node, states, fn, parent_of, file):
@@ -202,6 +217,12 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -
     )
 
 
+def _own_module(scope: Scope) -> bool:
+    """A module of the linted repository (followed into), not an installed package (never)."""
+    parts = scope.source.path.parts
+    return "site-packages" not in parts and "dist-packages" not in parts
+
+
 def check_bash(check: TaskCheck, bash: Located) -> None:
     """A bash command: its templates, and ``$(date ...)`` (IDEM003; IDEM004 when shifted)."""
     check.facts.opaque = check.facts.opaque or "its bash command"
@@ -285,6 +306,11 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if context == START_DATE_CONTEXT and dag is None and collector.dags:
+                    if all(d.kwargs.get("start_date") is not None for d in collector.dags):
+                        continue  # default_args' start_date: every DAG of the file sets its own
+                    if len(collector.dags) == 1:
+                        dag = collector.dags[0]  # its default_args
                 where = "the DAG's arguments" if dag is not None else "module-level code"
                 anchors = ((file, dag.line),) if dag is not None else ()
                 recorder.clock_read(
@@ -296,3 +322,31 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
                 )
+
+
+def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
+    """A ``start_date`` computed by a function of the repository that reads the clock
+    (``start_date=get_days_ago_start_date(..)``): IDEM003 as a clock-based start_date, information
+    when the DAG's start creates no windows (`Recorder.clock_read`)."""
+    for dag in collector.dags:
+        node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
+        if not isinstance(node, ast.Call) or clock_call(node, dag.scope) is not None:
+            continue
+        name = dotted(node.func)
+        found = dag.scope.function(name) if name else None
+        if found is None or isinstance(found[0], ast.Lambda):
+            continue
+        fn, fn_scope = found
+        clocks = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and clock_call(c, fn_scope)]
+        if not clocks:
+            continue
+        inner = clock_call(clocks[0], fn_scope)
+        recorder.clock_read(
+            dag,
+            f"{name}() (which calls {inner})",
+            (dag.file, node.lineno),
+            ((dag.file, dag.line),),
+            "the DAG's arguments",
+            False,
+            start_date=True,
+        )

@@ -36,6 +36,8 @@ class DagDef:
     kwargs: dict[str, ast.expr]
     default_args: dict[str, ast.expr]
     tasks: list[TaskDef] = field(default_factory=list)
+    #: arguments a DAG factory's parameter defaults give (written in the factory's file, not here)
+    inherited: frozenset[str] = frozenset()
 
     @property
     def file(self) -> str:
@@ -155,11 +157,12 @@ class Collector:
                 inner = self._with_item(item, inner)
             after = self._body(stmt.body, inner)
             return replace(ctx, scope=after.scope)
-        if isinstance(stmt, ast.Assign) and _is_dag_call(stmt.value):
+        factory = self._factory_defaults(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
+        if isinstance(stmt, ast.Assign) and (_is_dag_call(stmt.value) or factory is not None):
             assert isinstance(stmt.value, ast.Call)
             value = stmt.value
             new = self._new_dag(
-                keywords(value),
+                {**(factory or {}), **keywords(value)},
                 value.lineno,
                 f"<dag at line {stmt.lineno}>",
                 value,
@@ -169,6 +172,12 @@ class Collector:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.dag_vars[target.id] = new
+            if factory is not None:
+                new.inherited = frozenset(factory) - set(keywords(value))
+            if factory is not None and "retries" not in new.default_args:
+                retries = keywords(value).get("retries") or factory.get("retries")
+                if retries is not None:  # a factory's retries= reaches its tasks through default_args
+                    new.default_args["retries"] = retries
             return ctx
         if isinstance(stmt, ast.For | ast.AsyncFor):
             return self._for(stmt, ctx)
@@ -185,6 +194,38 @@ class Collector:
             if isinstance(node, ast.expr):
                 self._expr(node, ctx)
         return self._assigned(stmt, ctx)
+
+    def _factory_defaults(self, node: ast.expr, ctx: _Ctx) -> dict[str, ast.expr] | None:
+        """A call of a DAG factory (a function of this repository that returns ``DAG(..)``): its
+        parameters' defaults named like the DAG's arguments (``catchup``, ``schedule_interval``,
+        ``start_date``, ``retries``...), which the call's own arguments override; None otherwise."""
+        if not isinstance(node, ast.Call) or (name := dotted(node.func)) is None:
+            return None
+        found = ctx.scope.function(name)
+        if found is None or isinstance(found[0], ast.Lambda):
+            return None
+        fn = found[0]
+        returns = [s.value for s in ast.walk(fn) if isinstance(s, ast.Return) and s.value is not None]
+        made = {
+            n.id
+            for s in ast.walk(fn)
+            if isinstance(s, ast.Assign) and _is_dag_call(s.value)
+            for n in s.targets
+            if isinstance(n, ast.Name)
+        }
+        if not any(_is_dag_call(r) or (isinstance(r, ast.Name) and r.id in made) for r in returns):
+            return None
+        args = fn.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults: dict[str, ast.expr] = {}
+        for arg, default in zip(
+            positional[len(positional) - len(args.defaults) :], args.defaults, strict=True
+        ):
+            defaults[arg.arg] = default
+        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            if kw_default is not None:
+                defaults[arg.arg] = kw_default
+        return defaults
 
     def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
         taskflow = _task_decorator(stmt)

@@ -106,6 +106,8 @@ class TaskFacts:
     state_saves: list[StateUse] = field(default_factory=list)
     #: tables whose MAX(..) the task reads (a high-water mark it may hand on)
     max_of: list[str] = field(default_factory=list)
+    #: tables whose not-yet-marked rows the task selects (``WHERE done_at IS NULL``): a queue
+    pending: list[str] = field(default_factory=list)
     #: keys and generated columns of the tables the task's DDL declares
     declared: list[TableKeys] = field(default_factory=list)
     saw_sql: bool = False

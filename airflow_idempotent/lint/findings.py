@@ -15,6 +15,7 @@ from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, WindowRef
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
+from airflow_idempotent.lint.schedule import start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.source import Located
 
@@ -29,6 +30,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.findings: list[RuleFinding] = []
+        #: a rule's condition that holds where a rerun is still safe: listed as information, not failed
+        self.information: list[RuleFinding] = []
         self.notes: dict[int, list[str]] = {}
         self._causes: set[tuple[object, ...]] = set()
 
@@ -45,6 +48,18 @@ class Recorder:
             self._causes.add(key)
         fix = kwargs.pop("fix", None) or RULES[rule].fix
         self.findings.append(RuleFinding(rule, file, line, message, fix, **kwargs))
+
+    def info(self, rule: str, file: str, line: int, message: str, **kwargs: Any) -> None:
+        """Record information: `rule`'s condition holds, but the rerun is safe here (the message
+        says why); one per rule, place and message."""
+        kwargs.pop("cause", None)
+        kwargs.pop("fix", None)
+        found = RuleFinding(rule, file, line, message, "nothing: a rerun is safe here", **kwargs)
+        if not any(
+            (i.rule, i.file, i.line, i.message, i.task_id) == (rule, file, line, message, found.task_id)
+            for i in self.information
+        ):
+            self.information.append(found)
 
     def note(self, task: TaskDef, note: str) -> None:
         """Something the linter could not read about `task` (listed with its answers, not failed)."""
@@ -68,6 +83,19 @@ class Recorder:
         randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
         kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
         cause = "window" if relative and not start_date else kind
+        dag = owner if isinstance(owner, DagDef) else (owner.dag if isinstance(owner, TaskDef) else None)
+        moot = start_date_moot(dag, name) if start_date and dag is not None else None
+        if moot is not None:
+            self.info(
+                "IDEM003",
+                file,
+                line,
+                f"start_date moves with the clock ({name} in {where}), but {moot}",
+                dag_id=owner.dag_id if owner is not None else None,
+                task_id=task.task_id if task is not None else None,
+                anchors=anchors,
+            )
+            return WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
         if start_date:
             rule = "IDEM003"
             message = (
@@ -130,6 +158,18 @@ class TaskCheck:
         kwargs.setdefault("anchors", self.anchors)
         self.recorder.add(
             rule, file, line, message, dag_id=self.task.dag_id, task_id=self.task.task_id, **kwargs
+        )
+
+    def info(self, rule: str, file: str, line: int, message: str) -> None:
+        """Information about this task: `rule`'s condition holds, but its rerun is safe here."""
+        self.recorder.info(
+            rule,
+            file,
+            line,
+            message,
+            dag_id=self.task.dag_id,
+            task_id=self.task.task_id,
+            anchors=self.anchors,
         )
 
     def note(self, note: str) -> None:

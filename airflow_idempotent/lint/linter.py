@@ -25,14 +25,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
-from airflow_idempotent.lint.checks import check_catchup, check_shared_targets, check_task, task_findings
-from airflow_idempotent.lint.codechecks import check_dag_code_clock
+from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
+from airflow_idempotent.lint.codechecks import check_dag_code_clock, check_start_date_helpers
 from airflow_idempotent.lint.collect import Collector, DagDef
+from airflow_idempotent.lint.deployment import CatchupDefault, repository_catchup
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
+from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.watermarks import check_watermarks
@@ -52,8 +54,11 @@ def repository_of(path: Path, argument: Path) -> Path:
 class Linter:
     """One lint run: the files read, the DAGs and tasks found, and what the checks recorded."""
 
-    def __init__(self, dialect: str | None = None) -> None:
+    def __init__(self, dialect: str | None = None, catchup_default: bool | None = None) -> None:
         self.dialect = dialect
+        #: --catchup-default; else each repository's own setting (`deployment.repository_catchup`)
+        self.catchup_default = catchup_default
+        self._catchup: dict[Path, CatchupDefault | None] = {}
         self.workspace = Workspace()
         self.recorder = Recorder()
         self.checks: list[tuple[TaskCheck, Path]] = []
@@ -87,15 +92,24 @@ class Linter:
             collector.collect()
             self.dags.extend(collector.dags)
             repo = repository or path.parent
+            default = self._catchup_default(repo)
             for dag in collector.dags:
-                check_catchup(dag, self.recorder)
+                check_catchup(dag, self.recorder, default)
             for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
             if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
                 check_dag_code_clock(self.recorder, scope, collector)
+            check_start_date_helpers(self.recorder, collector)
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
             del self.checks[checks:], self.dags[dags:]
             self._failed(src.display, exc)
+
+    def _catchup_default(self, repo: Path) -> CatchupDefault | None:
+        if self.catchup_default is not None:
+            return CatchupDefault(self.catchup_default, "--catchup-default")
+        if repo not in self._catchup:
+            self._catchup[repo] = repository_catchup(repo)
+        return self._catchup[repo]
 
     def _failed(self, file: str, exc: BaseException) -> None:
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
@@ -120,11 +134,14 @@ class Linter:
             for check in checks:
                 for keys in check.facts.declared:
                     declared.setdefault(keys.table, []).append(keys)
-            for check in checks:
-                self._guarded(check.file, functools.partial(task_findings, check, declared))
-            self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             pairs = [(c.task, c.facts) for c in checks]
-            self._guarded(checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder))
+            clears = dag_clears(pairs)
+            for check in checks:
+                self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
+            self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
+            self._guarded(
+                checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)
+            )
 
     def _guarded(self, file: str, step: Callable[[], None]) -> None:
         try:
@@ -180,11 +197,16 @@ class Linter:
 
 
 def lint_paths(
-    paths: Iterable[str | os.PathLike[str]], ignore: Iterable[str] = (), dialect: str | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    ignore: Iterable[str] = (),
+    dialect: str | None = None,
+    catchup_default: bool | None = None,
 ) -> LintReport:
-    """Lint DAG files (directories are searched for them) and return every finding and task."""
+    """Lint DAG files (directories are searched for them) and return every finding and task.
+    `catchup_default`: the deployment's catchup for DAGs without ``catchup=`` (None: each
+    repository's airflow.cfg / environment files, else not judged)."""
     ignored = tuple(sorted({rid for token in ignore if (rid := rule_id(token)) is not None}))
-    linter = Linter(dialect)
+    linter = Linter(dialect, catchup_default)
     found = [(Path(raw).resolve(), dag_files([raw])) for raw in paths]  # every path exists, or nothing runs
     for argument, files in found:
         for path in files:
@@ -202,4 +224,8 @@ def lint_paths(
         tasks=linter.task_reports(),
         ignored=ignored,
         notices=linter.notices,
+        information=sorted(
+            (f for f in linter.recorder.information if f.rule not in ignored),
+            key=lambda f: (f.file, f.line, f.rule),
+        ),
     )

@@ -87,7 +87,22 @@ SIDE_EFFECT_CALLS: dict[str, str] = {
     "charge": "a charge",
 }
 SQL_METHODS = frozenset(
-    {"execute", "run", "exec_driver_sql", "get_records", "get_first", "get_pandas_df", "read_sql", "text"}
+    {
+        "execute",
+        "run",
+        "exec_driver_sql",
+        "get_records",
+        "get_first",
+        "get_pandas_df",
+        "read_sql",
+        "text",
+        # clients' query methods (BigQuery, ClickHouse, Snowflake, DuckDB): the string must look like SQL
+        "query",
+        "query_df",
+        "execute_query",
+        "command",
+        "sql",
+    }
 )
 
 
@@ -139,6 +154,22 @@ _START_DATE_NAMES = frozenset({"start_date", "end_date"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 
 
+def param_fallback(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """The clock read is only the fallback when the run names no value of its own: the ``else`` of
+    ``params['date'] if params['date'] else now()`` or of ``if 'date' in dag_run.conf: .. else: ..``."""
+    child: ast.AST = node
+    parent = parents.get(child)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+        if isinstance(parent, ast.IfExp | ast.If):
+            in_else = child is parent.orelse or (isinstance(parent.orelse, list) and child in parent.orelse)
+            names = {n.id for n in ast.walk(parent.test) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(parent.test) if isinstance(n, ast.Attribute)}
+            if in_else and names & {"params", "conf"}:
+                return True
+        child, parent = parent, parents.get(parent)
+    return False
+
+
 def is_log_call(call: ast.Call) -> bool:
     """``print(..)``, ``log.info(..)``, ``logging.warning(..)``, ``self.log.debug(..)``: output only."""
     name = dotted(call.func)
@@ -181,6 +212,8 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _de
     node: ast.AST = call
     parent = parents.get(node)
     while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and _elapsed(parent, node, body):
+            return "output"  # clock - clock: how long a call took, no window (t0 = now(); ..; now() - t0)
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub) and _span(parent, node):
             return "relative"
         if isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
@@ -211,6 +244,23 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _de
     if isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is call:
         return "unused"  # a bare call whose value nobody keeps
     return "used"
+
+
+def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
+    """``clock - clock``: the other side is a clock read too, or a name only ever bound to one."""
+    other = binop.right if binop.left is node else binop.left
+    if isinstance(other, ast.Call):
+        return _clock_call_name(dotted(other.func)) is not None
+    if not isinstance(other, ast.Name):
+        return False
+    bound = [
+        s.value
+        for s in ast.walk(body)
+        if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == other.id for t in s.targets)
+    ]
+    return bool(bound) and all(
+        isinstance(v, ast.Call) and _clock_call_name(dotted(v.func)) is not None for v in bound
+    )
 
 
 def _span(binop: ast.BinOp, node: ast.AST) -> bool:

@@ -115,6 +115,9 @@ class LintReport:
     tasks: list[TaskReport]
     ignored: tuple[str, ...] = ()
     notices: list[Notice] = field(default_factory=list)
+    #: information: a rule's condition holds but the rerun is safe here (e.g. disjoint writers of one
+    #: table, an audit column set to now()); listed, never failed, not in SARIF's results
+    information: list[RuleFinding] = field(default_factory=list)
 
     @property
     def failing(self) -> list[RuleFinding]:
@@ -142,6 +145,7 @@ class LintReport:
             "findings": [f.as_dict() for f in self.failing],
             "acknowledged": [f.as_dict() for f in self.acknowledged],
             "notices": [n.as_dict() for n in self.notices],
+            "information": [f.as_dict() for f in self.information],
             "tasks": [t.as_dict() for t in self.tasks],
         }
 
@@ -165,6 +169,11 @@ class LintReport:
             if out:
                 out.append("")
             out.extend(f"{n.file}:{n.line}: note: {n.message}" for n in self.notices)
+        if self.information:
+            if out:
+                out.append("")
+            out.append("Information (safe to rerun here, not failed):")
+            out.extend(f"  {f.where()}: {f.rule}{_task_suffix(f)}: {f.message}" for f in self.information)
         if self.tasks:
             if out:
                 out.append("")

@@ -20,7 +20,15 @@ from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
-__all__ = ["CRON_PRESETS", "Schedule", "cron_period", "dag_schedule", "read_schedule", "static_date"]
+__all__ = [
+    "CRON_PRESETS",
+    "Schedule",
+    "cron_period",
+    "dag_schedule",
+    "read_schedule",
+    "start_date_moot",
+    "static_date",
+]
 
 CRON_PRESETS: dict[str, str | None] = {
     "@once": None,
@@ -63,6 +71,22 @@ class Schedule:
 def dag_schedule(dag: DagDef) -> Schedule | None:
     """The DAG's `schedule=` (or Airflow 2's `schedule_interval=`), read as `read_schedule` does."""
     return read_schedule(dag.scope, dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval")))
+
+
+def start_date_moot(dag: DagDef, clock: str) -> str | None:
+    """Why a clock-based start_date (`clock`: the call as written) creates no windows of this DAG, or
+    None when it does. A start that moves only at midnight (``days_ago``, ``today()``) with
+    catchup=False: the scheduler creates only the latest window whatever the start. A schedule that
+    creates no time windows (None, @once, assets). Not a start read from ``now()``: its first window
+    ends after "now" at every parse, so the DAG may never run. Without `schedule=` Airflow 2 runs
+    daily."""
+    node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
+    if node is not None and read_schedule(dag.scope, node) is None:
+        return "the DAG has no time-based schedule, so the start_date creates no windows"
+    midnight = "days_ago" in clock or "today" in clock
+    if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
+        return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
+    return None
 
 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import RUN_NAMES, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
@@ -68,6 +69,15 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     reason="listed in allow_functions on the operator" if acked else None,
                 )
                 continue
+            if not read.filtering and read.column and AUDIT_COLUMN.search(read.column):
+                check.info(
+                    "IDEM001",
+                    file,
+                    line,
+                    f"{text} is written to {read.column}, an audit column (when the row was last "
+                    "touched): it changes no row a window holds and no value a report reads",
+                )
+                continue
             if read.filtering:
                 facts.windows.append(WindowRef("clock", f"The clock: {text} in its SQL."))
             else:
@@ -111,6 +121,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
         if stmt.declared is not None:
             facts.declared.append(stmt.declared)
         facts.max_of.extend(stmt.max_of)
+        facts.pending.extend(stmt.pending)
         if not project:
             for write in writes:
                 file, line = located.place(write.offset if write.offset is not None else stmt.offset)

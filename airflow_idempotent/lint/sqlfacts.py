@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
+from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 
@@ -82,6 +83,7 @@ class ClockRead:
     offset: int | None
     relative: bool  # shifted by a span: "the last N hours"
     filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
+    column: str | None = None  # the column the read is written to, when it is that value itself
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class TableKeys:
     table: str
     keys: tuple[tuple[str, ...], ...]
     generated: frozenset[str]
+    #: its engine keeps one row per key whatever is inserted again (ClickHouse Set, ReplacingMergeTree)
+    dedups: bool = False
 
 
 @dataclass
@@ -108,6 +112,8 @@ class SqlStatement:
     declared: TableKeys | None = None
     #: tables a SELECT reads MAX(..) of: a high-water mark another task may be handed
     max_of: list[str] = field(default_factory=list)
+    #: tables whose not-yet-marked rows a SELECT reads (``WHERE processed_at IS NULL``): a queue
+    pending: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -242,7 +248,8 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
             for w in one.writes
         ]
         one.reads = [
-            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering) for r in one.reads
+            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column)
+            for r in one.reads
         ]
         facts.statements.append(one)
     return facts
@@ -328,9 +335,12 @@ def _position(node: exp.Expression | None) -> int | None:
 def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStatement:
     result = SqlStatement(type(stmt).__name__.lower(), start if start is not None else _position(stmt))
     result.placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
+    result.pending = pending_tables(stmt) if isinstance(stmt, exp.Select | exp.Union) else []
     data: exp.Expression | None = stmt
     if isinstance(stmt, exp.Create):
         data = _create(stmt, result)
+    elif isinstance(stmt, exp.Alter) and (delete := _alter_delete(stmt, dialect)) is not None:
+        result.writes.append(SqlWrite(delete[0], "delete", delete[1], result.offset))
     elif isinstance(stmt, _DDL):
         data = None
         if isinstance(stmt, exp.Drop) and (stmt.args.get("kind") or "").upper() == "TABLE":
@@ -370,6 +380,16 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     return result
 
 
+def _alter_delete(stmt: exp.Alter, dialect: str) -> tuple[str, str] | None:
+    """ClickHouse's ``ALTER TABLE t DELETE WHERE ..`` (a mutation): the table and the write's text."""
+    table = _table_name(stmt.this)
+    action = next((a for a in stmt.args.get("actions") or [] if isinstance(a, exp.Delete)), None)
+    if table is None or action is None:
+        return None
+    where = action.args.get("where")
+    return table, f"ALTER TABLE {table} DELETE" + (f" {where.sql(dialect=dialect)}" if where else "")
+
+
 def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
     """CREATE: a table's declared keys, a CREATE TABLE AS's write; only its query reads anything."""
     if stmt.args.get("kind") != "TABLE":
@@ -381,7 +401,8 @@ def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
     elif table and isinstance(query, exp.Query):
         result.writes.append(SqlWrite(table, "create", f"CREATE TABLE {table} AS SELECT", result.offset))
     if table and isinstance(stmt.this, exp.Schema):
-        result.declared = _declared_keys(table, stmt.this)
+        keys = _declared_keys(table, stmt.this)
+        result.declared = TableKeys(keys.table, keys.keys, keys.generated, dedup_engine(stmt))
     return query if isinstance(query, exp.Expression) and isinstance(query, exp.Query) else None
 
 
@@ -541,7 +562,7 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        reads.append(ClockRead(finding, offset, relative, filtering))
+        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node)))
     return reads
 
 

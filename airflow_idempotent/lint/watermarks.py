@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_idempotent.lint.checks import task_label
 from airflow_idempotent.lint.facts import StateUse, WindowRef
 from airflow_idempotent.lint.findings import TaskCheck
+from airflow_idempotent.lint.shared import task_label
 
 __all__ = ["check_watermarks"]
 

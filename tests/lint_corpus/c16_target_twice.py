@@ -1,7 +1,7 @@
 # Lint corpus: one task deletes the day, another inserts it
-# expect: IDEM007@18 IDEM007@23 IDEM002@26
+# expect: none
 # expect-ack: none
-"""Delete and insert split over two tasks: a retry of the insert alone appends again."""
+"""Delete and insert split over two tasks: information (issue 35), a rerun of the insert alone appends."""
 
 from __future__ import annotations
 

@@ -1,0 +1,98 @@
+"""Shapes where a rule's condition holds but a rerun is safe: reported as information, not failed.
+
+Measured on public DAG repositories (docs/lint-evaluation.md, issue 35): most of what reviewers
+would not act on was one of these. Each is a syntactic test on a name or a sqlglot node; the checks
+decide what to do with it (`sqlchecks`, `checks`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "pending_tables", "written_column"]
+
+#: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
+#: not change which rows a window holds or any value a report reads. Columns recording when a row
+#: was *loaded* (``loaded_at``) are not audit columns here: a snapshot's rows carry them as data.
+AUDIT_COLUMN = re.compile(
+    r"(?:^|_)(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
+    r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?$",
+    re.IGNORECASE,
+)
+
+#: A counter of attempts or errors (``attempts = attempts + 1``): counting reruns is its purpose.
+RETRY_COUNTER = re.compile(
+    r"(?:attempt|retr(?:y|ies)|tries|try_count|error_count|errors|failures|fail_count)", re.IGNORECASE
+)
+
+#: ClickHouse engines that keep one row per key (or set member) whatever is inserted again.
+_DEDUP_ENGINES = frozenset(
+    {"set", "join", "replacingmergetree", "collapsingmergetree", "versionedcollapsingmergetree"}
+)
+
+
+def dedup_engine(create: exp.Create) -> bool:
+    """The CREATE TABLE declares an engine that deduplicates (ClickHouse ``Set``, ``ReplacingMergeTree``
+    and their replicated variants): inserting the same rows again adds nothing a query sees."""
+    properties = create.args.get("properties")
+    if properties is None:
+        return False
+    for prop in properties.expressions:
+        if isinstance(prop, exp.EngineProperty):
+            name = prop.this.name if isinstance(prop.this, exp.Expression) else str(prop.this)
+            name = name.lower().removeprefix("replicated")
+            if name in _DEDUP_ENGINES or f"replicated{name}" in _DEDUP_ENGINES:
+                return True
+    return False
+
+
+def written_column(node: exp.Expression) -> str | None:
+    """The column a value is written to when `node` is that value itself (not part of an
+    expression): ``SET col = node``, ``node AS col`` in a SELECT list, or by position in an INSERT's
+    column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``)."""
+    parent = node.parent
+    if isinstance(parent, exp.Alias):
+        return parent.alias or None
+    if isinstance(parent, exp.EQ) and parent.expression is node and isinstance(parent.this, exp.Column):
+        holder = parent.parent
+        if isinstance(holder, exp.Update | exp.OnConflict) or holder is None:
+            return parent.this.name
+        if isinstance(holder, exp.Tuple | exp.Set) or holder.find_ancestor(exp.Update, exp.OnConflict):
+            return parent.this.name
+    insert = node.find_ancestor(exp.Insert)
+    if insert is None or not isinstance(insert.this, exp.Schema):
+        return None
+    columns = [c.name for c in insert.this.expressions]
+    row = parent
+    if isinstance(row, exp.Tuple | exp.Select) and node in row.expressions:
+        at = row.expressions.index(node)
+        return columns[at] if at < len(columns) else None
+    return None
+
+
+def pending_tables(select: exp.Expression) -> list[str]:
+    """Tables whose rows a SELECT takes only while a column of theirs is still NULL (``WHERE
+    t.processed_at IS NULL``): the rows not yet marked done. With an UPDATE of that table in the same
+    task, what the task inserts for them is drained from a queue, not appended per window."""
+    out: list[str] = []
+    for query in select.find_all(exp.Select):
+        where = query.args.get("where")
+        if where is None:
+            continue
+        tables = {t.alias_or_name.lower(): t for t in query.find_all(exp.Table)}
+        for is_null in where.find_all(exp.Is):
+            column = is_null.this
+            if not isinstance(is_null.expression, exp.Null) or isinstance(is_null.parent, exp.Not):
+                continue
+            if not isinstance(column, exp.Column):
+                continue
+            owner = tables.get(column.table.lower()) if column.table else None
+            if owner is None and len(tables) == 1:
+                owner = next(iter(tables.values()))
+            if owner is not None:
+                name = ".".join(p for p in (owner.db, owner.name) if p).lower()
+                if name not in out:
+                    out.append(name)
+    return out

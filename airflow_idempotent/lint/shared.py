@@ -1,0 +1,144 @@
+"""Tables several tasks write (IDEM007), and which tasks of a DAG clear a table before others load it.
+
+Two writers of one table are a defect when one task's rerun changes rows the other wrote: an
+overwrite and a patch, two appends, an overwrite and a merge. They are information (the rerun is
+safe) when the pair is one of the shapes reviewers of public DAG repositories never acted on
+(docs/lint-evaluation.md): a task that only clears the table and the loader after it in the same
+DAG; writers that are all keyed (upserts, merges, inserts the key or engine deduplicates) or
+prune what the keyed writer does not send (upsert-then-prune); writers that each replace only their
+own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.facts import TaskFacts, Write
+from airflow_idempotent.lint.findings import Recorder
+
+__all__ = ["DagClears", "check_shared_targets", "cleared_by", "dag_clears", "task_label"]
+
+#: (dag id, table) -> the tasks of that DAG that only clear the table: (task id, clears a slice)
+DagClears = dict[tuple[str | None, str], list[tuple[str, bool]]]
+
+_CLEAR = frozenset({"delete", "truncate", "drop"})
+_KEYED = frozenset({"upsert", "merge", "dedup", "keyed-insert", "fails-on-key"})
+
+
+def task_label(task: TaskDef) -> str:
+    """``dag_id.task_id`` (or the task id of a task outside any DAG)."""
+    return f"{task.dag_id}.{task.task_id}" if task.dag_id else task.task_id
+
+
+def _hows(facts: TaskFacts, table: str) -> set[str]:
+    return {w.how for w in facts.writes if w.table == table}
+
+
+def dag_clears(tasks: Sequence[tuple[TaskDef, TaskFacts]]) -> DagClears:
+    """The tasks that only delete, truncate or drop a table (nothing else of theirs writes it), by DAG."""
+    out: DagClears = {}
+    for task, facts in tasks:
+        if task.dag_id is None:
+            continue
+        for table in {w.table for w in facts.writes if w.resolved}:
+            clears = [w for w in facts.writes if w.table == table]
+            if clears and all(w.how in _CLEAR for w in clears):
+                sliced = all(_sliced(w) for w in clears)
+                out.setdefault((task.dag_id, table), []).append((task.task_id, sliced))
+    return out
+
+
+def cleared_by(clears: DagClears | None, task: TaskDef, table: str, sliced: bool = False) -> str | None:
+    """Another task of `task`'s DAG that clears `table` (only a slice of it, with `sliced`), if any."""
+    for task_id, is_slice in (clears or {}).get((task.dag_id, table), []):
+        if task_id != task.task_id and (is_slice or not sliced):
+            return task_id
+    return None
+
+
+def _sliced(write: Write) -> bool:
+    return write.how == "delete" and " WHERE " in f" {write.detail.upper()} "
+
+
+def _safe(task: TaskDef, table: str, facts: TaskFacts, clears: DagClears) -> bool:
+    """A writer whose rerun touches only its own rows: keyed writes, a delete of a slice, or an
+    append whose DAG deletes that slice first."""
+    writes = [w for w in facts.writes if w.table == table]
+    hows = {w.how for w in writes}
+    if hows <= _KEYED | {"delete"} and all(_sliced(w) for w in writes if w.how == "delete"):
+        return True
+    return hows <= {"append"} and cleared_by(clears, task, table, sliced=True) is not None
+
+
+def _benign(
+    a: tuple[TaskDef, Write], b: tuple[TaskDef, Write], facts_of: dict[int, TaskFacts], clears: DagClears
+) -> bool:
+    """Whether two writers of one table leave each other's rows alone on a rerun."""
+    (ta, wa), (tb, wb) = a, b
+    ha, hb = _hows(facts_of[id(ta)], wa.table), _hows(facts_of[id(tb)], wb.table)
+    if ta.dag_id == tb.dag_id and ta.dag_id is not None and (ha <= _CLEAR or hb <= _CLEAR):
+        return True  # a task that only clears the table, and its loader
+    return _safe(ta, wa.table, facts_of[id(ta)], clears) and _safe(tb, wb.table, facts_of[id(tb)], clears)
+
+
+def check_shared_targets(
+    tasks: Sequence[tuple[TaskDef, TaskFacts]], recorder: Recorder, clears: DagClears | None = None
+) -> None:
+    """IDEM007: one table written by more than one task (on the same connection, when both name one);
+    information when every other writer is a benign partner (`_benign`).
+
+    `tasks` are one repository's: tables of different repositories are never paired. A table whose
+    name is only known at run time is no name, and is not paired either.
+    """
+    clears = dag_clears(tasks) if clears is None else clears
+    writers: dict[str, list[tuple[TaskDef, Write]]] = {}
+    facts_of = {id(task): facts for task, facts in tasks}
+    for task, facts in tasks:
+        seen: set[str] = set()
+        for write in facts.writes:
+            if write.how in ("create", "drop") or write.table in seen or not write.resolved:
+                continue
+            if write.table.startswith("<"):
+                continue
+            seen.add(write.table)
+            writers.setdefault(write.table, []).append((task, write))
+    for table, entries in writers.items():
+        for task, write in entries:
+            others = [
+                (t, w)
+                for t, w in entries
+                if (t.dag_id, t.task_id) != (task.dag_id, task.task_id)  # the same task, spelled twice
+                and (w.conn_id is None or write.conn_id is None or w.conn_id == write.conn_id)
+            ]
+            if not others:
+                continue
+            conflicting = [o for o in others if not _benign((task, write), o, facts_of, clears)]
+            shown_others = conflicting or others
+            names = ", ".join(f"{task_label(t)} ({t.scope.source.display}:{t.line})" for t, _ in shown_others)
+            facts_of[id(task)].shared.append(
+                f"{table} is also written by {', '.join(task_label(t) for t, _ in shown_others)}"
+            )
+            if not conflicting:
+                recorder.info(
+                    "IDEM007",
+                    task.scope.source.display,
+                    task.line,
+                    f"{table} is also written by {names}, but each leaves the other's rows alone on a "
+                    "rerun (a clear and its loader, keyed writers, or each its own slice)",
+                    dag_id=task.dag_id,
+                    task_id=task.task_id,
+                    anchors=((write.file, write.line),),
+                )
+                continue
+            recorder.add(
+                "IDEM007",
+                task.scope.source.display,
+                task.line,
+                f"{table} is also written by {names}: each task's rerun overwrites, duplicates or "
+                "deletes the other's rows, and no window write is the whole truth of the table",
+                cause=table,
+                dag_id=task.dag_id,
+                task_id=task.task_id,
+                anchors=((write.file, write.line),),
+            )

@@ -1,0 +1,228 @@
+"""Score the DAG linter on public DAG repositories it was never tuned to (issue 35).
+
+    .venv/bin/python tools/lint_public.py --trees DIR [--mirrors DIR] [--split heldout|tuning|all]
+        [--json PATH|-] [--unlabelled]
+
+The repositories and their exact commits are in tests/lint_eval/public_repos.json (split into a
+tuning and a held-out half before any linter output was read); the labels are
+tests/lint_eval/heldout.jsonl and tests/lint_eval/tuning.jsonl, one JSON object a line:
+
+- ``kind: finding``: a finding the linter reported when the labels were made, judged by hand:
+  ``useful`` (true, a reviewer would act on it), ``harmless`` (the condition holds but the rerun is
+  safe here), ``false`` (the condition does not hold);
+- ``kind: problem``: a rerun problem in a file read in full, which a correct linter reports (the
+  recall set: the useful findings in those files plus what the linter missed);
+- ``kind: read``: a file drawn at random (seeded) and read in full.
+
+Never their code: repository, commit, path, line, rule, task and a one-line reason. The trees are
+found as ``DIR/<owner>+<name>/`` (a work tree); a repository missing there is extracted from a bare
+git mirror ``MIRRORS/<owner>+<name>/repo`` at the recorded commit (blobs the mirror lacks, such as
+large binaries, are skipped). Each repository is linted as one project (one ``lint_paths`` call on
+its tree), as ``airflow-idempotent lint TREE`` would.
+
+A finding matches a label when repository, path, rule and task agree and the lines are within
+LINE_TOLERANCE; a finding no label matches is ``unlabelled`` (``--unlabelled`` lists them to be
+labelled). Per rule: the findings raised, the share a reviewer would act on (useful / labelled), and
+recall (problems matched by a raised finding of the same rule at the same place / problems).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+EVAL = REPO / "tests" / "lint_eval"
+REPOS = EVAL / "public_repos.json"
+LABEL_FILES = {"heldout": EVAL / "heldout.jsonl", "tuning": EVAL / "tuning.jsonl"}
+LINE_TOLERANCE = 2
+RULES = [f"IDEM00{i}" for i in range(9)]
+
+
+@dataclass(frozen=True)
+class Found:
+    """One finding of the linter, in the labels' terms."""
+
+    repo: str
+    path: str
+    line: int
+    rule: str
+    dag: str | None
+    task: str | None
+    message: str
+
+
+def load_labels(splits: Iterable[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for split in splits:
+        path = LABEL_FILES[split]
+        if path.exists():
+            rows.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return rows
+
+
+def _extract(git_dir: Path, commit: str, into: Path) -> None:
+    """Write the tree of `commit` into `into`, skipping blobs the mirror does not have."""
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for entry in filter(None, listing.split("\0")):
+        meta, _, name = entry.partition("\t")
+        _mode, kind, blob = meta.split()
+        if kind != "blob":
+            continue
+        shown = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", blob], capture_output=True)
+        if shown.returncode != 0:
+            continue
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(shown.stdout)
+
+
+def tree_of(repo: dict[str, str], trees: Path, mirrors: Path | None, scratch: Path) -> Path:
+    slug = repo["repo"].replace("/", "+")
+    if (trees / slug).is_dir():
+        return trees / slug
+    if mirrors is not None and (mirrors / slug / "repo").is_dir():
+        into = scratch / slug
+        _extract(mirrors / slug / "repo", repo["commit"], into)
+        return into
+    raise SystemExit(f"lint_public: no tree of {repo['repo']} under {trees} (nor a mirror): fetch it first")
+
+
+def lint_repository(name: str, tree: Path) -> list[Found]:
+    """Lint one repository's tree as one project; findings with paths relative to the tree."""
+    from airflow_idempotent.lint import lint_paths
+
+    report = lint_paths([str(tree)])
+    found = []
+    for f in report.findings:
+        path = Path(f.file)
+        path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+        rel = path.relative_to(tree.resolve()).as_posix() if path.is_relative_to(tree.resolve()) else f.file
+        found.append(Found(name, rel, f.line, f.rule, f.dag_id, f.task_id, f.message))
+    return found
+
+
+def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
+    if (label["repo"], label["path"], label["rule"]) != (f.repo, f.path, f.rule):
+        return False
+    if abs(int(label["line"]) - f.line) > LINE_TOLERANCE:
+        return False
+    if not task_too:
+        return True
+    return label.get("task") == f.task and label.get("dag") in (None, f.dag)
+
+
+def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
+    """Per rule: findings raised, labelled useful / harmless / false / unlabelled, and recall."""
+    finding_labels = [x for x in labels if x["kind"] == "finding"]
+    problems = [x for x in labels if x["kind"] == "problem"]
+    counts: dict[str, Counter[str]] = {rule: Counter() for rule in RULES}
+    unlabelled: list[Found] = []
+    used: set[int] = set()
+    for f in found:
+        hit = next(
+            (i for i, x in enumerate(finding_labels) if i not in used and _same_place(x, f)),
+            None,
+        )
+        counts[f.rule]["findings"] += 1
+        if hit is None:
+            counts[f.rule]["unlabelled"] += 1
+            unlabelled.append(f)
+        else:
+            used.add(hit)
+            counts[f.rule][finding_labels[hit]["label"]] += 1
+    for p in problems:
+        counts[p["rule"]]["problems"] += 1
+        if any(_same_place(p, f, task_too=p.get("task") is not None) for f in found):
+            counts[p["rule"]]["found"] += 1
+    rows = {rule: _ratios(c) for rule, c in counts.items()}
+    rows["all"] = _ratios(sum(counts.values(), Counter()))
+    return {"rules": rows, "unlabelled": [f.__dict__ for f in unlabelled]}
+
+
+def _ratios(c: Counter[str]) -> dict[str, Any]:
+    labelled = c["useful"] + c["harmless"] + c["false"]
+    return {
+        "findings": c["findings"],
+        "useful": c["useful"],
+        "harmless": c["harmless"],
+        "false": c["false"],
+        "unlabelled": c["unlabelled"],
+        "actionable": c["useful"] / labelled if labelled else None,
+        "problems": c["problems"],
+        "found": c["found"],
+        "recall": c["found"] / c["problems"] if c["problems"] else None,
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def markdown(rows: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| rule | findings | useful | harmless | false | unlabelled | a reviewer would act on "
+        "| problems | found | recall |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rule, r in rows.items():
+        if rule != "all" and not r["findings"] and not r["problems"]:
+            continue
+        name = "**all**" if rule == "all" else rule
+        lines.append(
+            f"| {name} | {r['findings']} | {r['useful']} | {r['harmless']} | {r['false']} "
+            f"| {r['unlabelled']} "
+            f"| {_pct(r['actionable'])} | {r['problems']} | {r['found']} | {_pct(r['recall'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trees", required=True, help="folder with one <owner>+<name>/ tree per repository")
+    parser.add_argument("--mirrors", default=None, help="folder of bare mirrors <owner>+<name>/repo")
+    parser.add_argument("--split", choices=("heldout", "tuning", "all"), default="all")
+    parser.add_argument("--json", metavar="PATH", help="write the scores as JSON ('-' for stdout)")
+    parser.add_argument("--unlabelled", action="store_true", help="list findings no label matches")
+    args = parser.parse_args(argv)
+    splits = ["heldout", "tuning"] if args.split == "all" else [args.split]
+    repos = [r for r in json.loads(REPOS.read_text())["repositories"] if r["split"] in splits]
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for split in splits:
+            found: list[Found] = []
+            for repo in (r for r in repos if r["split"] == split):
+                mirrors = Path(args.mirrors) if args.mirrors else None
+                tree = tree_of(repo, Path(args.trees), mirrors, Path(scratch))
+                found.extend(lint_repository(repo["repo"], tree))
+            result[split] = score(load_labels([split]), found)
+            print(f"## {split}\n\n{markdown(result[split]['rules'])}")
+            if args.unlabelled:
+                for f in result[split]["unlabelled"]:
+                    where = f"{f['repo']} {f['path']}:{f['line']} {f['rule']} {f['dag']}.{f['task']}"
+                    print(f"UNLABELLED {where} | {f['message'][:160]}")
+    if args.json:
+        text = json.dumps(result, indent=1)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
