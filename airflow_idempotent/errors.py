@@ -46,3 +46,10 @@ class LockTimeoutError(AirflowException):
 
 class SqlParseError(IdempotentError):
     """The SQL could not be parsed in the connection's dialect, so it cannot be checked."""
+
+
+class FencedError(IdempotentError):
+    """A newer attempt of the same task instance started writing the window: this one writes nothing.
+
+    A fail (not retry) exception: a retry would be older than the attempt that fenced it too.
+    """

@@ -182,7 +182,7 @@ def test_approved_breach_swaps_exactly_the_diffed_rows_and_records_who_approved(
 
 @pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
 @pytest.mark.parametrize("how", ["reject", "timeout"])
-def test_rejected_or_timed_out_breach_changes_nothing_and_trips_the_kill_switch(
+def test_rejected_or_timed_out_breach_changes_nothing_and_only_a_timeout_trips_the_kill_switch(
     loaded: Any, history: HistoryStore, supervisor: Supervisor, how: str
 ) -> None:
     guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
@@ -198,7 +198,8 @@ def test_rejected_or_timed_out_breach_changes_nothing_and_trips_the_kill_switch(
         else {**response("Reject"), "responded_by_user": None, "params_input": {}, "timedout": True}
     )
     word = "rejected by bob" if how == "reject" else "timed out"
-    with pytest.raises(GuardRefusal, match=f"was {word}"):
+    said = "Only this window is refused" if how == "reject" else "kill switch of guarded_overwrite is on"
+    with pytest.raises(GuardRefusal, match=f"was {word}.*{said}"):
         guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, event)
     assert table_checksum(loaded.engine, "payouts") == before
     assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v1")
@@ -209,12 +210,20 @@ def test_rejected_or_timed_out_breach_changes_nothing_and_trips_the_kill_switch(
     refused = history.writes(target="warehouse:payouts")[-1]
     assert refused["status"] == "refused" and word in refused["message"]
     assert pending.stage_table not in tables(loaded.engine)
-    with pytest.raises(killswitch.KillSwitchTripped):  # the rest of the backfill writes nothing
-        guarded(guard=APPROVE_GUARD, policy="v2").execute(backfill(date(2026, 8, 18), 3, **CORRECTIVE))
+    other = backfill(date(2026, 8, 18), 3, **CORRECTIVE)
+    if how == "timeout":
+        with pytest.raises(killswitch.KillSwitchTripped):  # nobody decided: the rest writes nothing
+            guarded(guard=APPROVE_GUARD, policy="v2").execute(other)
+    else:  # a person refused this window only: the backfill's next window is written
+        assert killswitch.active_switches(history, "guarded_overwrite", backfill=True) == []
+        guarded(guard=APPROVE_GUARD, policy="v2").execute(other)
+        assert window_totals(loaded.engine, "payouts", date(2026, 8, 18)) == day_truth(
+            date(2026, 8, 18), "v2"
+        )
     # a second resume of the same attempt finds nothing pending: it cannot swap
     with pytest.raises(GuardRefusal, match="no pending approval"):
         guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, response("Approve"))
-    assert table_checksum(loaded.engine, "payouts") == before
+    assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v1")
 
 
 @pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
@@ -328,3 +337,84 @@ def test_a_newer_attempt_that_fails_before_deciding_leaves_the_pending_approval_
     guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(first, response("Approve"))
     assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
     assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+
+
+# ------------------------------------------------------------------ a person's decisions, per window
+DAY_1, DAY_2 = date(2026, 8, 19), date(2026, 8, 20)
+
+
+def breached_day(day: date) -> dict[str, Any]:
+    """One window of a two-day corrective v2 backfill whose threshold both days break."""
+    most = min(len(expensive(DAY_1)), len(expensive(DAY_2))) - 1
+    ctx = backfill(day, 2, **{**CORRECTIVE, "thresholds": {"max_changed_rows": most}})
+    ctx["task_instance"] = ctx["ti"] = TI(ctx["run_id"])
+    return ctx
+
+
+@pytest.mark.parametrize("warehouse", ["postgres", "mariadb", "sqlite"], indirect=True)
+@pytest.mark.parametrize("order", ["approve_first", "reject_first"])
+def test_approving_one_window_and_rejecting_another_keeps_both_decisions(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor, order: str
+) -> None:
+    """The reviewer's case of the issue: day 1 approved, day 2 rejected a moment apart, resumed in
+    either order: day 1 holds v2, day 2 v1, no kill switch, and history says the same."""
+    for day in (DAY_1, DAY_2):
+        guarded(guard=APPROVE_GUARD).execute(scheduled(day, 1))
+    first, second = breached_day(DAY_1), breached_day(DAY_2)
+    park(first)
+    park(second)
+    approve, reject = response("Approve", comment="v2 signed off"), response("Reject", user="bob")
+    resumes = [(first, approve), (second, reject)]
+    for ctx, event in resumes if order == "approve_first" else resumes[::-1]:
+        if event is reject:
+            with pytest.raises(GuardRefusal, match="Only this window is refused"):
+                guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, event)
+        else:
+            guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(ctx, event)
+    assert window_totals(loaded.engine, "payouts", DAY_1) == day_truth(DAY_1, "v2")
+    assert window_totals(loaded.engine, "payouts", DAY_2) == day_truth(DAY_2, "v1")
+    assert killswitch.active_switches(history, "guarded_overwrite", backfill=True) == []
+    last = {w["window_label"]: w for w in history.writes(target="warehouse:payouts")}
+    assert last[str(DAY_1)]["status"] == "written"
+    assert last[str(DAY_1)]["message"] == "approved by alice: v2 signed off"
+    assert last[str(DAY_2)]["status"] == "refused" and "rejected by bob" in last[str(DAY_2)]["message"]
+    one, two = approvals.of_attempt(history, identity(first)), approvals.of_attempt(history, identity(second))
+    assert one is not None and two is not None and (one.status, two.status) == ("approved", "rejected")
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_a_timeout_after_an_approval_stops_the_rest_but_not_the_approved_window(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    """Day 1 approved; day 2 then times out and trips the backfill's switch before day 1 resumes:
+    day 1 is swapped (its approval came first) and says why beside the write; a window approved
+    after the switch is not swapped, and history says so."""
+    day_3 = date(2026, 8, 21)
+    for day in (DAY_1, DAY_2, day_3):
+        guarded(guard=APPROVE_GUARD).execute(scheduled(day, 1))
+    first, second, third = breached_day(DAY_1), breached_day(DAY_2), breached_day(day_3)
+    for ctx in (first, second, third):
+        park(ctx)
+    approved = response("Approve")  # responded now, before the timeout below
+    timeout = {**response("Reject"), "responded_by_user": None, "params_input": {}, "timedout": True}
+    with pytest.raises(GuardRefusal, match="timed out"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(second, timeout)
+    (switch,) = killswitch.active_switches(history, "guarded_overwrite", backfill=True)
+    guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(first, approved)
+    late = response("Approve", user="carol")  # responded after the switch was set
+    assert late["responded_at"] > switch.set_at
+    with pytest.raises(killswitch.KillSwitchTripped, match="before swapping an approved window"):
+        guarded(guard=APPROVE_GUARD, policy="v2").approval_complete(third, late)
+    assert window_totals(loaded.engine, "payouts", DAY_1) == day_truth(DAY_1, "v2")
+    assert window_totals(loaded.engine, "payouts", DAY_2) == day_truth(DAY_2, "v1")
+    assert window_totals(loaded.engine, "payouts", day_3) == day_truth(day_3, "v1")
+    last = {w["window_label"]: w for w in history.writes(target="warehouse:payouts")}
+    assert last[str(DAY_1)]["status"] == "written"
+    assert last[str(DAY_1)]["message"].startswith(
+        "approved by alice (swapped: approved before the kill switch"
+    )
+    assert last[str(day_3)]["status"] == "refused"
+    assert last[str(day_3)]["message"].startswith("approved by carol but NOT swapped (not_swapped): ")
+    three = approvals.of_attempt(history, identity(third))
+    assert three is not None and three.status == "not_swapped" and "kill switch" in (three.comment or "")

@@ -44,6 +44,7 @@ from airflow_idempotent.history.report import (
     DEFAULT_LIMIT,
     FLAG_CHOICES,
     FLAG_FAILED,
+    FLAG_FENCED,
     FLAG_NONDETERMINISTIC,
     FLAG_REFUSED,
     FLAG_SKIPPED,
@@ -191,9 +192,10 @@ FLAG_STYLES = {
     FLAG_NONDETERMINISTIC: "bold red",
     FLAG_SKIPPED: "yellow",
     FLAG_REFUSED: "bold red",
+    FLAG_FENCED: "magenta",
     FLAG_FAILED: "red",
 }
-STATUS_STYLES = {"written": "green", "skipped": "yellow", "refused": "bold red"}
+STATUS_STYLES = {"written": "green", "skipped": "yellow", "refused": "bold red", "fenced": "magenta"}
 
 
 def _task(row: dict[str, Any]) -> str:

@@ -66,7 +66,8 @@ def request_body(pending: PendingApproval) -> str:
         f"**{pending.target}**, window **{pending.window_label}** ({pending.semantics or 'corrective'}, "
         f"policy {pending.policy_version or '-'}): the diff breaks the guard's thresholds, so nothing "
         "was swapped. Approve to swap exactly the staged rows below into production; reject to refuse "
-        "the window and stop the backfill (kill switch).",
+        "this window only (the backfill's other windows go on); with no decision before the timeout, the "
+        "window is refused and the backfill stops (kill switch).",
         "",
         "Breaches:",
         *[f"- {b}" for b in pending.breaches],

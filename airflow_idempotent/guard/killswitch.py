@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import getpass
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -113,9 +114,17 @@ def active_switches(store: HistoryStore, dag_id: str | None = None, backfill: bo
     return [Switch(r.scope, r.scope_key, r.reason, r.set_by, r.set_at) for r in rows]
 
 
-def check(store: HistoryStore, dag_id: str | None, backfill: bool, when: str) -> None:
-    """Raise KillSwitchTripped if any switch covers this write; `when` says which check it is."""
+def check(
+    store: HistoryStore, dag_id: str | None, backfill: bool, when: str, set_before: datetime | None = None
+) -> None:
+    """Raise KillSwitchTripped if any switch covers this write; `when` says which check it is.
+
+    With `set_before` (a person's approval of this window), only switches set before that moment
+    count: a decision stands against a stop that came after it.
+    """
     switches = active_switches(store, dag_id, backfill)
+    if set_before is not None:
+        switches = [s for s in switches if s.set_at is None or s.set_at < set_before]
     if switches:
         raise KillSwitchTripped(
             f"{when}: {'; '.join(s.describe() for s in switches)}. Nothing was written. Clear it with "

@@ -178,9 +178,16 @@ def _pending(row: Any) -> PendingApproval:
 
 
 def decide(
-    store: HistoryStore, identity: AttemptIdentity, status: str, by: str | None, comment: str | None
-) -> None:
-    """Record the decision on a pending approval; refuse when there is no pending one to decide."""
+    store: HistoryStore,
+    identity: AttemptIdentity,
+    status: str,
+    by: str | None,
+    comment: str | None,
+    at: datetime | None = None,
+) -> datetime:
+    """Record the decision on a pending approval, made `at` (when Airflow recorded the person's
+    response; default now), and return that time; refuse when there is no pending one to decide."""
+    at = at or utcnow()
     if status not in DECIDED:
         raise ValueError(f"an approval is decided as one of {DECIDED}, got {status!r}")
     with store.engine.begin() as conn:
@@ -188,13 +195,14 @@ def decide(
             _table()
             .update()
             .where(*_key(identity), _table().c.status == PENDING)
-            .values(status=status, decided_at=utcnow(), decided_by=by, comment=comment)
+            .values(status=status, decided_at=at, decided_by=by, comment=comment)
         )
         if done.rowcount != 1:
             raise LookupError(
                 f"no pending approval of {identity.dag_id}.{identity.task_id} run {identity.run_id} try "
                 f"{identity.try_number} to record {status!r} on"
             )
+    return at
 
 
 def mark(store: HistoryStore, identity: AttemptIdentity, status: str, comment: str) -> None:

@@ -17,7 +17,7 @@ from airflow_idempotent.window import to_utc_datetime
 VERSION_TABLE = "idem_alembic_version"
 #: The latest migration's revision: a store at it needs no Alembic run (see `HistoryStore.migrate`).
 #: A test keeps it equal to the head of `migrations/versions`.
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 
 
 class Base(DeclarativeBase):
@@ -171,6 +171,35 @@ class KillSwitch(Base):
     set_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     cleared_by: Mapped[str | None] = mapped_column(sa.String(250))
     cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Fence(Base):
+    """The highest try number of one task instance that started writing one window of one target.
+
+    Every attempt raises it when it starts writing and reads it again just before commit: an
+    attempt that finds a higher number is fenced (`history.fences`), so an older attempt (a zombie,
+    a duplicate dispatch) can never commit over a newer one's result.
+    """
+
+    __tablename__ = "idem_fence"
+    __table_args__ = (sa.UniqueConstraint("fence_key"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    #: sha256 of (dag, run, task, map index, target, window): the natural key, short enough for
+    #: every database's unique index (the columns together pass MariaDB's 3072-byte limit)
+    fence_key: Mapped[str] = mapped_column(sa.String(64))
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    target: Mapped[str] = mapped_column(sa.String(500))
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: the newest attempt that started writing the window
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    hostname: Mapped[str | None] = mapped_column(sa.String(250))
+    pid: Mapped[int | None] = mapped_column(sa.Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class BackfillSize(Base):

@@ -40,8 +40,10 @@ DEFAULT_LIMIT = 50
 FLAG_NONDETERMINISTIC = "nondeterministic"
 FLAG_SKIPPED = "skipped"
 FLAG_REFUSED = "refused"
+#: an older attempt stopped before commit because a newer try of its task instance wrote the window
+FLAG_FENCED = "fenced"
 FLAG_FAILED = "failed"
-#: What `--flag` accepts: `failed` selects refused writes and failed task attempts.
+#: What `--flag` accepts: `failed` selects refused and fenced writes and failed task attempts.
 FLAG_CHOICES = (FLAG_NONDETERMINISTIC, FLAG_SKIPPED, FLAG_FAILED)
 #: Attempt states (or events) that mean the attempt failed.
 FAILED_STATES = ("failed", "up_for_retry", "upstream_failed")
@@ -180,7 +182,7 @@ def _filter_clauses(flt: HistoryFilter) -> list[sa.ColumnElement[bool]]:
     elif flt.flag == FLAG_SKIPPED:
         clauses.append(_W.c.status == "skipped")
     elif flt.flag == FLAG_FAILED:
-        clauses.append(sa.or_(_W.c.status == "refused", _failed_attempt_exists(flt)))
+        clauses.append(sa.or_(_W.c.status.in_(("refused", "fenced")), _failed_attempt_exists(flt)))
     return clauses
 
 
@@ -283,6 +285,8 @@ def _write_flags(write: Mapping[str, Any], failed_tries: set[tuple[Any, ...]]) -
         flags.append(FLAG_SKIPPED)
     if write["status"] == "refused":
         flags.append(FLAG_REFUSED)
+    if write["status"] == "fenced":
+        flags.append(FLAG_FENCED)
     key = (write["dag_id"], write["run_id"], write["task_id"], write["map_index"], write["try_number"])
     if key in failed_tries:
         flags.append(FLAG_FAILED)
@@ -336,7 +340,7 @@ def shape(writes: Iterable[Mapping[str, Any]], attempts: Iterable[Mapping[str, A
             seen.extend(write["flags"])
         if failed_tries:
             seen.append(FLAG_FAILED)
-        window["flags"] = [flag for flag in (*FLAG_CHOICES, FLAG_REFUSED) if flag in seen]
+        window["flags"] = [flag for flag in (*FLAG_CHOICES, FLAG_REFUSED, FLAG_FENCED) if flag in seen]
     return list(windows.values())
 
 

@@ -8,7 +8,10 @@ parks the task. Airflow resumes it in `approval_complete` with the response:
 
 - Approve: the decision (who, when, comment) is recorded first, then `guard.approval.swap_approved`
   swaps exactly the approved rows if neither they nor production's window changed;
-- Reject or timeout: recorded, the window refused as on any breach, the kill switch tripped.
+- Reject: recorded, this window refused (its kept rows dropped); the backfill's other windows go on;
+- timeout (nobody decided): recorded, the window refused, and the backfill's kill switch tripped.
+
+An approval is swapped unless a kill switch set before the person's response covers it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import datetime
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import killswitch
@@ -197,37 +200,26 @@ class ApprovalMixin:
         by, comment = _responder(event), _comment(event)
         chosen = list(event.get("chosen_options") or [])
         if "error" in event or event.get("timedout") or chosen != [APPROVE]:
-            status = (
-                approvals.TIMED_OUT if ("error" in event or event.get("timedout")) else approvals.REJECTED
-            )
-            approvals.decide(store, identity, status, by, comment)
-            drop_kept(adapter, pending.stage_table)
-            how = "timed out" if status == approvals.TIMED_OUT else f"rejected by {by or 'unknown'}"
-            reason = f"{pending.window_label}: {'; '.join(pending.breaches)} ({how})"
-            self.record_decided(history, identity, target_of(self), spec, pending, "refused", reason, comment)
-            scope: Literal["backfill", "dag"] = "backfill" if backfill else "dag"
-            killswitch.set_switch(store, scope, identity.dag_id, f"guard breach on {reason}")
-            raise GuardRefusal(
-                f"the breached window {pending.target} {pending.window_label} was {how}"
-                f"{f' ({comment})' if comment else ''}: nothing was swapped, production is unchanged, and "
-                f"the {scope} kill switch of {identity.dag_id} is on (airflow-idempotent resume --dag "
-                f"{identity.dag_id}{' --backfill' if backfill else ''} once the cause is fixed)."
-            )
+            self.refuse_decided(event, identity, history, spec, pending, by, comment, backfill, adapter)
         # the approval is recorded before anything is swapped (and a store that cannot take it stops here)
-        approvals.decide(store, identity, approvals.APPROVED, by, comment)
-        spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill)
+        approved_at = approvals.decide(store, identity, approvals.APPROVED, by, comment, _responded_at(event))
+        spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill, approved_at)
         try:
             result = swap_approved(adapter, spec, self.key_columns, pending)
         except Exception as err:  # stale data, the kill switch, the warehouse: approved, not swapped
             status = approvals.STALE if isinstance(err, StaleApproval) else approvals.NOT_SWAPPED
             approvals.mark(store, identity, status, f"{comment or ''} [{status}: {err}]".strip())
             drop_kept(adapter, pending.stage_table)
-            self.record_decided(
-                history, identity, target_of(self), spec, pending, "refused", str(err), comment
-            )
+            reason = f"approved by {by or 'unknown'} but NOT swapped ({status}): {err}"
+            self.record_decided(history, identity, target_of(self), spec, pending, "refused", reason, comment)
             raise
         drop_kept(adapter, pending.stage_table)
         note = f"approved by {by or 'unknown'}" + (f": {comment}" if comment else "")
+        later = [
+            s for s in killswitch.active_switches(store, identity.dag_id, backfill) if s.set_at >= approved_at
+        ]
+        if later:  # said beside the write, so history tells why this window changed despite the stop
+            note += f" (swapped: approved before the {later[0].describe()})"
         stored = self.record_decided(
             history, identity, target_of(self), spec, pending, "written", note, comment, result
         )
@@ -251,6 +243,45 @@ class ApprovalMixin:
             out |= {"ordinal": stored.ordinal, "dataset_version": stored.dataset_version}
         self.emit_asset_event(context, spec.window, out)  # type: ignore[attr-defined]
         return out
+
+    def refuse_decided(
+        self,
+        event: Mapping[str, Any],
+        identity: AttemptIdentity,
+        history: SafeHistory,
+        spec: WriteSpec,
+        pending: PendingApproval,
+        by: str | None,
+        comment: str | None,
+        backfill: bool,
+        adapter: EngineAdapter,
+    ) -> NoReturn:
+        """A rejection refuses this window only (the backfill's other windows go on); a timeout
+        (nobody decided) also trips the backfill's kill switch, as an unanswered breach must stop
+        the rest. Recorded, the kept rows dropped, then GuardRefusal."""
+        store = history.store
+        timed_out = "error" in event or bool(event.get("timedout"))
+        status = approvals.TIMED_OUT if timed_out else approvals.REJECTED
+        approvals.decide(store, identity, status, by, comment, _responded_at(event))
+        drop_kept(adapter, pending.stage_table)
+        how = "timed out" if timed_out else f"rejected by {by or 'unknown'}"
+        reason = f"{pending.window_label}: {'; '.join(pending.breaches)} ({how})"
+        self.record_decided(history, identity, target_of(self), spec, pending, "refused", reason, comment)
+        said = f" ({comment})" if comment else ""
+        if not timed_out:
+            raise GuardRefusal(
+                f"the breached window {pending.target} {pending.window_label} was {how}{said}: nothing was "
+                "swapped and production's window is unchanged. Only this window is refused: the "
+                "backfill's other windows go on. Rerun the window once its rule or data is fixed."
+            )
+        scope: Literal["backfill", "dag"] = "backfill" if backfill else "dag"
+        killswitch.set_switch(store, scope, identity.dag_id, f"guard breach on {reason}")
+        raise GuardRefusal(
+            f"the breached window {pending.target} {pending.window_label} was {how}{said}: nothing was "
+            f"swapped, production is unchanged, and the {scope} kill switch of {identity.dag_id} is on "
+            f"(airflow-idempotent resume --dag {identity.dag_id}{' --backfill' if backfill else ''} "
+            "once the cause is fixed)."
+        )
 
     def record_decided(
         self,
@@ -292,15 +323,40 @@ def target_of(op: ApprovalMixin) -> str:
 
 
 def _with_kill_switch(
-    op: Any, spec: WriteSpec, history: SafeHistory, dag_id: str, backfill: bool
+    op: Any,
+    spec: WriteSpec,
+    history: SafeHistory,
+    dag_id: str,
+    backfill: bool,
+    approved_at: datetime.datetime,
 ) -> WriteSpec:
-    """The spec whose last word before commit is the kill switch (fail closed, as in a backfill)."""
+    """The spec whose last word before commit is the kill switch (fail closed, as in a backfill),
+    counting only switches set before the approval: a stop (another window's timeout, the Stop
+    action) that comes after a person approved this window does not undo the decision."""
     return dataclasses.replace(
         spec,
         before_commit=lambda: op.check_kill_switch(
-            history, dag_id, backfill, fail_closed=True, when="before swapping an approved window"
+            history,
+            dag_id,
+            backfill,
+            fail_closed=True,
+            when="before swapping an approved window",
+            set_before=approved_at,
         ),
     )
+
+
+def _responded_at(event: Mapping[str, Any]) -> datetime.datetime | None:
+    """When Airflow recorded the person's response (the resume event's `responded_at`), as UTC."""
+    value = event.get("responded_at")
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime.datetime):
+        return None
+    return value.replace(tzinfo=datetime.timezone.utc) if value.tzinfo is None else value
 
 
 def ask_for_approval(

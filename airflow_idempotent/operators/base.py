@@ -12,12 +12,14 @@ from airflow.sdk import BaseOperator
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, split_table_name, validate_identifier
 from airflow_idempotent.adapters.spark import check_lookback_at_parse
+from airflow_idempotent.errors import FencedError
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import (
     BackfillIntent,
     GuardConfig,
     check_window_closed,
 )
+from airflow_idempotent.history.fences import FENCED, AttemptFence
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID
 from airflow_idempotent.hooks.warehouse import WarehouseHook
@@ -206,12 +208,58 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         self.check_kill_switch(
             history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
         )
-        spec = dataclasses.replace(
-            spec,
-            before_commit=lambda: self.check_kill_switch(
-                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before commit"
-            ),
+        fence = AttemptFence(
+            history.store if history is not None else None, identity, target, spec.lock_windows
         )
+
+        def before_commit() -> None:
+            self.check_kill_switch(
+                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before commit"
+            )
+            fence.check()  # the last word: a newer attempt of this task instance started writing
+
+        spec = dataclasses.replace(spec, before_commit=before_commit)
+        try:
+            fence.take()
+            return self.fenced_execute(
+                context, adapter, spec, guard, intent, identity, history, target, policy, digest, parts
+            )
+        except FencedError as err:
+            if history is not None:
+                for period in spec.lock_windows:
+                    history.record(
+                        identity.write_record(
+                            target,
+                            period,
+                            self.strategy,
+                            FENCED,
+                            digest,
+                            parts,
+                            policy,
+                            semantics,
+                            message=str(err),
+                        )
+                    )
+            self.log.error("%s", err)
+            raise
+
+    def fenced_execute(
+        self,
+        context: Context,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        guard: GuardConfig | None,
+        intent: BackfillIntent | None,
+        identity: AttemptIdentity,
+        history: SafeHistory | None,
+        target: str,
+        policy: str | None,
+        digest: str,
+        parts: str,
+    ) -> dict[str, Any]:
+        """The write of `execute_with` once the attempt holds its fence: guarded, skipped or written."""
+        window = spec.window
+        semantics = _conf_value(context, "semantics")
         if guard is not None and (intent is not None or guard.always_stage):
             return self.guarded_execute(
                 context, adapter, spec, guard, intent, identity, history, target, policy

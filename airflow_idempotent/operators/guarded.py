@@ -69,14 +69,21 @@ class GuardedWriteMixin(ApprovalMixin):
         sizes.check_size(guard, size, dag_id, run_id)
 
     def check_kill_switch(
-        self, history: SafeHistory | None, dag_id: str, backfill: bool, fail_closed: bool, when: str
+        self,
+        history: SafeHistory | None,
+        dag_id: str,
+        backfill: bool,
+        fail_closed: bool,
+        when: str,
+        set_before: datetime.datetime | None = None,
     ) -> None:
-        """Refuse if a kill switch covers this write. A store that cannot answer stops a guarded
-        backfill (fail closed) but not a scheduled run (the history store must never block it)."""
+        """Refuse if a kill switch covers this write (with `set_before`, one set before that moment).
+        A store that cannot answer stops a guarded backfill (fail closed) but not a scheduled run
+        (the history store must never block it)."""
         if history is None:
             return
         try:
-            killswitch.check(history.store, dag_id, backfill, when)
+            killswitch.check(history.store, dag_id, backfill, when, set_before)
         except killswitch.KillSwitchTripped:
             raise
         except Exception as err:
