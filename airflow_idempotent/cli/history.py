@@ -69,7 +69,7 @@ def add_history_parser(commands: Any) -> None:
             "DAG, whether it writes windows or not; then, per target table and window, every write "
             "in order (ordinal, run, try, strategy, status, row counts, checksum, fingerprint, "
             "dataset version, flags) and the task attempts beneath it. --dag, --task, --run and "
-            "the days (a run's logical date) choose runs; all filters choose windows, and each "
+            "the days (a run's logical date) and --flag choose runs; all filters choose windows, and each "
             "chosen window is shown whole."
         ),
         epilog=(
@@ -90,8 +90,8 @@ def add_history_parser(commands: Any) -> None:
     p.add_argument(
         "--flag",
         choices=FLAG_CHOICES,
-        help="only windows with a non-deterministic write, a skipped write, or a refused write or "
-        "failed attempt",
+        help="only the runs and windows with a non-deterministic write, a skipped write, or (failed) "
+        "a refused write or failed attempt",
     )
     p.add_argument(
         "--limit",

@@ -24,6 +24,9 @@ from sqlalchemy.sql import Select
 from airflow_idempotent.history.models import DagRunEvent, TaskAttempt, WindowWrite
 from airflow_idempotent.history.report import (
     ATTEMPT_FIELDS,
+    FAILED_STATES,
+    FLAG_NONDETERMINISTIC,
+    FLAG_SKIPPED,
     WRITE_FIELDS,
     HistoryFilter,
     attempt_failed,
@@ -91,11 +94,31 @@ def _run_keys(flt: HistoryFilter) -> Select[Any]:
     parts.append(sa.select(_W.c.dag_id, _W.c.run_id, _W.c.written_at.label("at")).where(*writes))
     both = sa.union_all(*parts).subquery("seen")
     first = sa.func.min(both.c.at).label("first_at")
+    flagged = [] if flt.flag is None else [_carries_flag(both, flt.flag)]
     return (
         sa.select(both.c.dag_id, both.c.run_id, first)
+        .where(*flagged)
         .group_by(both.c.dag_id, both.c.run_id)
         .order_by(first.desc(), both.c.dag_id, both.c.run_id)
         .limit(flt.limit)
+    )
+
+
+def _carries_flag(runs: Any, flag: str) -> sa.ColumnElement[bool]:
+    """The run has a write with `flag` (non-deterministic, skipped), or, for `failed`, a failed
+    attempt, a failed DAG run event or a refused write: `--flag` lists those runs only."""
+    if flag == FLAG_NONDETERMINISTIC:
+        return sa.exists().where(_of_runs(_W, runs), _W.c.nondeterministic == sa.true())
+    if flag == FLAG_SKIPPED:
+        return sa.exists().where(_of_runs(_W, runs), _W.c.status == "skipped")
+    return sa.or_(
+        sa.exists().where(_of_runs(_W, runs), _W.c.status == "refused"),
+        sa.exists().where(
+            _of_runs(_A, runs), sa.or_(_A.c.state.in_(FAILED_STATES), _A.c.event.in_(FAILED_STATES))
+        ),
+        sa.exists().where(
+            _of_runs(_R, runs), sa.or_(_R.c.state.in_(FAILED_STATES), _R.c.event.in_(FAILED_STATES))
+        ),
     )
 
 
@@ -240,9 +263,9 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
     """The DAG runs matching `flt` (dag, run, task, logical date), each with its DAG run events,
     every task attempt and try, and its window writes; newest run first, at most ``limit``.
 
-    ``table`` keeps the runs that wrote that table; ``flag`` selects windows only; ``dag_ids`` (the DAGs
-    a UI user may read) limits every table read. Raises SQLAlchemy's
-    errors when the store cannot be reached.
+    ``table`` keeps the runs that wrote that table; ``flag`` the runs carrying it (`_carries_flag`);
+    ``dag_ids`` (the DAGs a UI user may read) limits every table read. Raises SQLAlchemy's errors
+    when the store cannot be reached.
     """
     flt = flt or HistoryFilter()
     if (flt.dag_ids is not None and not flt.dag_ids) or store_is_empty(store):
