@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import Select
 
 from airflow_idempotent.history.models import DagRunEvent, TaskAttempt, WindowWrite
+from airflow_idempotent.history.reconcile import reconcile_runs
 from airflow_idempotent.history.report import (
     ATTEMPT_FIELDS,
     FAILED_STATES,
@@ -264,8 +265,9 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
     every task attempt and try, and its window writes; newest run first, at most ``limit``.
 
     ``table`` keeps the runs that wrote that table; ``flag`` the runs carrying it (`_carries_flag`);
-    ``dag_ids`` (the DAGs a UI user may read) limits every table read. Raises SQLAlchemy's errors
-    when the store cannot be reached.
+    ``dag_ids`` (the DAGs a UI user may read) limits every table read. A try whose last record is
+    ``running`` gets Airflow's state when Airflow has ended it (`reconcile`). Raises SQLAlchemy's
+    errors when the store cannot be reached.
     """
     flt = flt or HistoryFilter()
     if (flt.dag_ids is not None and not flt.dag_ids) or store_is_empty(store):
@@ -275,4 +277,6 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
         events = [dict(r._mapping) for r in conn.execute(run_events_query(flt))]
         attempts = [dict(r._mapping) for r in conn.execute(run_attempts_query(flt))]
         writes = [dict(r._mapping) for r in conn.execute(run_writes_query(flt))]
-    return shape_runs(events, attempts, writes)
+    runs = shape_runs(events, attempts, writes)
+    reconcile_runs(runs)  # a killed try recorded no end: Airflow's state, when Airflow has ended it
+    return runs
