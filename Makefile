@@ -100,6 +100,11 @@ release-check: venv
 	$(BIN)/python -m build --installer uv --outdir $(RELEASE_DIST) .
 	$(BIN)/twine check --strict $(RELEASE_DIST)/*
 
+# The documentation site (mkdocs.yml), in strict mode: a broken link, a page missing from the nav
+# or an include that points nowhere fails the build. The site goes to .pytest_cache/site.
+docs: venv
+	$(BIN)/mkdocs build --strict
+
 # The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
 reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
