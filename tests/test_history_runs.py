@@ -178,6 +178,8 @@ def test_a_killed_try_does_not_stay_running(
     assert attempt["ended_at"] is not None
     assert (run["state"], run["reconciled"]) == ("failed", "airflow")
     assert [a["event"] for a in run["attempts"]] == ["running"]  # what was recorded is kept
+    (failed,) = document(capsys, "--flag", "failed")["runs"]  # listed among the failed runs
+    assert (failed["dag_id"], failed["state"]) == (KILLED_DAG, "failed")
     assert main(["history", "--dag", KILLED_DAG]) == 0
     out, _ = capsys.readouterr()
     assert "failed (per Airflow; no end recorded)" in out

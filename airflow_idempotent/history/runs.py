@@ -15,6 +15,7 @@ most ``limit``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -22,10 +23,11 @@ import sqlalchemy as sa
 from sqlalchemy.sql import Select
 
 from airflow_idempotent.history.models import DagRunEvent, TaskAttempt, WindowWrite
-from airflow_idempotent.history.reconcile import reconcile_runs
+from airflow_idempotent.history.reconcile import is_reconciled, reconcile_runs
 from airflow_idempotent.history.report import (
     ATTEMPT_FIELDS,
     FAILED_STATES,
+    FLAG_FAILED,
     FLAG_NONDETERMINISTIC,
     FLAG_SKIPPED,
     WRITE_FIELDS,
@@ -279,4 +281,24 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
         writes = [dict(r._mapping) for r in conn.execute(run_writes_query(flt))]
     runs = shape_runs(events, attempts, writes)
     reconcile_runs(runs)  # a killed try recorded no end: Airflow's state, when Airflow has ended it
+    if flt.flag == FLAG_FAILED:
+        runs = _with_killed_runs(store, flt, runs)
     return runs
+
+
+def _with_killed_runs(
+    store: HistoryStore, flt: HistoryFilter, runs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`--flag failed` and the runs whose failure only Airflow knows (a killed try recorded no end):
+    among the latest `limit` runs matching the other filters, those reconciled as failed."""
+    seen = {(r["dag_id"], r["run_id"]) for r in runs}
+    killed = [
+        run
+        for run in run_history(store, replace(flt, flag=None))
+        if (run["dag_id"], run["run_id"]) not in seen
+        and any(is_reconciled(e) and e["state"] in FAILED_STATES for e in [run, *run["tries"]])
+    ]
+    if not killed:
+        return runs
+    merged = sorted([*runs, *killed], key=lambda r: r["started_at"], reverse=True)
+    return merged[: flt.limit]
