@@ -10,7 +10,7 @@
 FROM apache/airflow:3.3.2
 
 # .dockerignore lets in only pyproject.toml, README.md and airflow_idempotent/.
-COPY --chown=airflow:0 pyproject.toml README.md /opt/airflow-idempotent/
+COPY --chown=airflow:0 pyproject.toml README.md LICENSE /opt/airflow-idempotent/
 COPY --chown=airflow:0 airflow_idempotent/ /opt/airflow-idempotent/airflow_idempotent/
 
 # The image sets AIRFLOW_VERSION; pinning it keeps pip from moving Airflow while it resolves

@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc)
 # in a clean-clone run, so one more worker than cores. Its longest file (the guarded month) bounds it.
 E2E_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
-.PHONY: venv machine test lint demo clean reliability
+.PHONY: venv machine test lint release-check docs demo clean reliability
 
 venv: $(VENV)/.installed
 
@@ -91,6 +91,19 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/airflow-idempotent lint dags
+
+# The release as users get it: an sdist and a wheel built in an isolated environment (as an index
+# would receive them), then `twine check --strict` on both (metadata, README rendering, license).
+RELEASE_DIST := .pytest_cache/release-dist
+release-check: venv
+	@rm -rf $(RELEASE_DIST)
+	$(BIN)/python -m build --installer uv --outdir $(RELEASE_DIST) .
+	$(BIN)/twine check --strict $(RELEASE_DIST)/*
+
+# The documentation site (mkdocs.yml), in strict mode: a broken link, a page missing from the nav
+# or an include that points nowhere fails the build. The site goes to .pytest_cache/site.
+docs: venv
+	$(BIN)/mkdocs build --strict
 
 # The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
 reliability: venv machine

@@ -34,6 +34,25 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {"integration-name": "Idempotent", "python-modules": ["airflow_idempotent.hooks.warehouse"]}
         ],
+        "config": {
+            "idempotent": {
+                "description": "airflow-idempotent: how DAGs using this provider are checked when parsed.",
+                "options": {
+                    "unbounded_catchup": {
+                        "description": "What the DAG policy does with a DAG of this provider whose "
+                        "catchup=True would schedule more windows than the backfill guard's cap (the "
+                        "DAG's own, else 31) from its start_date to now. warn: log a warning, the DAG "
+                        "loads; refuse: the DAG does not load and the message is its import error; "
+                        "off: no check. DAGs without this provider's operators or guard are never "
+                        "checked.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "refuse",
+                        "default": "warn",
+                    }
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_idempotent.hooks.warehouse.DuckDBWarehouseHook",

@@ -1,9 +1,13 @@
 """The demo: the payout that ran twice, through real Airflow, on an embedded DuckDB warehouse.
 
-`make demo` (or `python -m airflow_idempotent.demo`) prepares a throwaway Airflow home and a
-DuckDB file, loads a month of sales, leaves what a crashed writer left on 25 August (1,247 of
-2,000 payouts), then reruns each payouts DAG twice with `airflow dags test` and prints the
-window's rows and total after every step. No server is needed.
+`airflow-idempotent demo` (`make demo` in a clone, `python -m airflow_idempotent.demo`) prepares a
+throwaway Airflow home and a DuckDB file, loads a month of sales, leaves what a crashed writer
+left on 25 August (1,247 of 2,000 payouts), then reruns each payouts DAG twice with `airflow dags
+test` and prints the window's rows and total after every step. No server is needed.
+
+The DAGs it runs are the package's own copy of the repository's `dags/payouts.py`
+(`airflow_idempotent/demo_dags/`, package data), so the demo runs from an installed wheel as well as
+from a clone. It needs the `duckdb` extra.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ from sqlalchemy.pool import NullPool
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash, window_totals
 
 DAY = date(2026, 8, 25)
-REPO_DAGS = Path(__file__).resolve().parent.parent / "dags"
+#: The demo's DAG folder, shipped in the package (a copy of the repository's dags/payouts.py).
+DEMO_DAGS = Path(__file__).resolve().parent / "demo_dags"
+#: What the demo needs beyond the package's own requirements, and the extra that installs it.
+DUCKDB_MODULES = ("duckdb", "duckdb_engine")
+DUCKDB_INSTALL = "pip install 'airflow-idempotent[duckdb]'"
 #: (DAG, table it writes)
 DAGS = (
     ("payouts_overwrite", "payouts"),
@@ -73,18 +81,42 @@ def _reset_to_crash(engine: sa.Engine, table: str) -> None:
     simulate_crash(engine, DAY, rows=1247, table=table)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def missing_duckdb() -> str | None:
+    """The error to show when the duckdb extra is not installed, else None."""
+    import importlib.util
+
+    absent = [name for name in DUCKDB_MODULES if importlib.util.find_spec(name) is None]
+    if not absent:
+        return None
+    return (
+        f"the demo's warehouse is DuckDB, and {', '.join(absent)} is not installed: "
+        f"{DUCKDB_INSTALL} (the duckdb extra), then run the demo again."
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options (shared by `python -m airflow_idempotent.demo` and `airflow-idempotent demo`)."""
     parser.add_argument(
         "--dir", default=".demo", help="throwaway folder for the Airflow home and the warehouse"
     )
-    parser.add_argument("--dags", default=str(REPO_DAGS), help="folder holding dags/payouts.py")
-    args = parser.parse_args(argv)
+    parser.add_argument("--dags", default=str(DEMO_DAGS), help="folder holding the demo's payouts.py")
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; exits with a message naming the fix when the duckdb extra or the DAGs are missing."""
+    problem = missing_duckdb()
+    if problem:
+        sys.exit(problem)
     root = Path(args.dir).resolve()
     dags = Path(args.dags).resolve()
     if not (dags / "payouts.py").exists():
-        sys.exit(f"no payouts.py in {dags}: run the demo from a clone of the repository or pass --dags")
+        sys.exit(f"no payouts.py in {dags}: pass --dags with the folder holding the demo's payouts.py")
     shutil.rmtree(root, ignore_errors=True)
     home, warehouse, log = root / "airflow_home", root / "warehouse.duckdb", root / "demo.log"
     home.mkdir(parents=True)

@@ -291,11 +291,7 @@ def merge(
             if missing:
                 raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
             if not adapter.has_unique_key(conn, info, key_names):
-                raise SchemaError(
-                    f"{info.qualified} has no primary key or unique index on ({', '.join(key_names)}), so "
-                    f"an upsert cannot find existing rows: add one, e.g. CREATE UNIQUE INDEX ON "
-                    f"{info.qualified} ({', '.join(key_names)})."
-                )
+                raise info.no_unique_key(key_names)
             how = key_check(adapter, info, key_names)
             partition = (
                 None

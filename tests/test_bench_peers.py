@@ -29,7 +29,7 @@ import bench_write  # noqa: E402
 import peer_tools  # noqa: E402
 
 DAY = dt.date(2026, 8, 25)
-# shared/scenarios/payouts.md, "Known truth": the window 2026-08-25 under v1.
+# docs/contributing.md, The payouts scenario, "Known truth": the window 2026-08-25 under v1.
 TRUTH = (2000, Decimal("299730.00"))
 
 

@@ -215,13 +215,17 @@ def cli(history: History, monkeypatch: pytest.MonkeyPatch) -> History:
     return history
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+def run_json_all(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     code = main(["history", "--json", *args])
     out, err = capsys.readouterr()
     assert code == 0, err
     document = json.loads(out)
     assert set(document) == {"runs", "windows"}
-    return document["windows"]
+    return document
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+    return run_json_all(capsys, *args)["windows"]
 
 
 def keys(windows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -369,6 +373,31 @@ def test_filter_chooses_windows_shown_whole(cli: History, capsys: pytest.Capture
     (window,) = run_json(capsys, "--flag", "skipped", "--dag", DAG)
     assert [w["ordinal"] for w in window["writes"]] == [1, 2, 2]
     assert len(window["attempts"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        # RUN_25: try 1 of the merge failed (try 2 wrote); the EUR run's write was refused
+        ("failed", {(DAG, RUN_25), ("payouts_overwrite", RUN_25)}),
+        ("nondeterministic", {(DAG, RUN_MANUAL)}),
+        ("skipped", {(DAG, RUN_BACKFILL)}),
+    ],
+)
+def test_flag_lists_only_the_runs_carrying_it(
+    cli: History, capsys: pytest.CaptureFixture[str], flag: str, expected: set[tuple[str, str]]
+) -> None:
+    """`history --flag failed` lists the failed runs, not every run of the store (the successful
+    manual and backfill runs of the same window, the clean runs of other days)."""
+    runs = run_json_all(capsys, "--flag", flag)["runs"]
+    assert {(r["dag_id"], r["run_id"]) for r in runs} == expected
+
+
+def test_flag_failed_text_names_no_successful_run(cli: History, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "--flag", "failed", "--dag", DAG]) == 0
+    out, _ = capsys.readouterr()
+    runs_part = out.split("DAG run(s)")[0]
+    assert RUN_25 in runs_part and RUN_MANUAL not in runs_part and RUN_BACKFILL not in runs_part
 
 
 # --------------------------------------------------------------------------------- text

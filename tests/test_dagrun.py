@@ -95,8 +95,13 @@ def test_demo_prints_the_scenarios_figures(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_demo_figures(proc.stdout)
+
+
+def check_demo_figures(stdout: str) -> None:
+    """The demo's table: the crash, then two reruns of each DAG, against the scenario's formula."""
     found: dict[tuple[str, str], tuple[int, Decimal]] = {}
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         m = re.match(r"(payouts_\w+)\s+(crash|rerun \d).*?\s([\d,]+) rows\s+([\d,.]+) EUR", line)
         if m:
             found[(m[1], m[2])] = (int(m[3].replace(",", "")), Decimal(m[4].replace(",", "")))

@@ -1,6 +1,6 @@
 """The payouts scenario's data, on every warehouse, against figures computed here in pure Python.
 
-Every expected figure is derived from the scenario's formula (shared/scenarios/payouts.md) with
+Every expected figure is derived from the scenario's formula (docs/contributing.md, The payouts scenario) with
 Decimal arithmetic in this file, and the known figures of the scenario are asserted as literals
 too, so neither the generator nor the oracle can drift silently.
 """

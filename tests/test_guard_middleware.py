@@ -632,7 +632,13 @@ def test_the_policy_warns_by_default_refuses_on_opt_in(
 ) -> None:
     from airflow.exceptions import AirflowClusterPolicyViolation
 
-    old = DAG("old", schedule="@daily", start_date=pendulum.datetime(2020, 1, 1, tz="UTC"), catchup=True)
+    old = DAG(
+        "old",
+        schedule="@daily",
+        start_date=pendulum.datetime(2020, 1, 1, tz="UTC"),
+        catchup=True,
+        params=GuardConfig().param(),  # a DAG of this provider: the guard declared
+    )
     monkeypatch.delenv("AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP", raising=False)
     with caplog.at_level(logging.WARNING, logger=catchup.__name__):
         catchup.dag_policy(old)
@@ -645,6 +651,53 @@ def test_the_policy_warns_by_default_refuses_on_opt_in(
     caplog.clear()
     catchup.dag_policy(old)
     assert caplog.records == []
+
+
+def test_the_policy_leaves_dags_without_the_providers_parts_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Catchup in someone else's DAG (no operator of this package, no guard) is not this provider's
+    business: no warning, and with `refuse` the DAG still loads."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+
+    with DAG(
+        "theirs", schedule="@daily", start_date=pendulum.datetime(2020, 1, 1, tz="UTC"), catchup=True
+    ) as theirs:
+        EmptyOperator(task_id="noop")
+    assert catchup.flag_unbounded_catchup(theirs, now=NOW) is not None  # it would be flagged if ours
+    assert not catchup.uses_this_provider(theirs)
+    monkeypatch.delenv("AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP", raising=False)
+    with caplog.at_level(logging.WARNING, logger=catchup.__name__):
+        catchup.dag_policy(theirs)
+    assert caplog.records == []
+    monkeypatch.setenv("AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP", "refuse")
+    catchup.dag_policy(theirs)
+
+
+def test_an_operator_of_this_provider_makes_the_dag_ours() -> None:
+    from airflow_idempotent.operators import PartitionOverwriteOperator
+
+    with DAG(
+        "ours", schedule="@daily", start_date=pendulum.datetime(2020, 1, 1, tz="UTC"), catchup=True
+    ) as ours:
+        PartitionOverwriteOperator(
+            task_id="write",
+            conn_id="warehouse",
+            table="payouts",
+            sql="SELECT 1 AS x",
+            partition_column="sale_date",
+            granularity="day",
+        )
+    assert catchup.uses_this_provider(ours)
+
+
+def test_the_setting_is_declared_in_the_providers_config() -> None:
+    """`airflow config list` shows what the provider declares in get_provider_info()['config']."""
+    from airflow_idempotent import get_provider_info
+
+    option = get_provider_info()["config"][catchup.CONFIG_SECTION]["options"][catchup.CONFIG_KEY]
+    assert option["default"] == "warn" and option["type"] == "string"
+    assert all(mode in option["description"] for mode in catchup.MODES)
 
 
 def test_a_failing_count_never_breaks_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -662,7 +715,13 @@ import pendulum
 from airflow.sdk import DAG
 from airflow.providers.standard.operators.empty import EmptyOperator
 
+from airflow_idempotent.guard import GuardConfig
+
 with DAG("catchup_from_2020", schedule="@daily", start_date=pendulum.datetime(2020, 1, 1, tz="UTC"),
+         catchup=True, params=GuardConfig().param()):
+    EmptyOperator(task_id="noop")
+
+with DAG("not_ours_from_2020", schedule="@daily", start_date=pendulum.datetime(2020, 1, 1, tz="UTC"),
          catchup=True):
     EmptyOperator(task_id="noop")
 
@@ -709,13 +768,13 @@ def test_a_real_dagbag_parse_runs_the_policy(
     monkeypatch.delenv("AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP", raising=False)
     with caplog.at_level(logging.WARNING, logger=catchup.__name__):
         bag = DagBag(dag_folder=str(dags), bundle_path=dags, bundle_name="test", known_pools=set())
-    assert set(bag.dags) == {"catchup_from_2020", "no_catchup"} and not bag.import_errors
+    assert set(bag.dags) == {"catchup_from_2020", "not_ours_from_2020", "no_catchup"}, bag.import_errors
     flagged = [r.getMessage() for r in caplog.records if r.name == catchup.__name__]
     assert len(flagged) == 1 and "DAG 'catchup_from_2020' has catchup=True" in flagged[0]
 
     monkeypatch.setenv("AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP", "refuse")
     bag = DagBag(dag_folder=str(dags), bundle_path=dags, bundle_name="test", known_pools=set())
-    assert "catchup_from_2020" not in bag.dags
+    assert "catchup_from_2020" not in bag.dags and "not_ours_from_2020" in bag.dags
     [error] = bag.import_errors.values()
     assert "DAG 'catchup_from_2020' has catchup=True and would schedule more than 31 windows" in error
 

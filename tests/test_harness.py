@@ -107,6 +107,28 @@ def test_passes_the_overwrite_and_merge_dags_through_every_crash(loaded: Any, da
     assert table_checksum(loaded.engine, "payouts") == before  # restored as found
 
 
+@pytest.mark.parametrize("warehouse", ["sqlite"], indirect=True)
+def test_the_check_never_writes_into_the_real_history_store(loaded: Any) -> None:
+    """The check's clean run, reruns and crashes are experiments: they go to a throw-away store, so
+    `airflow-idempotent history` and the UI of the deployment the check runs in never show them."""
+    from airflow_idempotent.history.store import HistoryStore
+    from airflow_idempotent.testing.harness import run_id as harness_run_id
+    from airflow_idempotent.window import window_of
+
+    store = HistoryStore.from_airflow()
+    store.migrate()
+    before = store.writes()
+    task = make("overwrite")
+    report = check_idempotent(task, DAY, engine=loaded.engine, runs=2, crashes="none")
+    assert report.ok, report.text()
+    assert store.writes() == before
+    clean_run = harness_run_id("clean", window_of(DAY, timedelta(days=1)))
+    assert not store.writes(run_id=clean_run)
+    # and the operator does record history outside the check, into that same store
+    assert task.record_history and task.history_conn_id == "idempotent_history"
+    assert os.environ.get("AIRFLOW_CONN_IDEMPOTENT_HISTORY") is None  # the check put it back
+
+
 @pytest.mark.parametrize("warehouse", ["mariadb", "duckdb"], indirect=True)
 @pytest.mark.parametrize("strategy", ["overwrite", "merge"])
 def test_kills_inside_the_operators_transaction(loaded: Any, strategy: str) -> None:

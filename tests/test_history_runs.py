@@ -9,7 +9,11 @@ attempt records of the flaky task and the window write.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +117,69 @@ def test_flaky_plain_task_and_window_task_both_visible(ran: str, capsys: pytest.
     assert "warehouse:payouts 2026-08-25 written" in rows[2][6]
     assert "1 DAG run(s), 3 task attempt(s)" in out
     assert "warehouse:payouts  window 2026-08-25" in out
+
+
+# --------------------------------------------------------------------------------------------
+# A try whose process was killed: no end recorded; Airflow's state is shown once Airflow ends it.
+# --------------------------------------------------------------------------------------------
+
+KILLED_DAG = "killed_history"
+
+
+def _airflow_ends_the_try(dag_id: str, run_id: str) -> None:
+    """What the scheduler does when the task's heartbeat stops (`task_instance_heartbeat_timeout`):
+    the try becomes failed (no retries left), then the DAG run fails. Through Airflow's own models
+    and metadata database, as the scheduler writes them."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    with create_session() as session:
+        (ti,) = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run_id).all()
+        assert ti.state == TaskInstanceState.RUNNING  # Airflow too saw no end: the process died
+        ti.set_state(TaskInstanceState.FAILED, session=session)
+        run = session.query(DagRun).filter_by(dag_id=dag_id, run_id=run_id).one()
+        run.set_state(DagRunState.FAILED)
+
+
+def test_a_killed_try_does_not_stay_running(
+    airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = tmp_path / "history.db"
+    conn_json = json.dumps({"conn_type": "sqlite", "host": str(history)})
+    monkeypatch.setenv(CONN_ENV, conn_json)
+    env = {
+        **os.environ,
+        CONN_ENV: conn_json,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "tests" / "dags"),
+    }
+    day = "2026-08-20"
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "dags", "test", KILLED_DAG, day],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
+
+    # What the listener recorded: the try started, and nothing after (the process died).
+    (run,) = document(capsys, "--dag", KILLED_DAG)["runs"]
+    assert [a["event"] for a in run["attempts"]] == ["running"]
+    (attempt,) = run["tries"]
+    assert attempt["state"] == "running" and "reconciled" not in attempt  # Airflow says running too
+    assert run["logical_date"].startswith(day)
+
+    _airflow_ends_the_try(KILLED_DAG, run["run_id"])
+    (run,) = document(capsys, "--dag", KILLED_DAG)["runs"]
+    (attempt,) = run["tries"]
+    assert (attempt["state"], attempt["failed"], attempt["reconciled"]) == ("failed", True, "airflow")
+    assert attempt["ended_at"] is not None
+    assert (run["state"], run["reconciled"]) == ("failed", "airflow")
+    assert [a["event"] for a in run["attempts"]] == ["running"]  # what was recorded is kept
+    (failed,) = document(capsys, "--flag", "failed")["runs"]  # listed among the failed runs
+    assert (failed["dag_id"], failed["state"]) == (KILLED_DAG, "failed")
+    assert main(["history", "--dag", KILLED_DAG]) == 0
+    out, _ = capsys.readouterr()
+    assert "failed (per Airflow; no end recorded)" in out

@@ -349,6 +349,41 @@ def test_merge_without_a_unique_key_is_refused(loaded: Any) -> None:
         make("merge", table="payouts_naive").execute(context())
 
 
+DAILY_TOTALS_SQL = (
+    "SELECT s.sale_date AS order_date, 'all' AS customer, SUM(s.price_eur) AS total FROM sales s "
+    "WHERE s.sale_date >= :window_start AND s.sale_date < :window_end GROUP BY s.sale_date"
+)
+
+
+def test_merge_on_part_of_the_tables_key_names_the_key_not_a_new_index(loaded: Any) -> None:
+    """A daily table keyed by (order_date, customer) merged on customer alone: a unique index on
+    (customer) would allow one row per customer for all days, so the advice is the table's own key."""
+    with loaded.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE TABLE daily_totals (order_date DATE NOT NULL, customer VARCHAR(20) NOT NULL, "
+                "total DECIMAL(12,2), PRIMARY KEY (order_date, customer))"
+            )
+        )
+    task = make(
+        "merge",
+        table="daily_totals",
+        key_columns=["customer"],
+        partition_column="order_date",
+        sql=DAILY_TOTALS_SQL,
+        parameters={},
+        delete_missing=False,
+    )
+    with pytest.raises(SchemaError) as raised:
+        task.execute(context())
+    message = str(raised.value)
+    assert "CREATE UNIQUE INDEX" not in message
+    assert "(order_date, customer)" in message
+    assert "key_columns=['order_date', 'customer']" in message
+    with loaded.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM daily_totals")).scalar_one() == 0
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_missing_logical_date_is_refused(loaded: Any, strategy: str) -> None:
     _refused(

@@ -2,7 +2,7 @@
 
 The DAGs are the repository's own (dags/payouts.py), parsed by Airflow's DagBag; the window is
 written for real by the DAG's own task first. Expected figures come from the scenario's formula
-(/work/shared/scenarios/payouts.md), computed here:
+(docs/contributing.md, The payouts scenario), computed here:
 
     price_eur = round(25 + ((i * 37) % 900) * 0.5, 2)          sale i, 2,000 a day from 2026-08-01
     v1: amount = round(price * 0.60, 2); v2: price >= 400.00 pays 0.55

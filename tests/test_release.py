@@ -1,18 +1,28 @@
-"""The release: `python -m build` makes an sdist and a wheel that install and register in a clean venv.
+"""The release: `python -m build` makes an sdist and a wheel that install and work beside plain Airflow.
 
-Slow (it builds in an isolated environment and installs Airflow from the package index into a new
-virtualenv, about a minute and a half), so it runs with the e2e group. The build reads a copy of
-the work tree's files (tracked and untracked, less what .gitignore ignores), so it never writes
-into the work tree. Then, in a fresh venv with the wheel and its extras [postgres,sqlite]:
+Slow (it builds in an isolated environment, installs the wheel beside `apache-airflow==3.3.2` into
+a new virtualenv with uv from its warm cache, and runs Airflow's CLI a dozen times), so it runs
+with the e2e group. The build reads a copy of the work tree's files (tracked and untracked, less
+what .gitignore ignores), so it never writes into the work tree. Then, in a fresh venv with the
+wheel (not editable) and its extras [postgres,sqlite], beside plain `apache-airflow==3.3.2`, the
+lowest Airflow the package declares:
 
-- `airflow providers list` shows airflow-idempotent at the package's version;
-- `airflow plugins` lists the `idempotent` plugin (listener and backfill guard middleware);
+- `airflow providers list` shows airflow-idempotent at the package's version; `airflow config
+  list` shows the provider's `[idempotent] unbounded_catchup`;
+- `airflow plugins` lists the `idempotent` plugin (listener, guard middleware, UI app, views), and
+  the UI app, its templates and static files load from the installed package;
 - `airflow-idempotent --help` and `--version` work;
-- the history store's Alembic migrations run from the installed wheel (embedded SQLite store).
+- the history store's Alembic migrations run from the installed wheel (embedded SQLite store);
+- the README's DAG runs twice with `airflow dags test` on SQLite and gives the scenario's figures;
+  `airflow-idempotent history` shows both writes and `airflow-idempotent lint` passes the DAG;
+- `airflow-idempotent demo` without the duckdb extra names the pip command; with it, the demo
+  runs from the installed package and prints the scenario's figures.
 
 The wheel must hold every file of the package's source tree (so the migrations, templates, type
-marker and any UI assets, none of them .py modules alone), the sdist the package and README.md.
-The version is the one `airflow_idempotent/__init__.py` declares, which pyproject.toml reads.
+marker, the demo's DAG file and any UI assets, none of them .py modules alone) and the license;
+the sdist is source-only: the package, README.md, LICENSE and pyproject.toml, no tests (the suite
+needs real databases and servers and runs from a clone). The version is the one
+`airflow_idempotent/__init__.py` declares, which pyproject.toml reads.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "airflow_idempotent"
 DIST = "airflow_idempotent"  # normalised distribution name in file names
 EXTRAS = "postgres,sqlite"
+#: The lowest Airflow the package declares (pyproject.toml), installed as is.
+AIRFLOW = "3.3.2"
 
 
 def source_version() -> str:
@@ -113,9 +125,20 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     assert [s.name for s in sdists] == [f"{DIST}-{version}.tar.gz"], sdists
 
     venv = root / "venv"
-    run([sys.executable, "-m", "venv", str(venv)], clean_env(), root, timeout=120)
+    uv = str(Path(sys.executable).with_name("uv"))  # the dev install's uv, with its warm cache
+    run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], clean_env(), root, timeout=120)
     run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheels[0]}[{EXTRAS}]"],
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--compile-bytecode",  # as `make venv`: every airflow command below imports Airflow
+            "--python",
+            str(venv / "bin" / "python"),
+            f"{wheels[0]}[{EXTRAS}]",
+            f"apache-airflow=={AIRFLOW}",
+        ],
         clean_env(),
         root,
         timeout=900,
@@ -152,12 +175,22 @@ def test_the_wheel_holds_every_file_of_the_package(release: Release) -> None:
     assert set(assets) <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if n.startswith(("tests/", "dags/", "bench/", "deploy/"))]
+    assert f"{PACKAGE}/demo_dags/payouts.py" in names  # what `airflow-idempotent demo` runs
+    with zipfile.ZipFile(release.wheel) as whl:
+        license_text = whl.read(f"{DIST}-{release.version}.dist-info/licenses/LICENSE").decode()
+    assert license_text == (REPO / "LICENSE").read_text()
+    assert metadata["License-Expression"] == "Apache-2.0" and metadata["License-File"] == "LICENSE"
+    assert metadata["Requires-Python"] == ">=3.11"
+    classifiers = metadata.get_all("Classifier") or []
+    assert {"Framework :: Apache Airflow", "Framework :: Apache Airflow :: Provider"} <= set(classifiers)
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert {u.split(",")[0] for u in metadata.get_all("Project-URL") or []} >= {"Documentation", "Source"}
 
     assert metadata["Name"] == "airflow-idempotent"
     assert metadata["Version"] == release.version
     assert {"postgres", "sqlite"} <= set(metadata.get_all("Provides-Extra") or [])
     requires = metadata.get_all("Requires-Dist") or []
-    assert any(r.startswith("apache-airflow>=") for r in requires), requires
+    assert f"apache-airflow<4,>={AIRFLOW}" in requires, requires
     for line in (
         "[apache_airflow_provider]",
         "provider_info = airflow_idempotent:get_provider_info",
@@ -176,8 +209,10 @@ def test_the_sdist_holds_the_package_and_readme(release: Release) -> None:
         assert pkg_info is not None and readme is not None
         metadata = Parser().parsestr(pkg_info.read().decode())
         readme_text = readme.read().decode()
-    for name in ("README.md", "pyproject.toml", "PKG-INFO", f"{PACKAGE}/__init__.py"):
+    for name in ("README.md", "LICENSE", "pyproject.toml", "PKG-INFO", f"{PACKAGE}/__init__.py"):
         assert f"{top}/{name}" in names, name
+    # source-only: the suite runs from a clone (setuptools used to add stray tests/test*.py)
+    assert not [n for n in names if n.startswith((f"{top}/tests", f"{top}/bench", f"{top}/dags"))]
     package = {f for f in work_tree_files() if f.startswith(f"{PACKAGE}/")}
     missing = sorted(f for f in package if f"{top}/{f}" not in names)
     assert not missing, missing
@@ -250,3 +285,135 @@ def head_revision() -> str:
         parents.update(re.findall(r'^down_revision = "([^"]+)"', text, re.M))
     (head,) = revisions - parents
     return head
+
+
+def test_the_venv_holds_plain_airflow_at_the_lowest_declared_version(release: Release) -> None:
+    out = run([release.bin("airflow"), "version"], release.env(), release.home, 120)
+    assert out.stdout.strip() == AIRFLOW
+
+
+def test_airflow_config_lists_the_providers_setting(release: Release) -> None:
+    out = run(
+        [release.bin("airflow"), "config", "list", "--section", "idempotent", "--include-descriptions"],
+        release.env(),
+        release.home,
+        120,
+    )
+    assert "[idempotent]" in out.stdout and "unbounded_catchup" in out.stdout, out.stdout
+    value = run(
+        [release.bin("airflow"), "config", "get-value", "idempotent", "unbounded_catchup"],
+        release.env(),
+        release.home,
+        120,
+    )
+    assert value.stdout.strip() == "warn"
+
+
+UI_PROBE = """
+import json
+from airflow_idempotent.plugins.listener import IdempotentPlugin
+from airflow_idempotent.plugins.ui.application import app
+from airflow_idempotent.plugins.ui.render import STATIC, STATIC_FILES, TEMPLATES, jinja_env
+
+env = jinja_env()
+templates = sorted(p.name for p in TEMPLATES.glob("*.html"))
+for name in templates:
+    env.get_template(name)
+[entry] = IdempotentPlugin.fastapi_apps
+print(json.dumps({
+    "templates": templates,
+    "static": sorted(n for n in STATIC_FILES if (STATIC / n).is_file()),
+    "static_declared": sorted(STATIC_FILES),
+    "where": str(TEMPLATES),
+    "mounted_at": entry["url_prefix"],
+    "same_app": entry["app"] is app,
+    "paths": sorted({getattr(r, "path", "") for r in app.routes}),
+    "views": [v["name"] for v in IdempotentPlugin.external_views],
+}))
+"""
+
+
+def test_the_plugins_ui_loads_from_the_installed_package(release: Release) -> None:
+    """The UI app Airflow's API server mounts builds, and its templates and static files load."""
+    out = run([release.bin("python"), "-c", UI_PROBE], release.env(), release.home, 300)
+    ui = json.loads(out.stdout.strip().splitlines()[-1])
+    assert Path(ui["where"]).is_relative_to(release.venv)
+    assert ui["templates"] and ui["static"] == ui["static_declared"] and ui["static"]
+    assert ui["mounted_at"] == "/idempotent" and ui["same_app"]
+    assert "/static/{name}" in ui["paths"] and any(p.startswith("/api/") for p in ui["paths"])
+    assert ui["views"]
+    plugins = json.loads(
+        run([release.bin("airflow"), "plugins", "-o", "json"], release.env(), release.home, 300).stdout
+    )
+    (plugin,) = [p for p in plugins if p["name"] == "idempotent"]
+    assert "airflow-idempotent UI" in json.dumps(plugin), plugin
+
+
+def readme_dag() -> str:
+    """The README's one DAG, as the README shows it."""
+    text = (REPO / "README.md").read_text()
+    (block,) = re.findall(r"<!-- docs-test: dag payouts -->\n```python\n(.*?)```", text, re.S)
+    return block
+
+
+def test_the_readme_dag_runs_twice_with_airflow_dags_test(release: Release, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
+    from tests.test_operators import DAY, day_truth
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "payouts_daily.py").write_text(readme_dag())
+    db = tmp_path / "warehouse.db"
+    engine = sa.create_engine(f"sqlite:///{db}")
+    create_sales(engine)
+    create_payouts(engine)
+    env = release.env() | {
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW_CONN_WAREHOUSE": json.dumps({"conn_type": "sqlite", "host": str(db)}),
+        "AIRFLOW_CONN_IDEMPOTENT_HISTORY": json.dumps(
+            {"conn_type": "sqlite", "host": str(tmp_path / "history.db")}
+        ),
+    }
+    run([release.bin("airflow"), "db", "migrate"], env, release.home, 600)
+    for _ in range(2):
+        run(
+            [release.bin("airflow"), "dags", "test", "payouts_daily", DAY.isoformat()], env, release.home, 600
+        )
+    try:
+        assert window_totals(engine, "payouts", DAY) == day_truth(DAY)
+    finally:
+        engine.dispose()
+    out = run(
+        [release.bin("airflow-idempotent"), "history", "--window", DAY.isoformat(), "--json"],
+        env,
+        release.home,
+        120,
+    )
+    (window,) = json.loads(out.stdout)["windows"]
+    assert [w["ordinal"] for w in window["writes"]] == [1, 2]
+    assert [w["row_count"] for w in window["writes"]] == [day_truth(DAY)[0]] * 2
+    assert len({w["checksum"] for w in window["writes"]}) == 1
+    lint = run([release.bin("airflow-idempotent"), "lint", str(dags)], env, release.home, 120)
+    assert lint.returncode == 0
+
+
+def test_the_demo_runs_from_the_installed_package(release: Release, tmp_path: Path) -> None:
+    """Without the duckdb extra the demo names it; with it, the demo runs from the wheel's files."""
+    from tests.test_dagrun import check_demo_figures
+
+    demo = [release.bin("airflow-idempotent"), "demo", "--dir", str(tmp_path / "demo")]
+    proc = subprocess.run(demo, env=release.env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "pip install 'airflow-idempotent[duckdb]'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "demo").exists()  # stopped before anything was made
+    uv = str(Path(sys.executable).with_name("uv"))
+    run(
+        [uv, "pip", "install", "--quiet", "--python", release.bin("python"), f"{release.wheel}[duckdb]"],
+        clean_env(),
+        tmp_path,
+        600,
+    )
+    proc = run(demo, release.env(), tmp_path, 900)  # cwd: not a clone, no dags/ folder
+    check_demo_figures(proc.stdout)

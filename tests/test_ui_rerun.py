@@ -1,7 +1,7 @@
 """The UI's "Preview rerun" (issue 15) through real parts: Airflow's own API app with the plugin and
 the per-DAG auth manager (tests/ui_env.py's `airflow_api_app`), a real PostgreSQL warehouse.
 
-The DAG writes the scenario's payouts (/work/shared/scenarios/payouts.md); production holds the
+The DAG writes the scenario's payouts (docs/contributing.md, The payouts scenario); production holds the
 window under policy v1, put there by plain SQL from the scenario's formula (not by the package).
 Expected figures are computed here from the same formula:
 

@@ -44,6 +44,44 @@ class TableInfo:
             )
         return info
 
+    def ordered(self, names: frozenset[str]) -> list[str]:
+        """The columns `names` (lower-case) spelled as the table spells them, in the table's order."""
+        return [c.name for key, c in self.columns.items() if key in names]
+
+    def no_unique_key(self, keys: list[str]) -> SchemaError:
+        """The error for an upsert on `keys` that no primary key or unique index covers, with the fix.
+
+        When the table already has a key holding `keys` and more (a daily table keyed by
+        (order_date, customer), merged on customer), a unique index on `keys` would allow one row
+        per `keys` for all windows, which breaks the table: the fix is to merge on its key. When it
+        has other keys, those are named first; only a table without any is told to add one.
+        """
+        wanted = frozenset(k.lower() for k in keys)
+        head = (
+            f"{self.qualified} has no primary key or unique index on ({', '.join(keys)}), so an upsert "
+            "cannot find existing rows"
+        )
+        wider = sorted((self.ordered(k) for k in self.unique_keys if wanted < k), key=len)
+        if wider:
+            key = wider[0]
+            extra = [c for c in key if c.lower() not in wanted]
+            return SchemaError(
+                f"{head}. Its key is ({', '.join(key)}): key_columns={keys!r} leaves out "
+                f"{', '.join(extra)}, so one ({', '.join(keys)}) has several rows in the table. Merge on "
+                f"the table's key: key_columns={key!r} (a unique index on ({', '.join(keys)}) alone "
+                "would allow only one row per value across every window)."
+            )
+        others = [self.ordered(k) for k in self.unique_keys if k]
+        if others:
+            named = " or ".join(f"key_columns={k!r}" for k in others)
+            return SchemaError(
+                f"{head}. Its keys: {named}. Merge on one of them, or, if ({', '.join(keys)}) really "
+                f"identifies a row, add CREATE UNIQUE INDEX ON {self.qualified} ({', '.join(keys)})."
+            )
+        return SchemaError(
+            f"{head}: add one, e.g. CREATE UNIQUE INDEX ON {self.qualified} ({', '.join(keys)})."
+        )
+
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}" if self.schema else self.name

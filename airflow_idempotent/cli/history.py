@@ -40,6 +40,7 @@ from airflow_idempotent.cli.common import (
 )
 from airflow_idempotent.cli.effects import print_effects
 from airflow_idempotent.history.approvals import describe as describe_approval
+from airflow_idempotent.history.reconcile import is_reconciled
 from airflow_idempotent.history.report import (
     DEFAULT_LIMIT,
     FLAG_CHOICES,
@@ -70,7 +71,7 @@ def add_history_parser(commands: Any) -> None:
             "DAG, whether it writes windows or not; then, per target table and window, every write "
             "in order (ordinal, run, try, strategy, status, row counts, checksum, fingerprint, "
             "dataset version, flags) and the task attempts beneath it. --dag, --task, --run and "
-            "the days (a run's logical date) choose runs; all filters choose windows, and each "
+            "the days (a run's logical date) and --flag choose runs; all filters choose windows, and each "
             "chosen window is shown whole."
         ),
         epilog=(
@@ -91,8 +92,8 @@ def add_history_parser(commands: Any) -> None:
     p.add_argument(
         "--flag",
         choices=FLAG_CHOICES,
-        help="only windows with a non-deterministic write, a skipped write, or a refused write or "
-        "failed attempt",
+        help="only the runs and windows with a non-deterministic write, a skipped write, or (failed) "
+        "a refused write or failed attempt",
     )
     p.add_argument(
         "--limit",
@@ -408,6 +409,13 @@ def duration(seconds: float | None) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
+def state_text(entry: dict[str, Any]) -> Any:
+    """A state, with where it came from when Airflow's replaced a ``running`` that recorded no end."""
+    if is_reconciled(entry):
+        return f"{entry['state']} (per Airflow; no end recorded)"
+    return entry["state"]
+
+
 def _run_header(run: dict[str, Any]) -> Any:
     from rich.text import Text
 
@@ -415,7 +423,7 @@ def _run_header(run: dict[str, Any]) -> Any:
     header.append(run["dag_id"], style="bold cyan")
     header.append(f"  run {run['run_id']}", style="bold")
     header.append(f"  {cell(run['run_type'])}, state ")
-    header.append(cell(run["state"]), style="red" if run["state"] == "failed" else "")
+    header.append(cell(state_text(run)), style="red" if run["state"] == "failed" else "")
     header.append(f"  started {when(run['started_at'])}, {duration(run['duration_seconds'])}")
     header.append(f"  {len(run['tries'])} task attempt(s), {len(run['writes'])} window write(s)")
     return header
@@ -434,7 +442,7 @@ def _tries_table(console: Any, run: dict[str, Any]) -> Any:
         values = (
             _task(t),
             t["try_number"],
-            t["state"],
+            state_text(t),
             when(t["started_at"]),
             duration(t["duration_seconds"]),
             t["hostname"],

@@ -6,6 +6,7 @@
     airflow-idempotent stop|resume|switches ...    the kill switch
     airflow-idempotent effects list|resolve ...    the effect ledger
     airflow-idempotent lint PATH ...    the DAG linter
+    airflow-idempotent demo [--dir D]    the payout that ran twice, on DuckDB, no server
 
 Each command's module says its exit codes; every usage error exits 2.
 """
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from airflow_idempotent import __version__
+from airflow_idempotent import demo as demo_module
 from airflow_idempotent.cli import effects, history, rerun, spool, switches
 from airflow_idempotent.cli.common import PROG, CliError, report_error
 from airflow_idempotent.lint import cli as lint_cli
@@ -36,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     effects.register(commands)
     spool.register(commands)
     rerun.register(commands)
+    demo = commands.add_parser(
+        "demo",
+        help="run the demo: the payout that ran twice, rerun through Airflow on DuckDB (no server)",
+        description="Run the payouts demo from the installed package: a throwaway Airflow home and "
+        "DuckDB warehouse, a crash, then reruns of each payouts DAG with `airflow dags test`. Needs the "
+        "duckdb extra: pip install 'airflow-idempotent[duckdb]'.",
+    )
+    demo_module.add_arguments(demo)
+    demo.set_defaults(handler=demo_module.run)
     return parser
 
 

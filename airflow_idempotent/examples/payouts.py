@@ -1,4 +1,4 @@
-"""The reference scenario "the payout that ran twice" (see shared/scenarios/payouts.md).
+"""The reference scenario "the payout that ran twice" (docs/contributing.md).
 
 Source table ``sales`` (a deterministic month of sales, generated set-based inside the database),
 target ``payouts`` (one row per sale of the window, key ``sale_id``, partition ``sale_date``),

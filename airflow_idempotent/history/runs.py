@@ -15,6 +15,7 @@ most ``limit``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -22,8 +23,13 @@ import sqlalchemy as sa
 from sqlalchemy.sql import Select
 
 from airflow_idempotent.history.models import DagRunEvent, TaskAttempt, WindowWrite
+from airflow_idempotent.history.reconcile import is_reconciled, reconcile_runs
 from airflow_idempotent.history.report import (
     ATTEMPT_FIELDS,
+    FAILED_STATES,
+    FLAG_FAILED,
+    FLAG_NONDETERMINISTIC,
+    FLAG_SKIPPED,
     WRITE_FIELDS,
     HistoryFilter,
     attempt_failed,
@@ -91,11 +97,31 @@ def _run_keys(flt: HistoryFilter) -> Select[Any]:
     parts.append(sa.select(_W.c.dag_id, _W.c.run_id, _W.c.written_at.label("at")).where(*writes))
     both = sa.union_all(*parts).subquery("seen")
     first = sa.func.min(both.c.at).label("first_at")
+    flagged = [] if flt.flag is None else [_carries_flag(both, flt.flag)]
     return (
         sa.select(both.c.dag_id, both.c.run_id, first)
+        .where(*flagged)
         .group_by(both.c.dag_id, both.c.run_id)
         .order_by(first.desc(), both.c.dag_id, both.c.run_id)
         .limit(flt.limit)
+    )
+
+
+def _carries_flag(runs: Any, flag: str) -> sa.ColumnElement[bool]:
+    """The run has a write with `flag` (non-deterministic, skipped), or, for `failed`, a failed
+    attempt, a failed DAG run event or a refused write: `--flag` lists those runs only."""
+    if flag == FLAG_NONDETERMINISTIC:
+        return sa.exists().where(_of_runs(_W, runs), _W.c.nondeterministic == sa.true())
+    if flag == FLAG_SKIPPED:
+        return sa.exists().where(_of_runs(_W, runs), _W.c.status == "skipped")
+    return sa.or_(
+        sa.exists().where(_of_runs(_W, runs), _W.c.status == "refused"),
+        sa.exists().where(
+            _of_runs(_A, runs), sa.or_(_A.c.state.in_(FAILED_STATES), _A.c.event.in_(FAILED_STATES))
+        ),
+        sa.exists().where(
+            _of_runs(_R, runs), sa.or_(_R.c.state.in_(FAILED_STATES), _R.c.event.in_(FAILED_STATES))
+        ),
     )
 
 
@@ -240,8 +266,9 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
     """The DAG runs matching `flt` (dag, run, task, logical date), each with its DAG run events,
     every task attempt and try, and its window writes; newest run first, at most ``limit``.
 
-    ``table`` keeps the runs that wrote that table; ``flag`` selects windows only; ``dag_ids`` (the DAGs
-    a UI user may read) limits every table read. Raises SQLAlchemy's
+    ``table`` keeps the runs that wrote that table; ``flag`` the runs carrying it (`_carries_flag`);
+    ``dag_ids`` (the DAGs a UI user may read) limits every table read. A try whose last record is
+    ``running`` gets Airflow's state when Airflow has ended it (`reconcile`). Raises SQLAlchemy's
     errors when the store cannot be reached.
     """
     flt = flt or HistoryFilter()
@@ -252,4 +279,26 @@ def run_history(store: HistoryStore, flt: HistoryFilter | None = None) -> list[d
         events = [dict(r._mapping) for r in conn.execute(run_events_query(flt))]
         attempts = [dict(r._mapping) for r in conn.execute(run_attempts_query(flt))]
         writes = [dict(r._mapping) for r in conn.execute(run_writes_query(flt))]
-    return shape_runs(events, attempts, writes)
+    runs = shape_runs(events, attempts, writes)
+    reconcile_runs(runs)  # a killed try recorded no end: Airflow's state, when Airflow has ended it
+    if flt.flag == FLAG_FAILED:
+        runs = _with_killed_runs(store, flt, runs)
+    return runs
+
+
+def _with_killed_runs(
+    store: HistoryStore, flt: HistoryFilter, runs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`--flag failed` and the runs whose failure only Airflow knows (a killed try recorded no end):
+    among the latest `limit` runs matching the other filters, those reconciled as failed."""
+    seen = {(r["dag_id"], r["run_id"]) for r in runs}
+    killed = [
+        run
+        for run in run_history(store, replace(flt, flag=None))
+        if (run["dag_id"], run["run_id"]) not in seen
+        and any(is_reconciled(e) and e["state"] in FAILED_STATES for e in [run, *run["tries"]])
+    ]
+    if not killed:
+        return runs
+    merged = sorted([*runs, *killed], key=lambda r: r["started_at"], reverse=True)
+    return merged[: flt.limit]

@@ -5,6 +5,10 @@ since start_date", by accident (Airflow 3 defaults catchup to False for this rea
 caps deliberate backfills at `cap` windows (a guarded DAG's own, else 31); this cluster policy
 applies the same cap to what catchup would schedule from start_date up to now.
 
+It looks only at DAGs that use this provider: a task whose operator comes from this package, or
+the backfill guard declared in the DAG's params (`uses_this_provider`). Catchup in other teams'
+DAGs is Airflow's business, not this provider's: they are neither warned about nor refused.
+
 It runs when the DAG processor bags each parsed DAG (Airflow's `dag_policy`, pluggy project
 `airflow.policy`). Registration is the package's entry point::
 
@@ -13,7 +17,8 @@ It runs when the DAG processor bags each parsed DAG (Airflow's `dag_policy`, plu
 
 (or, without it, `from airflow_idempotent.plugins.catchup import dag_policy` in
 `airflow_local_settings.py`). What it does is set by `[idempotent] unbounded_catchup`
-(environment `AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP`):
+(environment `AIRFLOW__IDEMPOTENT__UNBOUNDED_CATCHUP`), declared in the provider's configuration
+(`get_provider_info()["config"]`, so `airflow config list` shows it):
 
 * `warn` (default): log a WARNING naming the DAG, the count and the fix; the DAG loads;
 * `refuse`: raise AirflowClusterPolicyViolation: the DAG does not load and the UI shows the
@@ -52,6 +57,21 @@ log = logging.getLogger(__name__)
 MODES = ("warn", "refuse", "off")
 CONFIG_SECTION = "idempotent"
 CONFIG_KEY = "unbounded_catchup"
+#: The modules whose operators make a DAG this provider's.
+PACKAGE = "airflow_idempotent"
+
+
+def uses_this_provider(dag: Any) -> bool:
+    """True when a task of `dag` is an operator of this package or the DAG declares the guard."""
+    from airflow_idempotent.guard.config import GUARD_PARAM
+
+    if GUARD_PARAM in (getattr(dag, "params", None) or {}):
+        return True
+    for task in getattr(dag, "tasks", ()):
+        module = type(task).__module__
+        if module == PACKAGE or module.startswith(PACKAGE + "."):
+            return True
+    return False
 
 
 def flag_unbounded_catchup(dag: Any, now: datetime | None = None) -> str | None:
@@ -119,11 +139,14 @@ def mode() -> str:
 
 @hookimpl
 def dag_policy(dag: Any) -> None:
-    """Airflow cluster policy: flag (or, with `refuse`, reject) unbounded catchup at parse time."""
+    """Airflow cluster policy: flag (or, with `refuse`, reject) unbounded catchup at parse time, in
+    DAGs that use this provider."""
     setting = mode()
     if setting == "off":
         return
     try:
+        if not uses_this_provider(dag):
+            return
         message = flag_unbounded_catchup(dag)
     except Exception as err:
         log.debug("unbounded-catchup check skipped for %s: %s", getattr(dag, "dag_id", dag), err)

@@ -21,6 +21,11 @@ pickling, and the child's rendering of templates never touches the caller's obje
 real: the child sends itself SIGKILL at the chosen point, so nothing after it runs, no ``finally``,
 no rollback but the database's own.
 
+The history the attempts record (window writes, the effect ledger, approvals) goes to a
+**throw-away store**, an SQLite file in a temporary folder that every history connection of the
+subject's tasks points to for the length of the check (`throwaway_history`): the check's runs are
+experiments, and the real store (what `airflow-idempotent history` and the UI show) never sees them.
+
 Crash points (``before``, ``during``, ``after_commit``): see `airflow_idempotent.testing.scenarios`;
 the forked attempt: `airflow_idempotent.testing.attempt`.
 
@@ -33,11 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -86,6 +94,35 @@ def _targets_of(task: Any, declared: Sequence[str] | None) -> list[str]:
                 found.append(write.table)
         return found
     return []
+
+
+@contextlib.contextmanager
+def throwaway_history(tasks: Sequence[Any]) -> Iterator[Path]:
+    """Point every history connection the tasks use (and the default one) at a new SQLite file for
+    the duration; put the environment back after. Forked attempts inherit the environment."""
+    from airflow_idempotent.history.store import DEFAULT_CONN_ID, EMBEDDED_FILE
+
+    conn_ids = {DEFAULT_CONN_ID}
+    for task in tasks:
+        value = getattr(task, "history_conn_id", None)
+        if isinstance(value, str) and value:
+            conn_ids.add(value)
+    with tempfile.TemporaryDirectory(prefix="idem_check_history_") as folder:
+        file = Path(folder) / EMBEDDED_FILE
+        uri = json.dumps({"conn_type": "sqlite", "host": str(file)})
+        saved = {}
+        for conn_id in conn_ids:
+            name = f"AIRFLOW_CONN_{conn_id.upper()}"
+            saved[name] = os.environ.get(name)
+            os.environ[name] = uri
+        try:
+            yield file
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def _engine(engine: Engine | str | None, tasks: Sequence[Any]) -> Engine:
@@ -241,7 +278,9 @@ def check_idempotent(
             for snap in initial.values():
                 restore_table(own_engine, snap)
 
+    history = contextlib.ExitStack()
     try:
+        history.enter_context(throwaway_history(ordered))
         reset_state()
         attempts, completed = runner.attempt("clean", 1, None)
         if not completed:
@@ -276,6 +315,7 @@ def check_idempotent(
                 note = f"{len(failures)} attempt(s) failed (not a planned crash): {failures[0].describe()}"
             results.append(ScenarioResult(scenario.name, scenario.crash_task, done, diffs, note))
     finally:
+        history.close()
         if restore:
             with contextlib.suppress(Exception):
                 for snap in initial.values():

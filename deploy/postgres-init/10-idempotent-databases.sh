@@ -39,7 +39,7 @@ warehouse_db=$(database_of "$AIRFLOW_CONN_WAREHOUSE")
 create_database "$history_db"
 create_database "$warehouse_db"
 
-# The scenario (shared/scenarios/payouts.md): 2,000 sales a day for 30 days from 2026-08-01.
+# The scenario (docs/contributing.md, The payouts scenario): 2,000 sales a day for 30 days from 2026-08-01.
 # The history store's tables are created by its own migrations on first use, not here.
 psql_as_owner --dbname "$warehouse_db" <<'SQL'
 SET client_min_messages = warning;

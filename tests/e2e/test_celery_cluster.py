@@ -13,7 +13,7 @@ Through the REST API: a manual run of payouts_overwrite for 2026-08-25 (policy v
 guarded corrective backfill of 2026-08-24..25 under policy v2, which reruns the 25th. Then:
 
 - the warehouse holds each day's payouts as the scenario's formula gives them (computed here in
-  Python from shared/scenarios/payouts.md, not by the package);
+  Python from docs/contributing.md, The payouts scenario, not by the package);
 - the history store holds the window writes: the 25th written twice (ordinal 1 under v1, then
   ordinal 2, a new dataset version, with the corrective diff), the 24th once;
 - every task attempt was recorded by the listener inside the Celery worker: source "worker",
@@ -103,7 +103,7 @@ CENT = Decimal("0.01")
 
 
 # --------------------------------------------------------------------------------------------
-# The scenario's figures, from its formula (shared/scenarios/payouts.md), not from the package.
+# The scenario's figures, from its formula (docs/contributing.md, The payouts scenario), not from the package.
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """End to end: a guarded month of payouts, backfilled through Airflow's REST API by a real scheduler.
 
-The payouts scenario (shared/scenarios/payouts.md: 30 days of 2,000 sales from 2026-08-01) in a
+The payouts scenario (docs/contributing.md, The payouts scenario: 30 days of 2,000 sales from 2026-08-01) in a
 fresh PostgreSQL warehouse, written by the project's guarded payouts DAG (tests/e2e/dags/
 guarded_month.py, a copy of dags/payouts.py `payouts_overwrite` with the same guard), on the
 cluster of tests/e2e/conftest.py (API server with the guard middleware, scheduler with the

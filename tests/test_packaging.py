@@ -1,0 +1,48 @@
+"""What the package carries besides its modules, checked on the source tree (fast).
+
+The built sdist and wheel, installed into a fresh virtualenv beside plain Airflow, are
+tests/test_release.py's (e2e group).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tomllib
+
+from airflow_idempotent import demo
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_demos_dags_are_the_repositorys() -> None:
+    """`airflow-idempotent demo` runs the package's copy of dags/payouts.py: the same file, byte for byte."""
+    assert (demo.DEMO_DAGS / "payouts.py").read_bytes() == (REPO / "dags" / "payouts.py").read_bytes()
+
+
+def test_the_license_is_apache_2_in_the_repository_and_the_metadata() -> None:
+    text = (REPO / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+
+
+def test_the_demo_needs_nothing_more_in_the_dev_install() -> None:
+    """The dev install has the duckdb extra; without it (the release test's venv) the demo's error
+    names `pip install 'airflow-idempotent[duckdb]'` (tests/test_release.py)."""
+    assert demo.missing_duckdb() is None
+
+
+def test_the_metadata_declares_what_is_supported() -> None:
+    """Airflow >= 3.3.2 (the release test installs exactly that, the lowest), Python >= 3.11 (this
+    machine's, the lowest tested), classifiers PyPI knows (an unknown one is refused on upload)."""
+    from trove_classifiers import classifiers as known
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "apache-airflow>=3.3.2,<4" in project["dependencies"]
+    assert project["requires-python"] == ">=3.11"
+    unknown = [c for c in project["classifiers"] if c not in known]
+    assert not unknown, unknown
+    assert "Framework :: Apache Airflow :: Provider" in project["classifiers"]
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(project["urls"])
