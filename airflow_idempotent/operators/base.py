@@ -233,7 +233,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             )
 
         if self.skip_if_unchanged and history is not None:
-            skipped = self.try_skip(adapter, spec, history, target, digest)
+            skipped = self.try_skip(adapter, spec, history, target, digest, identity.code)
             if skipped is not None:
                 record = identity.write_record(
                     target,
@@ -409,10 +409,25 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         return [[str(v) for v in row] for row in rows]
 
     def try_skip(
-        self, adapter: EngineAdapter, spec: WriteSpec, history: SafeHistory, target: str, digest: str
+        self,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        history: SafeHistory,
+        target: str,
+        digest: str,
+        code: CodeIdentity | None = None,
     ) -> dict[str, Any] | None:
-        """The last write to reuse, if it has this fingerprint and the window still holds its result."""
+        """The last write to reuse, if it has this fingerprint and the window still holds its result
+        (`code`: the DAG version this attempt runs, named in the log when it is a new one)."""
         last = history.last_write(target, spec.window)
+        if last is not None and code is not None and last.get("dag_version_id") != code.dag_version_id:
+            self.log.info(
+                "DAG version %s differs from %s, which wrote #%s of window %s: writing again",
+                code.dag_version_id,
+                last.get("dag_version_id") or "unrecorded",
+                last["ordinal"],
+                spec.window.label(),
+            )
         if last is None or last.get("fingerprint") != digest or not last.get("checksum"):
             return None
         assert spec.partition_column is not None
