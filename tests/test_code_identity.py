@@ -27,7 +27,6 @@ from tests.test_operators import DAY, day_truth
 
 pytestmark = pytest.mark.dagrun
 
-DAG_ID = "code_identity_payouts"
 URI = "idempotent://warehouse/payouts"
 CLI = str(Path(sys.executable).with_name("airflow-idempotent"))
 
@@ -59,8 +58,8 @@ with DAG(
 """
 
 
-def write_dag(folder: Path, description: str) -> None:
-    (folder / "code_identity_payouts.py").write_text(DAG_FILE.format(dag_id=DAG_ID, description=description))
+def write_dag(folder: Path, dag_id: str, description: str) -> None:
+    (folder / f"{dag_id}.py").write_text(DAG_FILE.format(dag_id=dag_id, description=description))
 
 
 def metadata(sql: str, **binds: Any) -> list[Any]:
@@ -100,43 +99,47 @@ def test_a_new_dag_version_is_recorded_rewrites_and_is_previewed(
     }
     os.environ.update(env)  # the CLI and this process read the same history and DAGs folder
     try:
-        run_scenario(warehouse, dags, env)
+        # a DAG of its own per engine: Airflow's metadata DB is the session's, its versions start at 1
+        run_scenario(warehouse, dags, env, f"code_identity_{warehouse.kind}")
     finally:
         for key in env:
             os.environ.pop(key, None)
 
 
-def run_scenario(warehouse: Any, dags: Path, env: dict[str, str]) -> None:
+def run_scenario(warehouse: Any, dags: Path, env: dict[str, str], dag_id: str) -> None:
     create_sales(warehouse.engine)
     create_payouts(warehouse.engine)
     events_before = event_count()
-    write_dag(dags, "first version")
-    airflow("dags", "test", DAG_ID, DAY.isoformat(), dags=dags, env=env)  # written, v1
-    airflow("dags", "test", DAG_ID, DAY.isoformat(), dags=dags, env=env)  # skipped: same code, same rows
+    write_dag(dags, dag_id, "first version")
+    warehouse.engine.dispose()  # DuckDB: one process may hold the file; the run's task needs it
+    airflow("dags", "test", dag_id, DAY.isoformat(), dags=dags, env=env)  # written, v1
+    airflow("dags", "test", dag_id, DAY.isoformat(), dags=dags, env=env)  # skipped: same code, same rows
     assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY)
+    warehouse.engine.dispose()
     assert event_count() - events_before == 1  # the first write only: the skip changed nothing
 
-    write_dag(dags, "second version: same SQL, same parameters")
+    write_dag(dags, dag_id, "second version: same SQL, same parameters")
     airflow("dags", "reserialize", dags=dags, env=env)  # Airflow records version 2 before any run
-    preview = cli("rerun", "--dag", DAG_ID, "--window", DAY.isoformat(), "--dry-run", "--json", env=env)
+    preview = cli("rerun", "--dag", dag_id, "--window", DAY.isoformat(), "--dry-run", "--json", env=env)
     code = preview["tasks"][0]["code"]
     assert code["differs"] is True and code["changed_periods"] == ["2026-08-25"]
     assert code["written_by"]["2026-08-25"]["dag_version_number"] == 1
     assert code["latest"]["dag_version_number"] == 2
     assert any("DAG version changed" in r for r in preview["tasks"][0]["reasons"])
 
-    airflow("dags", "test", DAG_ID, DAY.isoformat(), dags=dags, env=env)  # new version: writes again
+    airflow("dags", "test", dag_id, DAY.isoformat(), dags=dags, env=env)  # new version: writes again
+    warehouse.engine.dispose()
     assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY)
     # the rewrite under version 2 reproduced the rows: still the first write's event only
     assert event_count() - events_before == 1
 
     versions = metadata(
-        "SELECT CAST(id AS VARCHAR(36)), version_number FROM dag_version WHERE dag_id = :d", d=DAG_ID
+        "SELECT CAST(id AS VARCHAR(36)), version_number FROM dag_version WHERE dag_id = :d", d=dag_id
     )
     number_of = {str(i).replace("-", ""): n for i, n in versions}
     assert sorted(number_of.values()) == [1, 2]
 
-    doc = cli("history", "--dag", DAG_ID, "--json", env=env)
+    doc = cli("history", "--dag", dag_id, "--json", env=env)
     writes = doc["windows"][0]["writes"]
     got = [
         (w["status"], w["dataset_version"], w["dag_version_number"], w["bundle_name"], w["policy_version"])
