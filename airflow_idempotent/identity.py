@@ -47,6 +47,55 @@ def result_counts(result: Counted | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class CodeIdentity:
+    """Which code an attempt ran: the DAG version Airflow ran it under and the bundle it came from.
+
+    Airflow 3 versions DAGs: a clear or a backfill may run the latest version or the run's original
+    one (`[core] rerun_with_latest_version`), so the rendered SQL alone cannot say which code wrote
+    a window. The task runner hands the worker the version's id (`ti.dag_version_id`) and the bundle
+    (`ti.bundle_instance`: name, and version for a versioned bundle such as git); the version's
+    number is Airflow's metadata, which a worker may not read, so it is kept when the task instance
+    carries it (an ORM task instance does) and otherwise looked up by the readers
+    (`history.dag_versions`).
+    """
+
+    dag_version_id: str | None = None
+    dag_version_number: int | None = None
+    bundle_name: str | None = None
+    bundle_version: str | None = None
+
+    @classmethod
+    def of_task_instance(cls, ti: Any) -> CodeIdentity:
+        if ti is None:
+            return cls()
+        version_id = getattr(ti, "dag_version_id", None)
+        version = getattr(ti, "dag_version", None)  # the ORM task instance's relationship
+        number = getattr(version, "version_number", None)
+        bundle = getattr(ti, "bundle_instance", None)
+        name = getattr(bundle, "name", None) or getattr(version, "bundle_name", None)
+        bundle_version = getattr(bundle, "version", None) or getattr(version, "bundle_version", None)
+        return cls(
+            dag_version_id=str(version_id) if version_id else None,
+            dag_version_number=int(number) if isinstance(number, int) else None,
+            bundle_name=str(name) if name else None,
+            bundle_version=str(bundle_version) if bundle_version else None,
+        )
+
+    def parts(self) -> dict[str, Any]:
+        """What the fingerprint takes of the code: a new DAG version or bundle version is a new write
+        (the number is left out: the id names the version, and a reader may only learn it later)."""
+        return {
+            "dag_version_id": self.dag_version_id,
+            "bundle_name": self.bundle_name,
+            "bundle_version": self.bundle_version,
+        }
+
+    def fields(self) -> dict[str, Any]:
+        """The history record's fields."""
+        return {**self.parts(), "dag_version_number": self.dag_version_number}
+
+
+@dataclass(frozen=True)
 class AttemptIdentity:
     """Which attempt of which task of which run is writing: the natural key of its history record."""
 
@@ -56,6 +105,7 @@ class AttemptIdentity:
     map_index: int
     try_number: int
     run_type: str | None
+    code: CodeIdentity = CodeIdentity()
 
     @classmethod
     def from_context(cls, context: Context | Mapping[str, Any], task: BaseOperator) -> AttemptIdentity:
@@ -80,6 +130,7 @@ class AttemptIdentity:
             map_index=-1 if map_index is None else int(map_index),
             try_number=int(getattr(ti, "try_number", 1) or 1),
             run_type=str(getattr(run_type, "value", run_type)) if run_type else None,
+            code=CodeIdentity.of_task_instance(ti),
         )
 
     def write_record(
@@ -112,5 +163,6 @@ class AttemptIdentity:
             run_type=self.run_type,
             semantics=semantics,
             policy_version=policy,
+            **self.code.fields(),
             **counts,
         )

@@ -289,3 +289,62 @@ def test_a_window_checksummed_before_the_upgrade_is_not_nondeterministic(
     third = make("overwrite").execute(run_ctx(3))
     assert (third["dataset_version"], third["nondeterministic"]) == (2, False)
     assert third["checksum"] == second["checksum"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_existing_store_gains_the_code_columns_and_keeps_its_writes(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """0009 on a store at 0007 holding a write: the write stays (its code unknown: NULL), and a
+    write recorded afterwards keeps the DAG version and bundle it ran under."""
+    from alembic import command
+
+    from airflow_idempotent.history.store import WriteRecord, utcnow
+    from airflow_idempotent.window import day_range
+
+    if kind == "postgres":
+        url = sa.URL.create(
+            "postgresql+psycopg2",
+            PG_USER,
+            host=PG_HOST,
+            port=PG_PORT,
+            database=request.getfixturevalue("pg_history"),
+        )
+    else:
+        url = sa.URL.create("sqlite", database=str(tmp_path / "old.db"))
+    engine = sa.create_engine(url)
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0007")
+        columns = "dag_id, run_id, task_id, map_index, try_number, target, window_start, window_end, "
+        columns += "window_label, strategy, status, fingerprint, written_at, ordinal, dataset_version, "
+        columns += "nondeterministic, package_version"
+        conn.execute(
+            sa.text(
+                f"INSERT INTO idem_window_write ({columns}) VALUES ('d', 'r1', 't', -1, 1, 'w:payouts', "
+                "'2026-08-25 00:00:00', '2026-08-26 00:00:00', '2026-08-25', 'overwrite', 'written', "
+                "'f1', '2026-12-01 00:00:00', 1, 1, false, '0.1')"
+            )
+        )
+    store = HistoryStore(engine)
+    store.migrate()
+    day = day_range(DAY, DAY)
+    store.record(
+        WriteRecord(
+            dag_id="d", run_id="r2", task_id="t", map_index=-1, try_number=1, target="w:payouts",
+            window_start=day.start, window_end=day.end, window_label=day.label(), strategy="overwrite",
+            status="written", fingerprint="f2", written_at=utcnow(),
+            dag_version_id="0193a1b2-0000-7000-8000-000000000002", bundle_name="dags-folder",
+            bundle_version="abc123",
+        )
+    )  # fmt: skip
+    got = [
+        (w["run_id"], w["dag_version_id"], w["dag_version_number"], w["bundle_name"], w["bundle_version"])
+        for w in store.writes(target="w:payouts")
+    ]
+    engine.dispose()
+    assert got == [
+        ("r1", None, None, None, None),
+        ("r2", "0193a1b2-0000-7000-8000-000000000002", None, "dags-folder", "abc123"),
+    ]

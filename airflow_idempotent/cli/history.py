@@ -40,6 +40,7 @@ from airflow_idempotent.cli.common import (
 )
 from airflow_idempotent.cli.effects import print_effects
 from airflow_idempotent.history.approvals import describe as describe_approval
+from airflow_idempotent.history.dag_versions import bundle_label, version_label
 from airflow_idempotent.history.reconcile import is_reconciled
 from airflow_idempotent.history.report import (
     DEFAULT_LIMIT,
@@ -287,6 +288,8 @@ PLAIN_WRITE_COLUMNS = (
     ("version", "right", 0),
     ("semantics", "left", 0),
     ("policy", "left", 0),
+    ("dag version", "left", 0),
+    ("bundle", "left", 0),
     ("flags", "left", 0),
 )
 #: Terminal: the same fields, paired into two-line cells so a write fits a normal terminal.
@@ -300,6 +303,7 @@ RICH_WRITE_COLUMNS = (
     ("checksum / fingerprint", "left", SHORT),
     ("version", "right", 0),
     ("semantics / policy", "left", 0),
+    ("code", "left", 0),
     ("flags", "left", 0),
 )
 ATTEMPT_COLUMNS = (
@@ -335,6 +339,8 @@ def _plain_write_row(w: dict[str, Any]) -> list[Any]:
         w["dataset_version"],
         w["semantics"],
         w["policy_version"],
+        version_label(w),
+        bundle_label(w),
     )
     return [*(_text(v) for v in values), _flags_text(w["flags"])]
 
@@ -354,6 +360,7 @@ def _rich_write_row(w: dict[str, Any]) -> list[Any]:
         _text(short(w["checksum"]), (short(w["fingerprint"]), "dim")),
         _text(w["dataset_version"]),
         _text(w["semantics"], w["policy_version"]),
+        _text(version_label(w), bundle_label(w)),
         _flags_text(w["flags"], sep="\n"),
     ]
 

@@ -17,7 +17,7 @@ from airflow_idempotent.window import to_utc_datetime
 VERSION_TABLE = "idem_alembic_version"
 #: The latest migration's revision: a store at it needs no Alembic run (see `HistoryStore.migrate`).
 #: A test keeps it equal to the head of `migrations/versions`.
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 
 class Base(DeclarativeBase):
@@ -150,6 +150,11 @@ class WindowWrite(Base):
     message: Mapped[str | None] = mapped_column(sa.Text)
     written_at: Mapped[datetime] = mapped_column(UTCDateTime())
     package_version: Mapped[str] = mapped_column(sa.String(32))
+    # which code wrote it (`identity.CodeIdentity`): Airflow's DAG version and the DAG bundle
+    dag_version_id: Mapped[str | None] = mapped_column(sa.String(36))
+    dag_version_number: Mapped[int | None] = mapped_column(sa.Integer)
+    bundle_name: Mapped[str | None] = mapped_column(sa.String(250))
+    bundle_version: Mapped[str | None] = mapped_column(sa.String(250))
 
 
 class KillSwitch(Base):

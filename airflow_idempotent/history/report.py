@@ -71,6 +71,10 @@ WRITE_FIELDS = (
     "policy_version",
     "message",
     "package_version",
+    "dag_version_id",
+    "dag_version_number",
+    "bundle_name",
+    "bundle_version",
 )
 ATTEMPT_FIELDS = (
     "dag_id",
@@ -374,6 +378,9 @@ def window_history(store: HistoryStore, flt: HistoryFilter | None = None) -> lis
             return []
         attempts = [dict(r._mapping) for r in conn.execute(attempts_query(flt))]
     windows = shape(writes, attempts)
+    from airflow_idempotent.history.dag_versions import fill_versions
+
+    fill_versions(w for window in windows for w in window["writes"])
     from airflow_idempotent.effects.ledger import effects_for_windows
 
     by_window = effects_for_windows(

@@ -166,6 +166,10 @@ class WriteRecord(Record):
     diff: str | None = None
     message: str | None = None
     package_version: str = __version__
+    dag_version_id: str | None = None
+    dag_version_number: int | None = None
+    bundle_name: str | None = None
+    bundle_version: str | None = None
 
 
 @dataclass
@@ -196,13 +200,17 @@ class StoredWrite:
     dataset_version: int
     nondeterministic: bool
     previous_checksum: str | None = None
+    #: the window's content changed: a first write, a checksum other than its previous version's,
+    #: or no checksum to tell (what decides an asset event with emit_asset="changed")
+    changed: bool = True
 
     def summary(self) -> dict[str, Any]:
-        """What a write's XCom says of its record: ordinal, dataset version, nondeterministic."""
+        """What a write's XCom says of its record: ordinal, dataset version, nondeterministic, changed."""
         return {
             "ordinal": self.ordinal,
             "dataset_version": self.dataset_version,
             "nondeterministic": self.nondeterministic,
+            "changed": self.changed,
         }
 
 
@@ -312,6 +320,7 @@ class HistoryStore:
                 dataset_version=last.dataset_version if last else 0,
                 nondeterministic=False,
                 previous_checksum=last.checksum if last else None,
+                changed=False,
             )
         ordinal = (last.ordinal if last else 0) + 1
         if last is None:
@@ -329,7 +338,8 @@ class HistoryStore:
             and (record.checksum is None or comparable(row.checksum, record.checksum))
             for row in written
         )
-        return StoredWrite(ordinal, version, nondeterministic, last.checksum if last else None)
+        changed = last is None or record.checksum is None or version != last.dataset_version
+        return StoredWrite(ordinal, version, nondeterministic, last.checksum if last else None, changed)
 
     # ------------------------------------------------------------------ reading
     def last_write(self, target: str, window: Window, status: str = "written") -> dict[str, Any] | None:

@@ -299,7 +299,7 @@ class ApprovalMixin:
         from airflow_idempotent.hooks.warehouse import WarehouseHook
 
         adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        parts_in = self.fingerprint_parts(adapter, spec, pending.policy_version)  # type: ignore[attr-defined]
+        parts_in = self.fingerprint_parts(adapter, spec, pending.policy_version, identity.code)  # type: ignore[attr-defined]
         digest, parts = fingerprint(parts_in)
         return history.record(
             identity.write_record(

@@ -23,9 +23,17 @@ from airflow_idempotent.history.fences import FENCED, AttemptFence
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID
 from airflow_idempotent.hooks.warehouse import WarehouseHook
-from airflow_idempotent.identity import AttemptIdentity, result_counts
+from airflow_idempotent.identity import AttemptIdentity, CodeIdentity, result_counts
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.operators.assets import target_asset, window_event
+from airflow_idempotent.operators.assets import (
+    EmitAsset,
+    changed_periods,
+    emit_mode,
+    hold_event,
+    release_event,
+    target_asset,
+    window_event,
+)
 from airflow_idempotent.operators.guarded import GuardedWriteMixin
 from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
@@ -82,7 +90,11 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
     :param record_history: record the write in the history store (connection `history_conn_id`).
     :param checksum: compute the window's result checksum before commit (needed for history flags).
     :param emit_asset: declare the target table as an outlet asset and put the window, ordinal
-        and dataset version in its event's extra.
+        and dataset version in its event's extra. "changed" (default, also True): an event only
+        when the window's content changed (a first write, or a checksum other than the window's
+        previous recorded version), so a backfill of unchanged windows triggers no downstream DAG;
+        with lookback, only the changed periods are named. "always": an event for every
+        successful attempt, skips and replays included. False: no outlet.
     :param key_columns: the columns identifying a row: the merge key, and what a guarded backfill
         diffs by (rows added, removed, changed). Required in a guarded DAG.
     :param lookback: late data: also rewrite the N periods of `granularity` before the run's own
@@ -115,12 +127,13 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         record_history: bool = True,
         history_conn_id: str = DEFAULT_CONN_ID,
         checksum: bool = True,
-        emit_asset: bool = True,
+        emit_asset: bool | EmitAsset = True,
         key_columns: Sequence[str] | None = None,
         lookback: int = 0,
         **kwargs: Any,
     ) -> None:
-        if emit_asset:
+        mode = emit_mode(emit_asset)
+        if mode is not None:
             kwargs["outlets"] = [*(kwargs.get("outlets") or []), target_asset(conn_id, table)]
         super().__init__(**kwargs)
         split_table_name(table)
@@ -155,7 +168,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         self.record_history = record_history
         self.history_conn_id = history_conn_id
         self.checksum = checksum
-        self.emit_asset = emit_asset
+        self.emit_asset: EmitAsset | None = mode
         if isinstance(key_columns, str):
             key_columns = [key_columns]
         self.key_columns: list[str] = [validate_identifier(k, "key column") for k in key_columns or ()]
@@ -187,6 +200,8 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         """The write of `execute`; `adapter` is the connection's when the caller has built it
         already (MergeOperator refuses an engine without merge first), so one engine serves."""
         guard = self.guard_config()  # first: a task whose window differs from the guard's writes nothing
+        if self.emit_asset == "changed":  # no event unless `emit_asset_event` finds the window changed
+            self.outlets = hold_event(self.outlets, target_asset(self.conn_id, self.table))
         periods = self.covered(context)  # a run without a window fails before any connection
         identity = AttemptIdentity.from_context(context, self)
         if adapter is None:
@@ -194,7 +209,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         spec = self.write_spec(context, adapter, periods)
         window = spec.window  # with lookback, the span of the covered periods
         policy = self.effective_policy_version()
-        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
+        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy, identity.code))
         history = SafeHistory(self.history_conn_id) if self.record_history else None
         target = f"{self.conn_id}:{self.table}"
         semantics = _conf_value(context, "semantics")
@@ -266,7 +281,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             )
 
         if self.skip_if_unchanged and history is not None:
-            skipped = self.try_skip(adapter, spec, history, target, digest)
+            skipped = self.try_skip(adapter, spec, history, target, digest, identity.code)
             if skipped is not None:
                 record = identity.write_record(
                     target,
@@ -400,9 +415,13 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         return None if policy is None else str(policy)
 
     def fingerprint_parts(
-        self, adapter: EngineAdapter, spec: WriteSpec, policy: str | None
+        self, adapter: EngineAdapter, spec: WriteSpec, policy: str | None, code: CodeIdentity | None = None
     ) -> dict[str, Any]:
-        """Everything that defines "the same write" of this window (see airflow_idempotent.fingerprint)."""
+        """Everything that defines "the same write" of this window (see airflow_idempotent.fingerprint).
+
+        `code`: the DAG version and bundle the attempt runs under, when Airflow names them (a write
+        outside Airflow has none, and its fingerprint is what it was before versions were recorded).
+        """
         parts: dict[str, Any] = {
             "sql": adapter.render(spec.query),
             "parameters": dict(spec.params),
@@ -414,6 +433,8 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             "policy_version": policy,
         }
         parts.update(self.strategy_parts())
+        if code is not None and any(code.parts().values()):
+            parts["code"] = code.parts()
         if self.source_snapshot_sql:
             parts["source_snapshot"] = self.source_snapshot(adapter, spec)
         return parts
@@ -436,10 +457,25 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         return [[str(v) for v in row] for row in rows]
 
     def try_skip(
-        self, adapter: EngineAdapter, spec: WriteSpec, history: SafeHistory, target: str, digest: str
+        self,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        history: SafeHistory,
+        target: str,
+        digest: str,
+        code: CodeIdentity | None = None,
     ) -> dict[str, Any] | None:
-        """The last write to reuse, if it has this fingerprint and the window still holds its result."""
+        """The last write to reuse, if it has this fingerprint and the window still holds its result
+        (`code`: the DAG version this attempt runs, named in the log when it is a new one)."""
         last = history.last_write(target, spec.window)
+        if last is not None and code is not None and last.get("dag_version_id") != code.dag_version_id:
+            self.log.info(
+                "DAG version %s differs from %s, which wrote #%s of window %s: writing again",
+                code.dag_version_id,
+                last.get("dag_version_id") or "unrecorded",
+                last["ordinal"],
+                spec.window.label(),
+            )
         if last is None or last.get("fingerprint") != digest or not last.get("checksum"):
             return None
         assert spec.partition_column is not None
@@ -458,13 +494,28 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
     def emit_asset_event(
         self, context: Context | Mapping[str, Any], window: Window, out: Mapping[str, Any]
     ) -> None:
-        """Tell downstream DAGs and lineage which window of the target changed, and to which version."""
+        """Tell downstream DAGs and lineage which window of the target changed, and to which version;
+        with emit_asset="changed", nothing when no covered period's content changed."""
         # for the OpenLineage provider's listener (it cannot pull XCom)
         self.lineage_result: dict[str, Any] = dict(out)
-        if self.emit_asset and "outlet_events" in context:
+        if self.emit_asset is None:
+            return
+        asset = target_asset(self.conn_id, self.table)
+        changed = changed_periods(out) if self.emit_asset == "changed" else None
+        if changed == []:
+            self.log.info(
+                "no asset event for window %s of %s: its content is unchanged (dataset version %s, "
+                "checksum %s); emit_asset='always' would emit one",
+                window.label(),
+                self.table,
+                out.get("dataset_version"),
+                out.get("checksum"),
+            )
+            return
+        self.outlets = release_event(self.outlets, asset)
+        if "outlet_events" in context:
             covered = self.covered(context) if self.lookback else None
-            asset = target_asset(self.conn_id, self.table)
-            window_event(context, asset, self.strategy, window, out, covered, self.lookback)
+            window_event(context, asset, self.strategy, window, out, covered, self.lookback, changed)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """What the attempt read and wrote, for the OpenLineage provider (see airflow_idempotent.lineage)."""

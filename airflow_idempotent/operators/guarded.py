@@ -142,7 +142,7 @@ class GuardedWriteMixin(ApprovalMixin):
                 spec = dataclasses.replace(spec, params={**spec.params, "policy_version": policy})
         elif intent is not None and intent.policy_version is not None:
             policy = intent.policy_version
-        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy))
+        digest, parts = fingerprint(self.fingerprint_parts(adapter, spec, policy, identity.code))
         thresholds = guard.thresholds.merged(intent.thresholds if intent is not None else None)
         completeness = self.completeness_check(guard, adapter)
 
@@ -248,11 +248,7 @@ class GuardedWriteMixin(ApprovalMixin):
         if isinstance(stored, dict):  # lookback: the periods' records
             out |= stored
         elif stored is not None:
-            out |= {
-                "ordinal": stored.ordinal,
-                "dataset_version": stored.dataset_version,
-                "nondeterministic": stored.nondeterministic,
-            }
+            out |= stored.summary()
         self.log.info(
             "guarded %s of %s for window %s: diff %s", semantics, self.table, spec.window.label(), out["diff"]
         )

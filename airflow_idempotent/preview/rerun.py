@@ -37,6 +37,7 @@ from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.lint import LintReport, lint_paths
 from airflow_idempotent.operators.base import WindowWriteOperator
+from airflow_idempotent.preview.code import code_check
 from airflow_idempotent.preview.diff import WritePreview, preview_write
 from airflow_idempotent.window import Window
 
@@ -59,6 +60,8 @@ class TaskPreview:
     findings: list[str] = field(default_factory=list)
     #: the periods a rerun rewrites (with lookback, the window and the ones before it)
     periods: list[str] = field(default_factory=list)
+    #: the DAG version that last wrote each period, the latest one, which a rerun runs (`preview.code`)
+    code: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,7 @@ class TaskPreview:
             "effects": self.effects,
             "findings": self.findings,
             "periods": self.periods,
+            "code": self.code,
         }
 
 
@@ -184,13 +188,19 @@ def _window_task(
     measures: Sequence[str] | None,
     covering: list[str],
     notes: list[str],
+    store: HistoryStore | None = None,
+    backfill: bool = False,
 ) -> TaskPreview:
     """`covering`: the kill switches that stop this rerun (as the operator checks them); `notes`:
-    the others, e.g. a backfill switch when the rerun is not a backfill."""
+    the others, e.g. a backfill switch when the rerun is not a backfill; `store`: the history the
+    DAG version of each period's last write is read from."""
     out = TaskPreview(task.task_id, type(task).__name__, "window_write")
     rendered, context = _rendered(task, window, conf)
     periods = rendered.covered(context)  # lookback: the rerun rewrites these, so they are compared
     out.periods = [p.label() for p in periods]
+    check = code_check(store, task.dag_id, f"{rendered.conn_id}:{rendered.table}", periods, backfill)
+    out.code = check.to_json()
+    notes = [*notes, *check.reasons()]
     adapter = WarehouseHook(conn_id=rendered.conn_id).adapter
     out.policy_version = rendered.effective_policy_version()
     guard = rendered.guard_config()
@@ -345,7 +355,8 @@ def preview_rerun(
             continue
         if isinstance(task, WindowWriteOperator):
             try:
-                tasks.append(_window_task(task, window, conf, measures, covering, notes))
+                readable = store if ledger is not None else None  # an empty store is never created
+                tasks.append(_window_task(task, window, conf, measures, covering, notes, readable, backfill))
             except Exception as err:  # what the write itself would refuse with, before any commit
                 preview = TaskPreview(task.task_id, type(task).__name__, "window_write", NOT_SAFE)
                 preview.reasons.append(f"a rerun would refuse to write: {type(err).__name__}: {err}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airflow_idempotent.history.dag_versions import fill_versions
 from airflow_idempotent.history.report import (
     HistoryFilter,
     attempt_failed,
@@ -182,7 +183,9 @@ def attempt_data(
     def entry(try_number: int) -> dict[str, Any]:
         return tries.setdefault(try_number, {"try_number": try_number, "writes": [], "events": []})
 
-    for write in store.writes(**keys):
+    writes = store.writes(**keys)
+    fill_versions(writes)
+    for write in writes:
         conn_id, table = split_target(write["target"])
         entry(write["try_number"])["writes"].append(
             {

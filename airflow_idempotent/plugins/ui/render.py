@@ -17,6 +17,7 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from airflow_idempotent.history.dag_versions import bundle_label, version_label
 from airflow_idempotent.history.report import first_line, short
 from airflow_idempotent.plugins.ui.charts import fmt_number, places_of, signed, to_decimal, version_name
 
@@ -95,6 +96,8 @@ def jinja_env() -> Any:
             "diff_summary": diff_summary,
             "first_line": lambda v: first_line(v) if isinstance(v, str) else v,
             "version_name": version_name,
+            "dag_version": lambda w: version_label(w) or "",
+            "bundle": lambda w: bundle_label(w) or "",
             "iso": lambda v: v.isoformat() if isinstance(v, datetime) else str(v),
         }
     )

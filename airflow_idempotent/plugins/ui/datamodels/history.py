@@ -229,6 +229,10 @@ class HistoryWrite(Record):
     semantics: str | None
     policy_version: str | None
     message: str | None
+    dag_version_id: str | None = Field(None, description="Airflow's DAG version the write ran under")
+    dag_version_number: int | None = Field(None, description="its number (None when Airflow's is unknown)")
+    bundle_name: str | None = None
+    bundle_version: str | None = Field(None, description="the DAG bundle's version (git commit), if any")
     flags: list[str] = Field(default_factory=list)
     diff: dict[str, Any] | None = None
 

@@ -76,6 +76,10 @@ class TaskAnswer(Record):
     preview: dict[str, Any] | None = None
     effects: list[dict[str, Any]] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)
+    code: dict[str, Any] | None = Field(
+        None,
+        description="the DAG version that last wrote each period, the latest, and which a rerun runs",
+    )
 
 
 class RerunPreviewResponse(Record):

@@ -75,6 +75,10 @@
     (t.effects || []).forEach(function (e) {
       box.appendChild(el("p", e.effect + " " + (e.key || "") + ": " + e.why, "effect"));
     });
+    if (t.code && t.code.differs) {
+      box.appendChild(el("p", "DAG version changed since " + t.code.changed_periods.join(", ")
+        + " was written: " + t.code.would_run, "code code-changed"));
+    }
     var reasons = el("ul", null, "reasons");
     t.reasons.forEach(function (r) { reasons.appendChild(el("li", r)); });
     box.appendChild(reasons);
