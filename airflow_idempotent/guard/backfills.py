@@ -26,7 +26,7 @@ from airflow_idempotent.errors import WindowError
 from airflow_idempotent.guard.config import GUARD_PARAM, GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.intent import BackfillIntent
-from airflow_idempotent.guard.scope import backfill_windows, check_scope
+from airflow_idempotent.guard.scope import InFlight, backfill_windows, check_scope
 
 if TYPE_CHECKING:
     from airflow.models.backfill import ReprocessBehavior
@@ -81,14 +81,17 @@ def evaluate_backfill_request(
     now: datetime | None = None,
     dry_run: bool = False,
     will_run: WillRun | None = None,
+    in_flight: InFlight | None = None,
 ) -> GuardRefusal | None:
     """The guard's answer to a backfill request: a refusal saying what to fix, or None to let it through.
 
     `body` is the request's JSON (Airflow's BackfillPostBody), `dag` the DAG it names (serialized
     or authoring). `now` is the request's wall clock (default: now). `will_run` tells which of
     the range's windows Airflow will actually (re)run under the request's reprocess_behavior; by
-    default all of them. None also means "Airflow refuses this request itself": the guard leaves
-    Airflow's own validation and messages alone.
+    default all of them. `in_flight`: what the DAG's still-active backfills rewrite, counted
+    toward the cap (read under the DAG's row lock where the backfill is created). A None answer
+    also means "Airflow refuses this request itself": the guard leaves Airflow's own validation
+    and messages alone.
 
     A dry run without a DAG run conf (the UI's dialog sends none while the dates are edited) is
     checked only for open windows: the cap depends on the conf's approval, which the create
@@ -160,7 +163,7 @@ def evaluate_backfill_request(
     except WindowError as err:
         return unevaluable(str(err))
     try:
-        check_scope(config, intent, windows, now or timezone.utcnow())
+        check_scope(config, intent, windows, now or timezone.utcnow(), in_flight)
     except GuardRefusal as refusal:
         return refusal
     return None
