@@ -142,6 +142,46 @@ def test_refused_characters_in_form_fields_are_422_and_nothing_is_created(env: U
     assert state(env)[:2] == before[:2]
 
 
+@pytest.mark.parametrize(
+    ("reason", "named"),
+    [
+        ("pay\u202eout", "U+202E RIGHT-TO-LEFT OVERRIDE at position 4"),
+        ("\u200fmark", "U+200F RIGHT-TO-LEFT MARK at position 1"),
+        ("a \u2066b", "U+2066 LEFT-TO-RIGHT ISOLATE at position 3"),
+        ("  zero\u200b", "U+200B ZERO WIDTH SPACE at position 7"),  # counted in the text as sent
+    ],
+)
+def test_invisible_format_characters_in_text_fields_are_422_naming_them(
+    env: UiEnv, reason: str, named: str
+) -> None:
+    """Bidi controls and zero-width characters could disguise what an approver reads: refused
+    by the create, the preview and the stop, naming the character and where it is."""
+    before = state(env)
+    for template, body in (
+        (POST_ROUTES[0], {**FORM, "reason": reason}),
+        (POST_ROUTES[1], {**FORM, "reason": reason}),
+        (POST_ROUTES[2], {"reason": reason}),
+    ):
+        answer = _post(env, template, json.dumps(body).encode())
+        assert answer.status_code == 422, (template, answer.text[:300])
+        assert named in answer.text, answer.text[:500]
+    assert state(env)[:2] == before[:2]
+
+
+def test_a_threshold_on_an_undeclared_measure_is_refused_listing_the_valid_ones(env: UiEnv) -> None:
+    """The guard declares measures=["amount_eur"] (tests/ui_env.py)."""
+    before = state(env)
+    form = {**FORM, "thresholds": {"max_measure_abs_change": {"no_such_col": 1}}}
+    expected = (
+        "max_measure_abs_change names unknown measure(s) ['no_such_col']; the valid ones are ['amount_eur']"
+    )
+    answer = _post(env, POST_ROUTES[1], json.dumps(form).encode())
+    assert answer.status_code == 422 and expected in answer.json()["detail"], answer.text[:500]
+    preview = _post(env, POST_ROUTES[0], json.dumps(form).encode()).json()
+    assert expected in preview["refusal"] and not preview["can_submit"], preview["refusal"]
+    assert state(env)[:2] == before[:2]
+
+
 def test_refused_characters_in_query_strings_and_paths_are_422(env: UiEnv) -> None:
     before = state(env)
     attempt = "run_id=r&task_id=t"

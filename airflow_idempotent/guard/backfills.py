@@ -139,6 +139,7 @@ def evaluate_backfill_request(
     if not (dry_run and conf is None):
         try:
             intent = BackfillIntent.from_conf(conf, declared_params=set(dag.params))
+            config.check_measures(intent.thresholds, "conf thresholds")
         except GuardRefusal as refusal:
             return refusal
 

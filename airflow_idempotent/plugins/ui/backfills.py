@@ -256,7 +256,9 @@ def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm)
         if result["over_cap"]:
             result["approval_needed"] = result["count"]
         try:
-            thresholds = config.thresholds.merged(_conf_thresholds(conf))
+            own = _conf_thresholds(conf)
+            config.check_measures(own, "conf thresholds")
+            thresholds = config.thresholds.merged(own)
             result["effective_thresholds"] = thresholds.__dict__ | {
                 "max_measure_abs_change": dict(thresholds.max_measure_abs_change),
                 "max_measure_rel_change": dict(thresholds.max_measure_rel_change),
