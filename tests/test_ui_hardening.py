@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -278,3 +279,46 @@ def test_logging_out_invalidates_the_pages_csrf_token(env: UiEnv) -> None:
     refused = _clear_with(env, again, csrf)
     assert refused.status_code == 403, refused.text
     assert _clear_with(env, again, _page_csrf(env, again)).status_code == 200
+
+
+# --------------------------------------------------------------------------------------------
+# Previews bounded by design
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_backfill_preview_costs_the_same_queries_for_10_or_100_windows(env: UiEnv) -> None:
+    """Set-based over the windows: the metadata database sees as many statements for 100 windows
+    as for 10 (one per window before)."""
+    from airflow import settings
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    def cost(days: int) -> tuple[int, int]:
+        statements.clear()
+        to_date = (date(2026, 8, 1) + timedelta(days=days - 1)).isoformat()
+        form = {**FORM, "from_date": "2026-08-01", "to_date": to_date}
+        answer = _post(env, POST_ROUTES[0], json.dumps(form).encode())
+        assert answer.status_code == 200, answer.text[:300]
+        return answer.json()["total_in_range"], len(statements)
+
+    event.listen(settings.engine, "before_cursor_execute", seen)
+    try:
+        (ten, few), (hundred, many) = cost(10), cost(100)
+    finally:
+        event.remove(settings.engine, "before_cursor_execute", seen)
+    assert (ten, hundred) == (10, 100)
+    assert many == few, (few, many)
+
+
+def test_a_preview_over_the_documented_maximum_is_422_before_any_window_is_read(env: UiEnv) -> None:
+    from airflow_idempotent.plugins.ui.backfills import MAX_PREVIEW
+
+    form = {**FORM, "from_date": "1900-01-01", "to_date": "2026-09-15"}  # 46,279 daily windows
+    answer = _post(env, POST_ROUTES[0], json.dumps(form).encode())
+    assert answer.status_code == 422, answer.text[:300]
+    assert f"this range holds more than {MAX_PREVIEW} windows" in answer.json()["detail"]
+    assert "the DAG's cap is 3" in answer.json()["detail"]
