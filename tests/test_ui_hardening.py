@@ -211,6 +211,32 @@ def test_refused_characters_in_query_strings_and_paths_are_422(env: UiEnv) -> No
 # --------------------------------------------------------------------------------------------
 
 
+def test_the_api_answers_what_its_document_promises(env: UiEnv) -> None:
+    """Cases where the behaviour disagreed with the OpenAPI document (issue 32, schemathesis)."""
+    spec = env.call("GET", "/idempotent/api/openapi.json").json()
+    paths = spec["paths"]
+    # GET on the preview's path: the preview route's 405, not the status route's 422 for an id.
+    assert "get" not in paths["/api/dags/{dag_id}/backfills/preview"]
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/backfills/preview").status_code == 405
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/backfills/preview/stop").status_code in (404, 405)
+    # Clearing the kill switch of a DAG that does not exist: the documented 404.
+    assert "404" in paths["/api/dags/{dag_id}/killswitch/clear"]["post"]["responses"]
+    answer = env.call("POST", "/idempotent/api/dags/AAA/killswitch/clear", json={})
+    assert answer.status_code == 404, answer.text
+    # The attempts' run_id and task_id are required (the document says so); map_index=-1 is valid.
+    attempts = {p["name"]: p for p in paths["/api/dags/{dag_id}/attempts"]["get"]["parameters"]}
+    assert attempts["run_id"]["required"] and attempts["task_id"]["required"]
+    answer = env.call("GET", f"/idempotent/api/dags/{DAG_A}/attempts?run_id=0&map_index=-1")
+    assert answer.status_code == 422 and "task_id" in answer.text, answer.text
+    answer = env.call("GET", f"/idempotent/api/dags/{DAG_A}/attempts?run_id=0&task_id=t&map_index=-1")
+    assert answer.status_code == 200, answer.text
+    # The history's days: the document's pattern holds only the years the filter accepts.
+    history = {p["name"]: p for p in paths["/api/history"]["get"]["parameters"]}
+    pattern = re.compile(history["from"]["schema"]["pattern"])
+    assert pattern.fullmatch("2026-08-25") and not pattern.fullmatch("9426-07-12")
+    assert env.call("GET", "/idempotent/api/history?from=9426-07-12").status_code == 422
+
+
 def test_the_openapi_document_declares_the_id_patterns_and_every_error_answer(env: UiEnv) -> None:
     spec = env.call("GET", "/idempotent/api/openapi.json").json()
     schemas = spec["components"]["schemas"]
