@@ -47,6 +47,25 @@ _ZERO = datetime.timedelta(0)
 _TICK = datetime.timedelta(microseconds=1)
 
 
+#: The widest each calendar period can be (a day or longer may gain a DST hour).
+_WIDEST: dict[str, datetime.timedelta] = {
+    "hour": datetime.timedelta(hours=1),
+    "day": datetime.timedelta(days=1, hours=1),
+    "week": datetime.timedelta(days=7, hours=1),
+    "month": datetime.timedelta(days=31, hours=1),
+    "year": datetime.timedelta(days=366, hours=1),
+}
+
+
+def widest(granularity: str | datetime.timedelta | None) -> datetime.timedelta | None:
+    """The widest one period of `granularity` can be (None: not declared): what bounds a window
+    "at most N periods wide" without walking the calendar."""
+    parsed = parse_granularity(granularity)
+    if parsed is None:
+        return None
+    return _WIDEST[parsed] if isinstance(parsed, str) else parsed
+
+
 @dataclass(frozen=True)
 class Window:
     """The half-open interval [start, end) one run reads and rewrites.
@@ -264,10 +283,15 @@ def window_from_context(
     granularity: str | datetime.timedelta | None = None,
     timezone: str = "UTC",
     anchor: Anchor = "start",
+    *,
+    quiet: bool = False,
 ) -> Window:
-    """The run's window (see `_derive_window`); a date beyond the calendar is a WindowError."""
+    """The run's window (see `_derive_window`); a date beyond the calendar is a WindowError.
+
+    It logs how it derived the window (a task's log says which window it wrote) unless `quiet`:
+    the guard and the UI derive hundreds at once, and a log line each cost more than the window."""
     try:
-        return _derive_window(context, granularity, timezone, anchor)
+        return _derive_window(context, granularity, timezone, anchor, quiet)
     except (OverflowError, ValueError) as exc:
         if isinstance(exc, ValueError) and "out of range" not in str(exc):
             raise
@@ -288,10 +312,11 @@ def run_window(
 
     `run` is anything carrying a run's identity: a `DagRunInfo` (what a timetable or a backfill plans),
     a `DagRun`, or a mapping. The guard, the UI and the harness call this, so "which window does this
-    run write?" has one answer everywhere, whatever the operator's timezone and anchor.
+    run write?" has one answer everywhere, whatever the operator's timezone and anchor. Quiet:
+    its callers derive many windows at once (a task logs its own, `window_from_context`).
     """
     if isinstance(run, Mapping):
-        return window_from_context(run, granularity, timezone, anchor)
+        return window_from_context(run, granularity, timezone, anchor, quiet=True)
     interval = getattr(run, "data_interval", None)
     context: dict[str, Any] = {
         "logical_date": getattr(run, "logical_date", None),
@@ -300,7 +325,7 @@ def run_window(
         "data_interval_start": getattr(interval, "start", getattr(run, "data_interval_start", None)),
         "data_interval_end": getattr(interval, "end", getattr(run, "data_interval_end", None)),
     }
-    return window_from_context(context, granularity, timezone, anchor)
+    return window_from_context(context, granularity, timezone, anchor, quiet=True)
 
 
 def to_utc(value: object, name: str = "instant") -> DateTime:
@@ -378,6 +403,7 @@ def _derive_window(
     granularity: str | datetime.timedelta | None,
     timezone: str,
     anchor: Anchor,
+    quiet: bool = False,
 ) -> Window:
     """Derive the run's window, first match wins:
 
@@ -410,7 +436,10 @@ def _derive_window(
             instant = _parse_partition_key(partition_key, timezone)
         start, end = _period(instant, unit, zone, "start")
         window = Window(start, end, source="partition_key", tz=timezone)
-        log.info("Window %s from the partition (key=%r, granularity=%s)", window.label(), partition_key, unit)
+        if not quiet:
+            log.info(
+                "Window %s from the partition (key=%r, granularity=%s)", window.label(), partition_key, unit
+            )
         return window
 
     raw_start = context.get("data_interval_start")
@@ -426,7 +455,8 @@ def _derive_window(
             )
         if interval_end > interval_start:
             window = Window(interval_start, interval_end, source="data_interval", tz=timezone)
-            log.info("Window %s from the run's data interval", window.label())
+            if not quiet:
+                log.info("Window %s from the run's data interval", window.label())
             return window
 
     raw_logical = context.get("logical_date")
@@ -456,13 +486,14 @@ def _derive_window(
         )
     start, end = _period(logical, unit, zone, anchor)
     window = Window(start, end, source="granularity", tz=timezone)
-    log.info(
-        "Window %s from the logical date %s (granularity=%s, anchor=%s)",
-        window.label(),
-        logical.isoformat(),
-        unit,
-        anchor,
-    )
+    if not quiet:
+        log.info(
+            "Window %s from the logical date %s (granularity=%s, anchor=%s)",
+            window.label(),
+            logical.isoformat(),
+            unit,
+            anchor,
+        )
     return window
 
 

@@ -472,6 +472,23 @@ def test_usage_errors_exit_2(
     assert message in err and out == ""
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stop", "--dag", "d", "--reason", "pay\u202eout"],
+        ["effects", "resolve", "--key", "k", "--as", "failed", "--reason", "pay\u202eout"],
+    ],
+)
+def test_a_reason_with_an_invisible_format_character_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """The rule the API and the plugin apply (`airflow_idempotent.text`); nothing is opened."""
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "sqlite", "host": "/nonexistent/never-opened.db"}))
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE at position 4" in err and out == ""
+
+
 def test_no_command_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "history" in capsys.readouterr().err

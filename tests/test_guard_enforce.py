@@ -58,13 +58,13 @@ def counts(dag_id: str) -> tuple[int, int]:
     return int(backfills or 0), int(runs or 0)
 
 
-def create(dag_id: str, days: int, conf: Any) -> Any:
+def create(dag_id: str, days: int, conf: Any, first: pendulum.DateTime = START) -> Any:
     from airflow.models.backfill import _create_backfill
 
     return _create_backfill(
         dag_id=dag_id,
-        from_date=START,
-        to_date=START.add(days=days - 1),
+        from_date=first,
+        to_date=first.add(days=days - 1),
         max_active_runs=2,
         reverse=False,
         dag_run_conf=conf,
@@ -153,3 +153,53 @@ def test_the_policy_module_installed_the_listener_once() -> None:
     assert event.contains(Session, "before_flush", catchup.enforce_backfill_guard)
     catchup.install_backfill_guard()  # idempotent
     assert event.contains(Session, "before_flush", catchup.enforce_backfill_guard)
+
+
+def test_the_windows_of_a_still_active_backfill_count_toward_the_cap(synced: None) -> None:
+    """Two creations that both passed Airflow's own unlocked "one active backfill" count: the second
+    is judged, under the DAG's row lock, with the first's windows in flight (cap 3)."""
+    from airflow.models.backfill import Backfill
+    from airflow.utils.session import create_session
+
+    from airflow_idempotent.guard.enforce import decide
+
+    def second(days: int) -> Any:
+        """The guard's verdict on a backfill of `days` windows created beside the active ones."""
+        with create_session() as session:
+            extra = Backfill(
+                dag_id="enf_guarded",
+                from_date=START.add(days=40),
+                to_date=START.add(days=40 + days - 1),
+                max_active_runs=1,
+                dag_run_conf=DECLARED,
+                reprocess_behavior="completed",
+            )
+            try:
+                return decide(session, extra)
+            finally:
+                session.rollback()
+
+    first = create("enf_guarded", 2, DECLARED, START.add(days=10))  # 2 new runs
+    try:
+        assert second(1) is None  # 2 + 1 = 3 = the cap
+        refusal = str(second(2))
+        assert f"still-active backfill(s) {first.id} of this DAG cover 2: 4 windows in flight" in refusal
+    finally:
+        finish("enf_guarded")
+    assert second(3) is None  # nothing active: its own 3 only
+
+    # A backfill whose runs Airflow has not created yet (it commits the row first): its range counts.
+    with create_session() as session:
+        bare = Backfill(
+            dag_id="enf_guarded",
+            from_date=START.add(days=20),
+            to_date=START.add(days=21),
+            max_active_runs=1,
+            dag_run_conf=DECLARED,
+            reprocess_behavior="completed",
+        )
+        session.add(bare)
+    try:
+        assert "cover 2: 4 windows in flight" in str(second(2))
+    finally:
+        finish("enf_guarded")

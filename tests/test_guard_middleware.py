@@ -280,7 +280,7 @@ def test_a_huge_range_is_refused_without_looking_up_each_window(
         return True
 
     message = refusal(body(60), dag, will_run=will_run)
-    assert message is not None and "covers 60 windows, more than the guard evaluates" in message
+    assert message is not None and "covers more than 50 windows, more than the guard evaluates" in message
     assert "split it into backfills of at most 5 windows" in message
     assert looked_up == []
 

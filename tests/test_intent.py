@@ -185,6 +185,11 @@ CONFS: list[tuple[Any, str | None]] = [
         "conf: max_measure_rel_change must map measure columns to numbers >= 0",
     ),
     ({**CORRECTIVE, "thresholds": {"max_rows": 5}}, "conf: unknown threshold(s) ['max_rows']"),
+    # invisible format characters (Unicode Cf) that could disguise what an approver reads
+    ({**REPLAY, "reason": "pay \u202eout"}, "conf reason holds the invisible format character U+202E"),
+    ({**REPLAY, "reason": "ab\u200fc"}, "U+200F RIGHT-TO-LEFT MARK at position 3 (counting from 1)"),
+    ({**REPLAY, "reason": "\u2066isolate"}, "U+2066 LEFT-TO-RIGHT ISOLATE at position 1"),
+    ({**REPLAY, "reason": "zero\u200bwidth"}, "U+200B ZERO WIDTH SPACE at position 5"),
     ({**CORRECTIVE, "thresholds": [1]}, "conf: thresholds must be an object"),
     # several problems: the first a person should fix, in the guard's order
     ({"semantics": "corrective", "reason": "", "colour": "red"}, "conf reason is missing"),
@@ -235,3 +240,18 @@ def test_the_dags_thresholds_follow_the_same_rules() -> None:
         GuardConfig.from_json({"thresholds": {"max_changed_rows": -1}})
     with pytest.raises(GuardRefusal, match="must map measure columns to numbers >= 0"):
         GuardConfig.from_json({"thresholds": {"max_measure_abs_change": {"amount_eur": -0.5}}})
+
+
+@pytest.mark.parametrize(
+    ("limit", "measure"),
+    [("max_measure_abs_change", "no_such_col"), ("max_measure_rel_change", "amount")],
+)
+def test_a_threshold_on_a_measure_the_guard_does_not_declare_is_refused(limit: str, measure: str) -> None:
+    """The guard declares measures=["amount_eur"]: a limit on any other sum would never be checked."""
+    refusal = middleware({**CORRECTIVE, "thresholds": {limit: {measure: 1}}})
+    assert refusal == (
+        f"conf thresholds: {limit} names unknown measure(s) [{measure!r}]; the valid ones are "
+        "['amount_eur']. Name a measure the guard declares (GuardConfig(measures=[...]) in the DAG "
+        "file), or drop the limit."
+    )
+    assert middleware({**CORRECTIVE, "thresholds": {limit: {"amount_eur": 1}}}) is None

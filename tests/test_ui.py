@@ -315,7 +315,7 @@ def _template(path: str) -> str:
 
 
 def test_the_routes_under_test_are_every_route_of_the_app() -> None:
-    declared = {(m, r.path) for r in ui.app.routes if hasattr(r, "methods") for m in r.methods or ()}
+    declared = {(m, r.path_format) for r in ui.app.routes if hasattr(r, "methods") for m in r.methods or ()}
     declared -= {("HEAD", p) for _, p in declared}
     tested = {(m, _template(p)) for m, p, _, _ in ROUTES}
     assert tested == declared

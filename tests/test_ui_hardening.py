@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -142,6 +143,46 @@ def test_refused_characters_in_form_fields_are_422_and_nothing_is_created(env: U
     assert state(env)[:2] == before[:2]
 
 
+@pytest.mark.parametrize(
+    ("reason", "named"),
+    [
+        ("pay\u202eout", "U+202E RIGHT-TO-LEFT OVERRIDE at position 4"),
+        ("\u200fmark", "U+200F RIGHT-TO-LEFT MARK at position 1"),
+        ("a \u2066b", "U+2066 LEFT-TO-RIGHT ISOLATE at position 3"),
+        ("  zero\u200b", "U+200B ZERO WIDTH SPACE at position 7"),  # counted in the text as sent
+    ],
+)
+def test_invisible_format_characters_in_text_fields_are_422_naming_them(
+    env: UiEnv, reason: str, named: str
+) -> None:
+    """Bidi controls and zero-width characters could disguise what an approver reads: refused
+    by the create, the preview and the stop, naming the character and where it is."""
+    before = state(env)
+    for template, body in (
+        (POST_ROUTES[0], {**FORM, "reason": reason}),
+        (POST_ROUTES[1], {**FORM, "reason": reason}),
+        (POST_ROUTES[2], {"reason": reason}),
+    ):
+        answer = _post(env, template, json.dumps(body).encode())
+        assert answer.status_code == 422, (template, answer.text[:300])
+        assert named in answer.text, answer.text[:500]
+    assert state(env)[:2] == before[:2]
+
+
+def test_a_threshold_on_an_undeclared_measure_is_refused_listing_the_valid_ones(env: UiEnv) -> None:
+    """The guard declares measures=["amount_eur"] (tests/ui_env.py)."""
+    before = state(env)
+    form = {**FORM, "thresholds": {"max_measure_abs_change": {"no_such_col": 1}}}
+    expected = (
+        "max_measure_abs_change names unknown measure(s) ['no_such_col']; the valid ones are ['amount_eur']"
+    )
+    answer = _post(env, POST_ROUTES[1], json.dumps(form).encode())
+    assert answer.status_code == 422 and expected in answer.json()["detail"], answer.text[:500]
+    preview = _post(env, POST_ROUTES[0], json.dumps(form).encode()).json()
+    assert expected in preview["refusal"] and not preview["can_submit"], preview["refusal"]
+    assert state(env)[:2] == before[:2]
+
+
 def test_refused_characters_in_query_strings_and_paths_are_422(env: UiEnv) -> None:
     before = state(env)
     attempt = "run_id=r&task_id=t"
@@ -168,6 +209,32 @@ def test_refused_characters_in_query_strings_and_paths_are_422(env: UiEnv) -> No
 # --------------------------------------------------------------------------------------------
 # F10: the OpenAPI document, and the CSRF token after logout
 # --------------------------------------------------------------------------------------------
+
+
+def test_the_api_answers_what_its_document_promises(env: UiEnv) -> None:
+    """Cases where the behaviour disagreed with the OpenAPI document (issue 32, schemathesis)."""
+    spec = env.call("GET", "/idempotent/api/openapi.json").json()
+    paths = spec["paths"]
+    # GET on the preview's path: the preview route's 405, not the status route's 422 for an id.
+    assert "get" not in paths["/api/dags/{dag_id}/backfills/preview"]
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/backfills/preview").status_code == 405
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/backfills/preview/stop").status_code in (404, 405)
+    # Clearing the kill switch of a DAG that does not exist: the documented 404.
+    assert "404" in paths["/api/dags/{dag_id}/killswitch/clear"]["post"]["responses"]
+    answer = env.call("POST", "/idempotent/api/dags/AAA/killswitch/clear", json={})
+    assert answer.status_code == 404, answer.text
+    # The attempts' run_id and task_id are required (the document says so); map_index=-1 is valid.
+    attempts = {p["name"]: p for p in paths["/api/dags/{dag_id}/attempts"]["get"]["parameters"]}
+    assert attempts["run_id"]["required"] and attempts["task_id"]["required"]
+    answer = env.call("GET", f"/idempotent/api/dags/{DAG_A}/attempts?run_id=0&map_index=-1")
+    assert answer.status_code == 422 and "task_id" in answer.text, answer.text
+    answer = env.call("GET", f"/idempotent/api/dags/{DAG_A}/attempts?run_id=0&task_id=t&map_index=-1")
+    assert answer.status_code == 200, answer.text
+    # The history's days: the document's pattern holds only the years the filter accepts.
+    history = {p["name"]: p for p in paths["/api/history"]["get"]["parameters"]}
+    pattern = re.compile(history["from"]["schema"]["pattern"])
+    assert pattern.fullmatch("2026-08-25") and not pattern.fullmatch("9426-07-12")
+    assert env.call("GET", "/idempotent/api/history?from=9426-07-12").status_code == 422
 
 
 def test_the_openapi_document_declares_the_id_patterns_and_every_error_answer(env: UiEnv) -> None:
@@ -238,3 +305,46 @@ def test_logging_out_invalidates_the_pages_csrf_token(env: UiEnv) -> None:
     refused = _clear_with(env, again, csrf)
     assert refused.status_code == 403, refused.text
     assert _clear_with(env, again, _page_csrf(env, again)).status_code == 200
+
+
+# --------------------------------------------------------------------------------------------
+# Previews bounded by design
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_backfill_preview_costs_the_same_queries_for_10_or_100_windows(env: UiEnv) -> None:
+    """Set-based over the windows: the metadata database sees as many statements for 100 windows
+    as for 10 (one per window before)."""
+    from airflow import settings
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    def cost(days: int) -> tuple[int, int]:
+        statements.clear()
+        to_date = (date(2026, 8, 1) + timedelta(days=days - 1)).isoformat()
+        form = {**FORM, "from_date": "2026-08-01", "to_date": to_date}
+        answer = _post(env, POST_ROUTES[0], json.dumps(form).encode())
+        assert answer.status_code == 200, answer.text[:300]
+        return answer.json()["total_in_range"], len(statements)
+
+    event.listen(settings.engine, "before_cursor_execute", seen)
+    try:
+        (ten, few), (hundred, many) = cost(10), cost(100)
+    finally:
+        event.remove(settings.engine, "before_cursor_execute", seen)
+    assert (ten, hundred) == (10, 100)
+    assert many == few, (few, many)
+
+
+def test_a_preview_over_the_documented_maximum_is_422_before_any_window_is_read(env: UiEnv) -> None:
+    from airflow_idempotent.plugins.ui.backfills import MAX_PREVIEW
+
+    form = {**FORM, "from_date": "1900-01-01", "to_date": "2026-09-15"}  # 46,279 daily windows
+    answer = _post(env, POST_ROUTES[0], json.dumps(form).encode())
+    assert answer.status_code == 422, answer.text[:300]
+    assert f"this range holds more than {MAX_PREVIEW} windows" in answer.json()["detail"]
+    assert "the DAG's cap is 3" in answer.json()["detail"]

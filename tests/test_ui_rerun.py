@@ -277,6 +277,17 @@ def test_a_browser_session_without_the_pages_csrf_token_is_refused(env: Env) -> 
         ({**WINDOW, "task_ids": ["<script>"]}, 422, "not a task id"),
         ({"window_start": WINDOW["window_end"], "window_end": WINDOW["window_start"]}, 422, "must be after"),
         ({**WINDOW, "window": "x"}, 422, "Extra inputs"),
+        # wider than the guard's cap times its granularity (unguarded: the default, 31 days)
+        (
+            {"window_start": "1900-01-01T00:00:00+00:00", "window_end": "2999-01-01T00:00:00+00:00"},
+            422,
+            "is wider than 31 periods of day",
+        ),
+        (
+            {"window_start": START.isoformat(), "window_end": (START + timedelta(days=33)).isoformat()},
+            422,
+            "is wider than 31 periods of day",
+        ),
     ],
 )
 def test_bad_input_is_refused_naming_the_fix_and_nothing_is_staged(
@@ -287,6 +298,23 @@ def test_bad_input_is_refused_naming_the_fix_and_nothing_is_staged(
     assert answer.status_code == status, answer.text
     assert message in answer.text, answer.text
     assert env.staged() == staged and env.digest() == digest
+
+
+def test_the_dag_file_is_parsed_off_the_request_thread_with_a_timeout(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Airflow's DagBag arms a SIGALRM timeout only the main thread may arm: parsed in a request
+    thread it logged `signal only works in main thread` for every preview. Parsed in a thread of
+    its own, waited for with core.dagbag_import_timeout, it logs nothing of the kind."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        answer = env.post(WINDOW)
+    assert answer.status_code == 200, answer.text
+    assert not [
+        r for r in caplog.records if "main thread" in r.getMessage() or "timeout can" in r.getMessage()
+    ]
+    assert "signal only works in main thread" not in caplog.text
 
 
 def test_an_unknown_dag_is_404(env: Env) -> None:

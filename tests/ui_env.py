@@ -344,5 +344,5 @@ def app_routes() -> list[tuple[str, str]]:
         prefix = str(entry.get("url_prefix", "")).rstrip("/")
         for route in entry["app"].routes:
             methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD", "OPTIONS"})
-            out.extend((method, prefix + route.path) for method in methods)
+            out.extend((method, prefix + getattr(route, "path_format", route.path)) for method in methods)
     return out

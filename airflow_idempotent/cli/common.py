@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_idempotent.history.report import day_range, first_line
 from airflow_idempotent.history.store import DEFAULT_CONN_ID, EMBEDDED_FILE, HistoryStore, airflow_home
+from airflow_idempotent.text import invisible_problem
 
 PROG = "airflow-idempotent"
 #: Seconds the CLI waits to connect to the store (and for one statement on PostgreSQL).
@@ -65,6 +66,15 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"invalid number {text!r}: expected a whole number >= 1")
     return value
+
+
+def visible_text(text: str) -> str:
+    """Free text others read (a --reason): no invisible format characters (`airflow_idempotent.text`,
+    the rule the API and the plugin apply); one is a usage error (exit 2) naming it and where."""
+    problem = invisible_problem(text, "the text")
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def add_conn_arg(parser: argparse.ArgumentParser) -> None:

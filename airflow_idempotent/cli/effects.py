@@ -44,6 +44,7 @@ from airflow_idempotent.cli.common import (
     positive_int,
     print_plain,
     report_error,
+    visible_text,
     when,
 )
 from airflow_idempotent.effects.entry import STATES
@@ -100,7 +101,7 @@ def register(subparsers: Any) -> None:
     which.add_argument("--identity", metavar="KEY", help="the identity key (idem-<sha256>)")
     rs.add_argument("--as", dest="as_", choices=RESOLUTIONS, required=True, help="the decision")
     rs.add_argument("--reference", metavar="REF", help="the target's id of the effect (with --as done)")
-    rs.add_argument("--reason", metavar="TEXT", help="why, recorded with the decision")
+    rs.add_argument("--reason", metavar="TEXT", type=visible_text, help="why, recorded with the decision")
     rs.add_argument("--json", action="store_true", help="print the resolved effect as JSON")
     add_conn_arg(rs)
     p.set_defaults(handler=run)

@@ -15,7 +15,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from airflow_idempotent.cli.common import EXIT_USAGE, CliError, add_conn_arg, logs_to_stderr, open_store
+from airflow_idempotent.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    add_conn_arg,
+    logs_to_stderr,
+    open_store,
+    visible_text,
+)
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.history.models import KillSwitch
 from airflow_idempotent.history.report import jsonable
@@ -36,7 +43,9 @@ def add_switch_parsers(commands: Any) -> None:
         target.add_argument("--all", action="store_true", help="every DAG (the global switch)")
         p.add_argument("--backfill", action="store_true", help="only the DAG's backfill runs")
         if name == "stop":
-            p.add_argument("--reason", required=True, help="why: shown to everyone the switch stops")
+            p.add_argument(
+                "--reason", required=True, type=visible_text, help="why: shown to everyone the switch stops"
+            )
         add_conn_arg(p)
         p.set_defaults(handler=cmd_stop if name == "stop" else cmd_resume)
     p = commands.add_parser("switches", help="list the kill switches that are on")

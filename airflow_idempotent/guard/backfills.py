@@ -18,7 +18,7 @@ non-periodic schedule, a conf that fails the DAG's params) is left to Airflow: N
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from airflow_idempotent.errors import WindowError
 from airflow_idempotent.guard.config import GUARD_PARAM, GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.intent import BackfillIntent
-from airflow_idempotent.guard.scope import backfill_windows, check_scope
+from airflow_idempotent.guard.scope import InFlight, backfill_windows, check_scope
 
 if TYPE_CHECKING:
     from airflow.models.backfill import ReprocessBehavior
@@ -38,6 +38,42 @@ MAX_WINDOWS = 10_000
 
 #: `will_run(info, reprocess_behavior)`: False for a window Airflow skips (its run exists).
 WillRun = Callable[["DagRunInfo", "ReprocessBehavior"], bool]
+
+
+class TooManyWindows(Exception):
+    """A range holding more windows than a request may evaluate (`info_list`'s limit)."""
+
+
+def info_list(
+    dag: Any, from_date: datetime, to_date: datetime, reverse: bool, limit: int
+) -> list[DagRunInfo]:
+    """Airflow's backfill info list (`_get_info_list`: the timetable's runs in the range, closed
+    data intervals only unless partitioned, reversed on request), read only up to `limit` windows:
+    a longer range raises TooManyWindows without materialising it (1900..2026 daily is 46,000)."""
+    from itertools import islice
+
+    from airflow._shared.timezones import timezone
+
+    now = timezone.utcnow()
+    infos = dag.iter_dagrun_infos_between(from_date, to_date)
+    if not dag.timetable.partitioned:
+        infos = _closed(infos, now)
+    found = list(islice(infos, limit + 1))
+    if len(found) > limit:
+        raise TooManyWindows(limit)
+    return found[::-1] if reverse else found
+
+
+def _closed(infos: Iterable[DagRunInfo], now: datetime) -> Iterator[DagRunInfo]:
+    """Airflow's filter (a data interval that ended before `now`), stopping at the first open
+    window: the timetable yields them in order, so none after it has closed (a range running to
+    the year 9999 is not walked to its end)."""
+    for info in infos:
+        if not info.data_interval:
+            continue
+        if info.data_interval.end >= now:
+            return
+        yield info
 
 
 def guard_of(dag: Any) -> GuardConfig | None:
@@ -81,14 +117,19 @@ def evaluate_backfill_request(
     now: datetime | None = None,
     dry_run: bool = False,
     will_run: WillRun | None = None,
+    in_flight: InFlight | None = None,
+    infos: Sequence[DagRunInfo] | None = None,
 ) -> GuardRefusal | None:
     """The guard's answer to a backfill request: a refusal saying what to fix, or None to let it through.
 
     `body` is the request's JSON (Airflow's BackfillPostBody), `dag` the DAG it names (serialized
     or authoring). `now` is the request's wall clock (default: now). `will_run` tells which of
     the range's windows Airflow will actually (re)run under the request's reprocess_behavior; by
-    default all of them. None also means "Airflow refuses this request itself": the guard leaves
-    Airflow's own validation and messages alone.
+    default all of them. `in_flight`: what the DAG's still-active backfills rewrite, counted
+    toward the cap (read under the DAG's row lock where the backfill is created). `infos`: the
+    range's windows (`info_list`) when the caller already read them. A None answer
+    also means "Airflow refuses this request itself": the guard leaves Airflow's own validation
+    and messages alone.
 
     A dry run without a DAG run conf (the UI's dialog sends none while the dates are edited) is
     checked only for open windows: the cap depends on the conf's approval, which the create
@@ -97,7 +138,7 @@ def evaluate_backfill_request(
     from airflow._shared.timezones import timezone
     from airflow.api_fastapi.core_api.datamodels.backfills import BackfillPostBody
     from airflow.exceptions import AirflowException
-    from airflow.models.backfill import ReprocessBehavior, _get_info_list, _validate_backfill_params
+    from airflow.models.backfill import ReprocessBehavior, _validate_backfill_params
     from airflow.utils.types import DagRunType
     from pydantic import ValidationError
 
@@ -136,22 +177,26 @@ def evaluate_backfill_request(
     if not (dry_run and conf is None):
         try:
             intent = BackfillIntent.from_conf(conf, declared_params=set(dag.params))
+            config.check_measures(intent.thresholds, "conf thresholds")
         except GuardRefusal as refusal:
             return refusal
 
     try:
-        infos = _get_info_list(from_date=from_date, to_date=to_date, reverse=request.run_backwards, dag=dag)
+        if infos is None:
+            infos = info_list(dag, from_date, to_date, request.run_backwards, MAX_WINDOWS)
+    except TooManyWindows:
+        return GuardRefusal(
+            f"this backfill covers more than {MAX_WINDOWS} windows, more than the guard evaluates in one "
+            f"request and far over the DAG's cap of {config.cap}: split it into backfills of at "
+            f"most {config.cap} windows."
+        )
     except Exception as err:
         return unevaluable(f"the DAG's timetable failed ({type(err).__name__}: {err})")
     if not infos:
         return None  # Airflow answers "no runs to create" itself
-    if len(infos) > MAX_WINDOWS:
-        return GuardRefusal(
-            f"this backfill covers {len(infos)} windows, more than the guard evaluates in one request "
-            f"({MAX_WINDOWS}) and far over the DAG's cap of {config.cap}: split it into backfills of at "
-            f"most {config.cap} windows."
-        )
     if will_run is not None:
+        if isinstance(will_run, AirflowRuns):
+            will_run.prepare(infos)  # one query for every window
         infos = [info for info in infos if will_run(info, behavior)]
         if not infos:
             return None  # every window already has its run: Airflow rewrites nothing
@@ -160,7 +205,7 @@ def evaluate_backfill_request(
     except WindowError as err:
         return unevaluable(str(err))
     try:
-        check_scope(config, intent, windows, now or timezone.utcnow())
+        check_scope(config, intent, windows, now or timezone.utcnow(), in_flight)
     except GuardRefusal as refusal:
         return refusal
     return None
@@ -174,16 +219,83 @@ def unevaluable(reason: str) -> GuardRefusal:
     )
 
 
-def airflow_will_run(session: Any, dag_id: str) -> WillRun:
-    """Airflow's own rule for which windows a backfill (re)runs: its latest run for the window, if
-    any, and the reprocess behavior (the query and rule its dry run and create use)."""
-    from airflow.models.backfill import _get_dag_run_no_create_reason, _get_latest_dag_run_row_query
+class AirflowRuns:
+    """Airflow's own rule for which windows a backfill (re)runs, set-based: each window's latest
+    run (the run Airflow's `_get_latest_dag_run_row_query` picks: same filters, same order) and
+    the reprocess behavior (Airflow's `_get_dag_run_no_create_reason`).
 
-    def will_run(info: DagRunInfo, behavior: ReprocessBehavior) -> bool:
-        run = session.scalar(_get_latest_dag_run_row_query(dag_id=dag_id, info=info))
-        return run is None or _get_dag_run_no_create_reason(run, behavior) is None
+    `prepare(infos)` reads the latest runs of all the windows in one query (the DAG's runs between
+    the first and the last window), so a decision or a preview costs a constant number of queries,
+    not one per window as Airflow's dry run does. Called as a `WillRun`; a window `prepare` did not
+    see is looked up alone (Airflow's query).
+    """
 
-    return will_run
+    def __init__(self, session: Any, dag_id: str) -> None:
+        self.session = session
+        self.dag_id = dag_id
+        self.runs: dict[tuple[Any, Any], Any] = {}
+        self.prepared: set[tuple[Any, Any]] = set()
+
+    @staticmethod
+    def key(info: DagRunInfo) -> tuple[Any, Any]:
+        return info.logical_date, info.partition_date
+
+    def prepare(self, infos: Sequence[DagRunInfo]) -> None:
+        """Read the latest run of every window of `infos` in one query."""
+        import sqlalchemy as sa
+        from airflow.models import DagRun
+
+        logical = [i.logical_date for i in infos if i.logical_date is not None]
+        partition = [i.partition_date for i in infos if i.partition_date is not None]
+        if not logical and not partition:
+            return
+        columns = (DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.logical_date, DagRun.partition_date)
+        stmt = sa.select(*columns).where(DagRun.dag_id == self.dag_id)
+        if logical:
+            stmt = stmt.where(DagRun.logical_date.between(min(logical), max(logical)))
+        if partition:
+            stmt = stmt.where(DagRun.partition_date.between(min(partition), max(partition)))
+        # Airflow's order: runs that started, latest first, then those that never started.
+        stmt = stmt.order_by(DagRun.start_date.is_(None), DagRun.start_date.desc())
+        by_logical: dict[Any, list[Any]] = {}
+        by_partition: dict[Any, list[Any]] = {}
+        for row in self.session.execute(stmt).all():
+            by_logical.setdefault(row.logical_date, []).append(row)
+            by_partition.setdefault(row.partition_date, []).append(row)
+        for info in infos:
+            if info.logical_date is not None:
+                found = by_logical.get(info.logical_date, [])
+                if info.partition_date is not None:
+                    found = [r for r in found if r.partition_date == info.partition_date]
+            elif info.partition_date is not None:
+                found = by_partition.get(info.partition_date, [])
+            else:
+                continue  # neither: left to Airflow's own query
+            self.runs[self.key(info)] = found[0] if found else None
+            self.prepared.add(self.key(info))
+
+    def latest(self, info: DagRunInfo) -> Any:
+        """The window's latest run (run_id, state, ...), None when it has none."""
+        if self.key(info) not in self.prepared:
+            from airflow.models.backfill import _get_latest_dag_run_row_query
+
+            return self.session.scalar(_get_latest_dag_run_row_query(dag_id=self.dag_id, info=info))
+        return self.runs[self.key(info)]
+
+    def skip_reason(self, info: DagRunInfo, behavior: ReprocessBehavior) -> Any:
+        """Why Airflow would not (re)run this window (its BackfillDagRunExceptionReason), or None."""
+        from airflow.models.backfill import _get_dag_run_no_create_reason
+
+        run = self.latest(info)
+        return None if run is None else _get_dag_run_no_create_reason(run, behavior)
+
+    def __call__(self, info: DagRunInfo, behavior: ReprocessBehavior) -> bool:
+        return self.skip_reason(info, behavior) is None
+
+
+def airflow_will_run(session: Any, dag_id: str) -> AirflowRuns:
+    """Airflow's own rule for which windows a backfill (re)runs (`AirflowRuns`)."""
+    return AirflowRuns(session, dag_id)
 
 
 def airflow_decide(

@@ -217,6 +217,31 @@ class GuardConfig:
         thresholds = Thresholds.from_mapping(data.pop("thresholds", None), "the DAG's idempotent_guard")
         return cls(thresholds=thresholds, measures=tuple(data.pop("measures", ()) or ()), **data)
 
+    def known_measures(self) -> list[str]:
+        """The measures a backfill's thresholds may name: those the guard declares (`measures`) and
+        those its own thresholds already limit, both summed by every guarded write's diff."""
+        declared = [
+            *self.measures,
+            *self.thresholds.max_measure_abs_change,
+            *self.thresholds.max_measure_rel_change,
+        ]
+        return list(dict.fromkeys(declared))
+
+    def check_measures(self, thresholds: Thresholds | None, where: str) -> None:
+        """Refuse thresholds (a backfill's own, read from `where`, e.g. "conf") naming a measure the
+        guard does not declare: a limit on a sum no diff computes would never be checked."""
+        if thresholds is None:
+            return
+        known = self.known_measures()
+        for limit in ("max_measure_abs_change", "max_measure_rel_change"):
+            unknown = sorted(set(getattr(thresholds, limit)) - set(known))
+            if unknown:
+                valid = f"the valid ones are {known}" if known else "this DAG's guard declares none"
+                raise GuardRefusal(
+                    f"{where}: {limit} names unknown measure(s) {unknown}; {valid}. Name a measure the "
+                    "guard declares (GuardConfig(measures=[...]) in the DAG file), or drop the limit."
+                )
+
     def param(self) -> dict[str, Any]:
         """The DAG params entry declaring this guard: `params={**mine, **guard.param()}`."""
         from airflow.sdk import Param

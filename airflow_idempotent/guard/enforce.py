@@ -15,7 +15,14 @@ exist afterwards.
 Cheap for every other flush: it looks only at `session.new`, and recognises a `Backfill` without
 importing Airflow's models (no instance can exist before `airflow.models.backfill` is imported).
 If the guard cannot decide (the DAG cannot be read), it refuses: a guard that opens when it
-breaks is not a guard. Rows written with plain SQL (no ORM flush) are not seen here; the
+breaks is not a guard.
+
+Concurrent creations of one DAG's backfills are serialised by the DAG's row lock, taken in the
+same transaction before the check (`lock_dag`), and the windows of every still-active backfill of
+the DAG count toward the cap (`in_flight`): two requests racing past Airflow's own unlocked
+"one active backfill per DAG" count cannot put more windows in flight than the cap.
+
+Rows written with plain SQL (no ORM flush) are not seen here; the
 guarded tasks' own check (`guard.sizes`) refuses to write for them.
 """
 
@@ -26,11 +33,18 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+import sqlalchemy as sa
 from airflow.models.backfill import InvalidBackfillConf
 
-from airflow_idempotent.guard.backfills import airflow_will_run, evaluate_backfill_request, unevaluable
-from airflow_idempotent.guard.config import GUARD_PARAM
+from airflow_idempotent.guard.backfills import (
+    airflow_will_run,
+    evaluate_backfill_request,
+    guard_of,
+    unevaluable,
+)
+from airflow_idempotent.guard.config import GUARD_PARAM, GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
+from airflow_idempotent.guard.scope import InFlight, rewritten
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +83,63 @@ def backfill_body(backfill: Any) -> dict[str, Any]:
     }
 
 
+def lock_dag(session: Any, dag_id: str) -> None:
+    """Take the DAG's row lock (`SELECT ... FOR UPDATE` on Airflow's `dag` row) for the rest of
+    `session`'s transaction: every creation of a backfill of this DAG waits here until the one
+    before it committed its backfill row (Airflow commits it in the flush this check runs in), so
+    each sees the others it must count. SQLAlchemy renders no FOR UPDATE on SQLite, whose single
+    writer serialises the inserts instead."""
+    from airflow.models.dag import DagModel
+
+    session.execute(sa.select(DagModel.dag_id).where(DagModel.dag_id == dag_id).with_for_update())
+
+
+def in_flight(session: Any, config: GuardConfig, dag: Any) -> InFlight:
+    """What the DAG's still-active backfills (not completed) rewrite, by the cap's count (`rewritten`).
+
+    A backfill's runs (its BackfillDagRun rows that have a DAG run) once Airflow created them;
+    before that (it commits the backfill row first, then its runs), every window of its range,
+    Airflow's own list: an upper bound, never an undercount.
+    """
+    from airflow._shared.timezones import timezone
+    from airflow.models.backfill import Backfill, BackfillDagRun, _get_info_list
+
+    active = session.execute(
+        sa.select(Backfill.id, Backfill.from_date, Backfill.to_date)
+        .where(Backfill.dag_id == dag.dag_id, Backfill.completed_at.is_(None))
+        .order_by(Backfill.id)
+    ).all()
+    if not active:
+        return InFlight(0, ())
+    rows = dict(
+        session.execute(
+            sa.select(
+                BackfillDagRun.backfill_id,
+                sa.func.count(BackfillDagRun.dag_run_id),  # counts the non-NULL ones: runs
+            )
+            .where(BackfillDagRun.backfill_id.in_([b.id for b in active]))
+            .group_by(BackfillDagRun.backfill_id)
+        ).all()
+    )
+    runs = 0
+    for backfill in active:
+        if backfill.id in rows:
+            runs += int(rows[backfill.id])
+        else:  # its runs are not created yet: all of its range
+            runs += len(
+                _get_info_list(
+                    from_date=timezone.coerce_datetime(backfill.from_date),
+                    to_date=timezone.coerce_datetime(backfill.to_date),
+                    reverse=False,
+                    dag=dag,
+                )
+            )
+    return InFlight(rewritten(config, runs), tuple(b.id for b in active))
+
+
 def decide(session: Any, backfill: Any) -> GuardRefusal | None:
-    """The guard's verdict on a backfill about to be inserted, read in `session`'s transaction."""
+    """The guard's verdict on a backfill about to be inserted, read in `session`'s transaction
+    under the DAG's row lock, counting the DAG's still-active backfills toward the cap."""
     from airflow.models.serialized_dag import SerializedDagModel
 
     with session.no_autoflush:
@@ -80,8 +149,13 @@ def decide(session: Any, backfill: Any) -> GuardRefusal | None:
         dag = serdag.dag
         if GUARD_PARAM not in (dag.params or {}):
             return None
+        config = guard_of(dag)
+        if config is None:
+            return None
+        lock_dag(session, backfill.dag_id)
+        flying = in_flight(session, config, dag)
         will_run = airflow_will_run(session, backfill.dag_id)
-        return evaluate_backfill_request(backfill_body(backfill), dag, will_run=will_run)
+        return evaluate_backfill_request(backfill_body(backfill), dag, will_run=will_run, in_flight=flying)
 
 
 def check_new_backfills(session: Any, flush_context: Any, instances: Any) -> None:
@@ -100,4 +174,12 @@ def check_new_backfills(session: Any, flush_context: Any, instances: Any) -> Non
             raise BackfillRefused(str(refusal))
 
 
-__all__ = ["BackfillRefused", "backfill_body", "check_new_backfills", "decide", "new_backfills"]
+__all__ = [
+    "BackfillRefused",
+    "backfill_body",
+    "check_new_backfills",
+    "decide",
+    "in_flight",
+    "lock_dag",
+    "new_backfills",
+]

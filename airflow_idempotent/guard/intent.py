@@ -27,6 +27,7 @@ from pydantic import (
 
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.errors import GuardRefusal, explained, first_message, refusal
+from airflow_idempotent.text import invisible_problem
 
 SEMANTICS = ("replay", "corrective", "reconcile")
 Semantics = Literal["replay", "corrective", "reconcile"]
@@ -131,6 +132,9 @@ class BackfillIntent(BaseModel):
             raise refusal(f"conf reason is missing: say why this {semantics} backfill runs, e.g. {EXAMPLE}.")
         if len(value) > MAX_REASON:
             raise refusal(f"conf reason is longer than {MAX_REASON} characters: shorten it.")
+        invisible = invisible_problem(value, "conf reason")
+        if invisible is not None:
+            raise refusal(invisible)
         reason = value.strip()
         if CONTROL_CHARACTERS.search(reason):
             raise refusal(

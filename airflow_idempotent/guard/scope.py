@@ -8,6 +8,7 @@ every task decide "has this window closed?" for the same window, by the same rul
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -15,6 +16,14 @@ from airflow_idempotent.guard.config import GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.intent import BackfillIntent
 from airflow_idempotent.window import Window
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The windows a DAG's still-active backfills rewrite (counted as `rewritten` counts), and which."""
+
+    windows: int
+    backfill_ids: tuple[int, ...]
 
 
 def is_open(window: Window, now: datetime) -> bool:
@@ -39,12 +48,18 @@ def rewritten(config: GuardConfig, runs: int) -> int:
 
 
 def check_scope(
-    config: GuardConfig, intent: BackfillIntent | None, windows: Sequence[Window], now: datetime
+    config: GuardConfig,
+    intent: BackfillIntent | None,
+    windows: Sequence[Window],
+    now: datetime,
+    in_flight: InFlight | None = None,
 ) -> None:
     """Bounded scope: at most `cap` windows unless approved by count, and only closed windows.
 
     `intent` None (a dry run without a conf, whose approval is unknown) checks only the closing.
-    `now` is the wall clock of the request.
+    `now` is the wall clock of the request. `in_flight` is what the DAG's still-active backfills
+    rewrite (read under the DAG's row lock, `guard.enforce`): they count toward the cap too, and
+    an approval approves one backfill's own count only, never a second one beside it.
     """
     count = rewritten(config, len(windows))
     if count == 0:
@@ -54,6 +69,13 @@ def check_scope(
             f"this backfill covers {count} windows{_runs(config, len(windows))}, over the DAG's cap of "
             f"{config.cap}: split it, or approve "
             f'exactly this count by adding "approve_windows": {count} to the conf.'
+        )
+    if in_flight is not None and in_flight.windows and count + in_flight.windows > config.cap:
+        ids = ", ".join(str(i) for i in in_flight.backfill_ids)
+        raise GuardRefusal(
+            f"this backfill covers {count} windows and still-active backfill(s) {ids} of this DAG cover "
+            f"{in_flight.windows}: {count + in_flight.windows} windows in flight, over the DAG's cap of "
+            f"{config.cap}. Wait until they complete (or cancel them), then create this one."
         )
     open_windows = [window for window in windows if is_open(window, now)]
     if open_windows:

@@ -221,6 +221,9 @@ class HistoryStore:
     engine: Engine
     timeout: float = DEFAULT_TIMEOUT
     _MIGRATED_URLS: ClassVar[set[str]] = set()
+    #: One migration at a time in a process: the API server's request threads open the store at
+    #: once, and two Alembic upgrades side by side fail (KeyError, duplicate CREATE TABLE).
+    _MIGRATING: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def from_airflow(cls, conn_id: str = DEFAULT_CONN_ID, timeout: float = DEFAULT_TIMEOUT) -> HistoryStore:
@@ -236,6 +239,13 @@ class HistoryStore:
     def migrate(self) -> None:
         """Bring the schema to the latest Alembic revision (once per process and database)."""
         key = self.engine.url.render_as_string(hide_password=True)
+        if key in self._MIGRATED_URLS:
+            return
+        with self._MIGRATING:
+            self._migrate(key)
+
+    def _migrate(self, key: str) -> None:
+        """`migrate` under the process's migration lock."""
         if key in self._MIGRATED_URLS:
             return
         cls = ADAPTERS.get(self.engine.dialect.name)

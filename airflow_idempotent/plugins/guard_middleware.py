@@ -30,8 +30,8 @@ If the guard itself cannot decide (the metadata database does not answer), it an
 lets nothing through: a guard that opens when it breaks is not a guard.
 
 The caller is resolved by Airflow's own code (`HTTPBearer` + `get_user`): every credential form
-Airflow accepts (any case of `Bearer`, extra whitespace around the token, the UI's `_token`
-cookie) gets the guard's verdict, and a form Airflow refuses is left to Airflow's 401/403.
+Airflow accepts (any case of `Bearer`, then a space, extra whitespace around the token, the UI's
+`_token` cookie) gets the guard's verdict, and a form Airflow refuses is left to Airflow's 401/403.
 
 Bodies are bounded before anything else (no parsing, no authentication): a Content-Length or a
 streamed body over MAX_BODY (64 KB) is a 413, JSON nested deeper than MAX_DEPTH a 422.
@@ -80,8 +80,9 @@ async def airflow_caller(scope: Scope) -> Any | None:
     """The user Airflow will authenticate this request as, or None when Airflow answers 401/403.
 
     Airflow's own resolution, called rather than copied: its `HTTPBearer` reads the Authorization
-    header (scheme case-insensitive, the credentials stripped of surrounding whitespace, so
-    `Bearer` followed by two spaces or a tab still authenticates), and `get_user` prefers it to the
+    header (scheme case-insensitive, split from the token at the first space, the token stripped
+    of surrounding whitespace: `Bearer`, a space, then spaces or tabs authenticates; `Bearer` and
+    a tab without the space does not, Airflow answers 401), and `get_user` prefers it to the
     UI's `_token` cookie, exactly as every route of Airflow's REST API does.
     """
     from airflow.api_fastapi.core_api.security import bearer_scheme, get_user

@@ -221,3 +221,73 @@ def test_an_unguarded_dags_backfill_passes_untouched(cluster: AirflowCluster, wa
     assert (status, answer) == (422, {"detail": "Backfill cannot be executed for future dates."})
     status, answer = post(cluster, BACKFILLS, "no_such_dag", DECLARED, **days("2026-08-01", 2))
     assert status == 404, answer
+
+
+PLUGIN_CREATE = f"/idempotent/api/dags/{GUARDED}/backfills"
+
+
+def race(cluster: AirflowCluster, path: str, bodies: list[dict[str, Any]]) -> list[tuple[int, Any]]:
+    """Send every body to `path` at the same instant (one thread each, released by a barrier)."""
+    import threading
+
+    cluster.token()  # fetched once, before the race
+    gate = threading.Barrier(len(bodies))
+    answers: list[tuple[int, Any]] = [(0, None)] * len(bodies)
+
+    def send(i: int) -> None:
+        gate.wait()
+        answers[i] = cluster.call("POST", path, bodies[i], timeout=60)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_racing_creates_never_put_more_windows_in_flight_than_the_cap(
+    cluster: AirflowCluster, warehouse: sa.Engine
+) -> None:
+    """Rounds of 2 and of 4 simultaneous creates of 3 windows each (cap 5: any two are over it),
+    through Airflow's REST route and the plugin's create route, some overlapping, some not: per
+    round at most one is created, and the DAG runs created in the round's range never exceed the cap."""
+    cluster.request("PATCH", f"/api/v2/dags/{GUARDED}", {"is_paused": True})  # runs stay queued
+    cap, width = 5, 3
+    first = pendulum.datetime(2026, 3, 1, tz="UTC")
+    tally: dict[str, int] = {}
+    for number, (path, racers) in enumerate(
+        (path, racers) for path in (BACKFILLS, PLUGIN_CREATE) for racers in (2, 4, 2, 4)
+    ):
+        base = first.add(days=number * 2 * width)
+        bodies = []
+        for i in range(racers):  # racers 0 and 2 overlap, as do 1 and 3; 0 and 1 do not
+            start = base.add(days=(i % 2) * width)
+            window = {"from_date": start.isoformat(), "to_date": start.add(days=width - 1).isoformat()}
+            if path == BACKFILLS:
+                bodies.append({"dag_id": GUARDED, "dag_run_conf": DECLARED, **window})
+            else:
+                bodies.append({**DECLARED, **window})
+        answers = race(cluster, path, bodies)
+        created = [payload for status, payload in answers if status == 200]
+        for status, payload in answers:
+            detail = str(payload.get("detail", "")) if isinstance(payload, dict) else str(payload)
+            kind = f"{status} guard: windows in flight" if "windows in flight" in detail else str(status)
+            tally[kind] = tally.get(kind, 0) + 1
+        in_range = (
+            f"logical_date_gte={base.isoformat()}&logical_date_lte={base.add(days=2 * width).isoformat()}"
+        )
+        try:
+            assert all(status in (200, 409, 422) for status, _ in answers), answers
+            runs = cluster.request(
+                "GET",
+                f"/api/v2/dags/{GUARDED}/dagRuns?run_type=backfill&limit=100&"
+                + in_range.replace("+00:00", "Z"),
+            )["total_entries"]
+            assert runs <= cap, (number, answers)
+            assert len(created) == 1 and runs == width, (number, runs, answers)
+        finally:
+            for backfill in backfills(cluster, GUARDED):
+                if backfill["completed_at"] is None:
+                    cluster.request("PUT", f"{BACKFILLS}/{backfill['id']}/cancel")
+    print(f"racing creates: {tally}")

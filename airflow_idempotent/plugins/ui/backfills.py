@@ -23,10 +23,12 @@ from starlette.exceptions import HTTPException
 
 from airflow_idempotent.guard import GuardConfig, GuardRefusal, Thresholds
 from airflow_idempotent.guard.backfills import (
-    MAX_WINDOWS,
+    AirflowRuns,
+    TooManyWindows,
     airflow_decide,
     evaluate_backfill_request,
     guard_of,
+    info_list,
 )
 from airflow_idempotent.guard.killswitch import active_switches, clear_switch, set_switch
 from airflow_idempotent.guard.scope import rewritten
@@ -39,6 +41,20 @@ from airflow_idempotent.window import to_utc_datetime
 
 #: Windows a preview lists (a longer range is counted and refused over the cap, not listed).
 PREVIEW_LIST = 400
+#: The most windows a preview evaluates: a longer range is a 422 before any window is looked up.
+#: Above any cap in use, so the page still counts an over-cap range for its approval (the guard
+#: itself evaluates up to `guard.backfills.MAX_WINDOWS` in a create request).
+MAX_PREVIEW = 1_000
+
+
+def too_many_windows(config: GuardConfig | None) -> HTTPException:
+    """The 422 of a preview whose range holds more than MAX_PREVIEW windows."""
+    cap = f"; the DAG's cap is {config.cap}" if config is not None else ""
+    return HTTPException(
+        422,
+        f"this range holds more than {MAX_PREVIEW} windows, more than a preview evaluates{cap}: "
+        "narrow from_date..to_date (a backfill that long must be split anyway).",
+    )
 
 
 def dag_guard(dag: Any) -> tuple[GuardConfig | None, str | None]:
@@ -165,12 +181,7 @@ def _active_backfill_id(session: Session, dag_id: str) -> int | None:
 def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm) -> dict[str, Any]:
     """What creating this backfill of `dag` (the path's, `DagDep`) would do, creating nothing."""
     from airflow._shared.timezones import timezone as airflow_tz
-    from airflow.models.backfill import (
-        ReprocessBehavior,
-        _get_dag_run_no_create_reason,
-        _get_info_list,
-        _get_latest_dag_run_row_query,
-    )
+    from airflow.models.backfill import ReprocessBehavior
 
     dag_id = dag.dag_id
     config, invalid = dag_guard(dag)
@@ -208,18 +219,20 @@ def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm)
     infos: list[Any] = []
     if airflow_refusal is None:
         try:
-            infos = _get_info_list(
-                from_date=form.from_date, to_date=form.to_date, reverse=form.run_backwards, dag=dag
-            )
+            infos = info_list(dag, form.from_date, form.to_date, form.run_backwards, MAX_PREVIEW)
+        except TooManyWindows:
+            raise too_many_windows(config) from None
         except Exception as err:
             result["refusal"] = f"the DAG's timetable failed ({type(err).__name__}: {err})"
     result["total_in_range"] = len(infos)
+    runs = AirflowRuns(session, dag_id)
+    runs.prepare(infos)  # one query for every window's latest run
     will_run: dict[Any, bool] = {}  # (logical date, partition key) -> Airflow (re)runs it
     rows: list[dict[str, Any]] = []
-    for info in infos[: min(len(infos), MAX_WINDOWS)]:
+    for info in infos:
         key = (info.logical_date, info.partition_key)
-        run = session.scalar(_get_latest_dag_run_row_query(dag_id=dag_id, info=info))
-        reason = _get_dag_run_no_create_reason(run, behavior) if run is not None else None
+        run = runs.latest(info)
+        reason = runs.skip_reason(info, behavior)
         will_run[key] = reason is None
         if len(rows) < PREVIEW_LIST:
             row: dict[str, Any] = {
@@ -256,7 +269,9 @@ def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm)
         if result["over_cap"]:
             result["approval_needed"] = result["count"]
         try:
-            thresholds = config.thresholds.merged(_conf_thresholds(conf))
+            own = _conf_thresholds(conf)
+            config.check_measures(own, "conf thresholds")
+            thresholds = config.thresholds.merged(own)
             result["effective_thresholds"] = thresholds.__dict__ | {
                 "max_measure_abs_change": dict(thresholds.max_measure_abs_change),
                 "max_measure_rel_change": dict(thresholds.max_measure_rel_change),
@@ -270,6 +285,7 @@ def preview(session: Session, store: HistoryStore, dag: Any, form: BackfillForm)
             now=now,
             dry_run=False,
             will_run=lambda info, _behavior: will_run.get((info.logical_date, info.partition_key), True),
+            infos=infos,  # the timetable walked once per preview
         )
         result["refusal"] = str(refusal) if refusal is not None else None
     if airflow_refusal is None and infos and result["count"] == 0:

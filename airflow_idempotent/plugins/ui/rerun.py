@@ -11,20 +11,104 @@ is written.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
+from airflow_idempotent.guard import GuardConfig
 from airflow_idempotent.history.report import jsonable
 from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.plugins.ui.backfills import dag_guard
 from airflow_idempotent.plugins.ui.datamodels import RerunForm
 from airflow_idempotent.plugins.ui.dependencies import load_dag as serialized_dag
 from airflow_idempotent.preview import ConfRefusal, load_dag, preview_rerun
+from airflow_idempotent.window import Window, widest
 
 log = logging.getLogger(__name__)
+
+#: DAG files parsed at once for previews: a file that never finishes holds its slot, and once
+#: every slot is held the next preview is a 503 at once rather than one more stuck thread.
+PARSE_SLOTS = threading.BoundedSemaphore(2)
+#: The name of the threads that parse DAG files for previews (see `_QuietTimeout`).
+PARSE_THREAD = "idempotent-dag-parse"
+
+
+#: What Airflow's DagBag logs when it parses off the main thread (its signal handlers).
+QUIET_MESSAGES = (
+    "timeout can't be used in the current context",
+    "SIGSEGV signal handler registration failed",
+)
+
+
+class _QuietTimeout(logging.Filter):
+    """Airflow's DagBag arms a SIGALRM timeout (and a SIGSEGV handler), which only the main thread
+    may; off it, it logs a traceback for every parse. Our parse threads have their own timeout
+    (`parse_dag`): drop those."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            (record.threadName or "").startswith(PARSE_THREAD) and str(record.msg).startswith(QUIET_MESSAGES)
+        )
+
+
+logging.getLogger("airflow.dag_processing.importers.python_importer").addFilter(_QuietTimeout())
+
+
+def parse_timeout() -> float:
+    """How long a DAG file may take to parse: Airflow's own `core.dagbag_import_timeout`."""
+    from airflow.configuration import conf
+
+    return max(conf.getfloat("core", "dagbag_import_timeout", fallback=30.0), 1.0)
+
+
+def parse_dag(dag_id: str, path: Path, bundle_path: Path | None, bundle_name: str | None) -> Any:
+    """`load_dag` in a thread of its own, waited for at most `parse_timeout()` seconds (503 after
+    it): the request thread never runs a DAG file's top-level code, which may block forever."""
+    if not PARSE_SLOTS.acquire(blocking=False):
+        raise HTTPException(503, "the API server is busy parsing DAG files for previews: retry in a minute")
+    outcome: dict[str, Any] = {}
+
+    def parse() -> None:
+        try:
+            outcome["dag"] = load_dag(dag_id, path, bundle_path, bundle_name)
+        except BaseException as err:
+            outcome["error"] = err
+        finally:
+            PARSE_SLOTS.release()
+
+    thread = threading.Thread(target=parse, name=f"{PARSE_THREAD}-{dag_id}", daemon=True)
+    thread.start()
+    timeout = parse_timeout()
+    thread.join(timeout)
+    if thread.is_alive():
+        log.warning("parsing the DAG file of %s (%s) took longer than %g s", dag_id, path, timeout)
+        raise HTTPException(
+            503,
+            f"parsing the DAG file of {dag_id} took longer than {timeout:g} s (core.dagbag_import_timeout): "
+            "fix what its top-level code waits for.",
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["dag"]
+
+
+def check_width(served: Any, window: Window) -> None:
+    """Refuse (422) a window wider than the DAG's guard allows one backfill to rewrite: its
+    granularity times its cap (an unguarded DAG: the default guard's, a day times 31). The
+    preview stages the whole window against production, so its cost is bounded here."""
+    config = dag_guard(served)[0] or GuardConfig()
+    period = widest(config.granularity) or widest("day") or datetime.timedelta(days=1)
+    if window.end - window.start > period * config.cap:
+        raise HTTPException(
+            422,
+            f"the window {window.label()} is wider than {config.cap} periods of {config.granularity} "
+            f"(the DAG's guard cap times its granularity): preview at most that much at once.",
+        )
 
 
 def dag_files(session: Session, dag_id: str) -> list[tuple[Path, Path | None, str | None]]:
@@ -54,7 +138,7 @@ def dag_code(session: Session, served: Any) -> Any:
     for path, bundle_path, bundle_name in dag_files(session, dag_id):
         if path.is_file():
             try:
-                return load_dag(dag_id, path, bundle_path, bundle_name)
+                return parse_dag(dag_id, path, bundle_path, bundle_name)
             except LookupError as err:
                 raise HTTPException(503, f"the DAG file of {dag_id} does not define it here: {err}") from None
     raise HTTPException(
@@ -70,6 +154,7 @@ def rerun_preview(session: Session, store: HistoryStore, served: Any, form: Reru
     for a conf a run would refuse or an unknown task, 503 when it cannot run; per task its
     verdict, reasons and diff otherwise."""
     dag_id = served.dag_id
+    check_width(served, form.window())  # before the DAG file is parsed or anything staged
     dag = dag_code(session, served)
     if form.task_ids:
         unknown = sorted(set(form.task_ids) - {t.task_id for t in dag.tasks})

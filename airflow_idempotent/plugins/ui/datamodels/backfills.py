@@ -31,12 +31,16 @@ from airflow_idempotent.guard.intent import (
     Semantics,
 )
 from airflow_idempotent.plugins.ui.datamodels.common import Record, refuse
+from airflow_idempotent.text import invisible_problem
 from airflow_idempotent.window import to_utc_datetime
 
 BACKFILL_ID_RE = re.compile(r"^[0-9]{1,12}$")
 
 
 def _backfill_id(value: object) -> int:
+    """Digits (as text, or as the route's int convertor made them), at most 12 of them."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**12:
+        return value
     if isinstance(value, str) and BACKFILL_ID_RE.fullmatch(value):
         return int(value)
     raise refuse("expected a whole number")
@@ -59,11 +63,21 @@ def _text_ok(value: str) -> str:
     return value
 
 
-#: One line of free text: 1-500 characters, no control characters (shown escaped wherever shown).
+def _visible(value: Any) -> Any:
+    """No invisible format characters, their position counted in the text as sent."""
+    problem = invisible_problem(value, "the text") if isinstance(value, str) else None
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: One line of free text: 1-500 characters, no control characters (shown escaped wherever shown)
+#: and no invisible format characters (`airflow_idempotent.text`).
 PlainText = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON),
     AfterValidator(_text_ok),
+    BeforeValidator(_visible),  # listed last: the outermost, so it sees the text as sent
 ]
 
 

@@ -34,6 +34,8 @@ from airflow_idempotent.window import to_utc_datetime, window_of
 
 DIGITS_RE = re.compile(r"^[0-9]{1,6}$")
 DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: A day as the document shows it: the years the filters accept (1900-2999), as `_day` checks.
+DOCUMENTED_DAY_RE = re.compile(r"^(19[0-9]{2}|2[0-9]{3})-[0-9]{2}-[0-9]{2}$")
 MAP_INDEX_RE = re.compile(r"^(-1|[0-9]{1,6})$")
 #: What Airflow's UI leaves in an href when the task instance is not mapped.
 MAP_INDEX_PLACEHOLDER = "{MAP_INDEX}"
@@ -97,6 +99,10 @@ def documented(kind: str = "string", pattern: re.Pattern[str] | None = None, **s
     return WithJsonSchema({"type": kind, **({"pattern": pattern.pattern} if pattern else {}), **schema})
 
 
+#: A day query parameter's schema.
+DAY_DOC = documented(pattern=DOCUMENTED_DAY_RE, format="date")
+
+
 def _history_id(what: str, pattern: re.Pattern[str]) -> Any:
     return BeforeValidator(matching(pattern, f"not {what} (letters, digits, _ . - :)"))
 
@@ -117,10 +123,10 @@ class HistoryQuery(BaseModel):
         _history_id("a table, schema.table or conn_id:table", TABLE_RE),
         documented(pattern=TABLE_RE),
     ] = Field(None, description="table, schema.table or conn_id:table")
-    first: Annotated[date | None, BeforeValidator(_day), documented(pattern=DAY_RE, format="date")] = Field(
+    first: Annotated[date | None, BeforeValidator(_day), DAY_DOC] = Field(
         None, alias="from", description="first day YYYY-MM-DD (UTC), included"
     )
-    last: Annotated[date | None, BeforeValidator(_day), documented(pattern=DAY_RE, format="date")] = Field(
+    last: Annotated[date | None, BeforeValidator(_day), DAY_DOC] = Field(
         None, alias="to", description="last day YYYY-MM-DD (UTC), included"
     )
     flag: Annotated[str | None, BeforeValidator(_flag), documented(enum=list(FLAG_CHOICES))] = Field(
@@ -185,16 +191,17 @@ class AttemptQuery(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    # Both required, as the document says (a default would document them as optional).
     run_id: Annotated[
         str,
         BeforeValidator(matching(RUN_ID_RE, "not a run id (letters, digits, _ . ~ : + @ -)", True)),
         documented(pattern=RUN_ID_RE),
-    ] = Field("", validate_default=True)
+    ]
     task_id: Annotated[
         str,
         BeforeValidator(matching(TASK_ID_RE, "not a task id (letters, digits, _ . -)", True)),
         documented(pattern=TASK_ID_RE),
-    ] = Field("", validate_default=True)
+    ]
     map_index: Annotated[
         int, BeforeValidator(_map_index), documented("integer", minimum=-1, maximum=999_999)
     ] = Field(-1, description=f"-1 (default, also for {MAP_INDEX_PLACEHOLDER}) or the mapped index")

@@ -45,6 +45,8 @@ from airflow_idempotent.plugins.ui.security import (
 )
 
 router = APIRouter(prefix="/api/dags/{dag_id}", tags=["backfill"])
+#: The backfill id's routes match digits only (Starlette's int convertor), so that
+#: `GET .../backfills/preview` is the preview route's 405, not a 422 for a bad id.
 
 
 @router.get(
@@ -111,7 +113,7 @@ def api_create(
 
 
 @router.get(
-    "/backfills/{backfill_id}",
+    "/backfills/{backfill_id:int}",
     summary="A backfill's per-window status and diffs",
     dependencies=[READ_RUNS],
     response_model=BackfillStatus,
@@ -128,7 +130,7 @@ def api_status(
 
 
 @router.post(
-    "/backfills/{backfill_id}/stop",
+    "/backfills/{backfill_id:int}/stop",
     summary="Stop a backfill: kill switch, then pause",
     dependencies=[EDIT_RUNS, CSRF, Depends(audit("idempotent_stop_backfill"))],
     openapi_extra=body_doc(StopForm),
@@ -165,6 +167,7 @@ def api_clear(
     user: UserDep,
     form: Annotated[ClearForm, Depends(json_body(ClearForm))],
     store: StoreDep,
+    dag: DagDep,  # an unknown DAG is the documented 404, not a switch cleared for nothing
 ) -> dict[str, Any]:
     """`{"cleared": true}` when the switch was on. Global and DAG-wide switches are left alone
     (`airflow-idempotent resume`)."""
