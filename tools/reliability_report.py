@@ -296,6 +296,13 @@ def faults(cases: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _status_of_try(record: dict, try_number: int) -> str | None:
+    """The status of one try in a record's `attempts` (keyed by try number; JSON makes it a string)."""
+    attempts = record.get("attempts") or {}
+    entry = attempts.get(str(try_number)) or attempts.get(try_number) or {}
+    return entry.get("status")
+
+
 def _range(values: list[float], unit: str = "s") -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -325,8 +332,9 @@ def _measured(kind: str, sub: list[dict[str, Any]]) -> str:
     if kind == "zombie_beside_retry":
         return (
             f"retry's lock wait {_range([x.get('retry_lock_wait_seconds') for x in d])} "
-            f"(zombie held the lock 2 s inside its INSERT); history writes per window "
-            f"{sorted({x.get('history_writes') for x in d})}"
+            f"(zombie held the lock 2 s inside its INSERT, then was fenced: "
+            f"{sum(1 for x in d if _status_of_try(x, 1) == 'failed')} of {len(d)}); "
+            f"history writes per window {sorted({x.get('history_writes') for x in d})}"
         )
     if kind == "database_restart":
         return (

@@ -208,6 +208,7 @@ def check_idempotent(
     reset: Callable[[], None] | None = None,
     restore: bool = True,
     timeout: float = 300.0,
+    history: str = "throwaway",
 ) -> HarnessReport:
     """Run `subject` (a DAG, a task, or a DAG file) for `window` again and again; compare with one clean run.
 
@@ -231,6 +232,9 @@ def check_idempotent(
     :param reset: called before the clean run and every scenario instead of restoring the targets'
         snapshot (use it when the tasks also change tables that are not targets).
     :param restore: put the targets back as they were found when done (default True).
+    :param history: ``"throwaway"`` (default): the attempts record their history in a temporary
+        store that is deleted afterwards; ``"keep"``: in the tasks' own history store, for a test
+        that checks what history recorded of each crash and rerun.
     """
     from airflow.sdk import DAG
 
@@ -278,9 +282,12 @@ def check_idempotent(
             for snap in initial.values():
                 restore_table(own_engine, snap)
 
-    history = contextlib.ExitStack()
+    if history not in ("throwaway", "keep"):
+        raise HarnessError(f"history={history!r}: give 'throwaway' (the default) or 'keep'")
+    history_scope = contextlib.ExitStack()
     try:
-        history.enter_context(throwaway_history(ordered))
+        if history == "throwaway":
+            history_scope.enter_context(throwaway_history(ordered))
         reset_state()
         attempts, completed = runner.attempt("clean", 1, None)
         if not completed:
@@ -315,7 +322,7 @@ def check_idempotent(
                 note = f"{len(failures)} attempt(s) failed (not a planned crash): {failures[0].describe()}"
             results.append(ScenarioResult(scenario.name, scenario.crash_task, done, diffs, note))
     finally:
-        history.close()
+        history_scope.close()
         if restore:
             with contextlib.suppress(Exception):
                 for snap in initial.values():

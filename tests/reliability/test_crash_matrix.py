@@ -343,6 +343,7 @@ def test_crash_matrix(
         timeout=120,
         reset=lambda: reset(warehouse.engine),
         restore=False,
+        history="keep",  # judged below on what history recorded of every crash and rerun
     )
 
     broken: list[str] = []
