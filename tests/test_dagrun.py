@@ -45,12 +45,19 @@ def test_provider_is_registered(airflow_home: Path) -> None:
 
 @pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
 @pytest.mark.parametrize("dag_id", ["payouts_overwrite", "payouts_merge"])
-def test_dags_test_with_policy_from_conf(airflow_home: Path, warehouse: Any, dag_id: str) -> None:
+def test_dags_test_with_policy_from_conf(
+    airflow_home: Path, warehouse: Any, dag_id: str, tmp_path: Path
+) -> None:
     """A run's conf {"policy_version": "v2"} overrides the DAG param and reaches the SQL bound."""
     create_sales(warehouse.engine)
     create_payouts(warehouse.engine)
     simulate_crash(warehouse.engine, DAY, rows=1247)  # the DAG's CREATE TABLE task must keep this table
-    airflow("dags", "test", dag_id, DAY.isoformat(), "--conf", '{"policy_version": "v2"}')
+    # A history store of this test's own: with the session's, the other strategy's identical write of
+    # the day would make this one unchanged, and an unchanged window emits no asset event.
+    history = {
+        "AIRFLOW_CONN_IDEMPOTENT_HISTORY": json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "h.db")})
+    }
+    airflow("dags", "test", dag_id, DAY.isoformat(), "--conf", '{"policy_version": "v2"}', env=history)
     assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY, "v2")
     extra = latest_asset_event_extra("idempotent://warehouse/payouts")
     assert extra["window"] == "2026-08-25" and extra["policy_version"] == "v2"
