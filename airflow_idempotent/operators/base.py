@@ -211,6 +211,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             before_commit=lambda: self.check_kill_switch(
                 history, identity.dag_id, backfill, fail_closed=intent is not None, when="before commit"
             ),
+            attempt=identity.label(),
         )
         if guard is not None and (intent is not None or guard.always_stage):
             return self.guarded_execute(
