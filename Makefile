@@ -14,9 +14,20 @@ JOBS ?= $(shell nproc)
 # in a clean-clone run, so one more worker than cores. Its longest file (the guarded month) bounds it.
 E2E_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
-.PHONY: venv machine test lint release-check docs demo clean reliability
+.PHONY: venv machine spark-jars test lint release-check docs demo clean reliability
 
 venv: $(VENV)/.installed
+
+# The Spark test cluster's extra jars (Delta Lake), pinned in tools/spark-jars/pom.xml and copied
+# from Maven by Maven's own client into .cache/spark-jars, once (again when the POM changes).
+SPARK_JARS := .cache/spark-jars
+spark-jars: $(SPARK_JARS)/.copied
+
+$(SPARK_JARS)/.copied: tools/spark-jars/pom.xml
+	rm -rf $(SPARK_JARS)
+	mvn -B -q -f tools/spark-jars/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(abspath $(SPARK_JARS))
+	@touch $@
 
 # The Debian packages the suite drives (Chromium) and the local services it uses (PostgreSQL,
 # MariaDB, Redis): installed or started when missing or down (as root; otherwise it stops and
@@ -73,7 +84,7 @@ print(f"tests: {n - f - s} passed, {f} failed, {s} skipped")
 endef
 export SUMMARY
 
-test: venv machine
+test: venv machine spark-jars
 	@rm -rf $(RESULTS) $(RELIABILITY_RESULTS)
 	$(PYTEST) -n $(JOBS) --junitxml=$(RESULTS)/fast.xml -m "not dagrun and not e2e and not spark" tests
 	@n=0; for group in "dagrun tests -n $(JOBS)" "spark tests/spark" "e2e tests --ignore=tests/reliability/test_load.py --ignore=tests/e2e/test_celery_cluster.py -n $(E2E_JOBS) --dist loadfile" "e2e tests/e2e/test_celery_cluster.py tests/reliability/test_load.py"; do \

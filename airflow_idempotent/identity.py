@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
 
 
+#: How a write record's message names the commit's version in the table format (Delta's version).
+TABLE_VERSION_NOTE = "table version "
+
+
 class Counted(Protocol):
     """What a write did to its window: a WriteResult, a GuardedResult."""
 
@@ -37,13 +41,17 @@ def result_counts(result: Counted | None) -> dict[str, Any]:
     """A write's counts and checksum as history-record fields (none when nothing was written)."""
     if result is None:
         return {}
-    return {
+    counts: dict[str, Any] = {
         "rows_deleted": result.rows_deleted,
         "rows_inserted": result.rows_inserted,
         "rows_updated": result.rows_updated,
         "row_count": result.row_count,
         "checksum": result.checksum,
     }
+    version = getattr(result, "table_version", None)
+    if version is not None:  # a table format's own version of the commit (Delta), beside ours
+        counts["message"] = f"{TABLE_VERSION_NOTE}{version}"
+    return counts
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,11 @@ class AttemptIdentity:
             run_type=str(getattr(run_type, "value", run_type)) if run_type else None,
             code=CodeIdentity.of_task_instance(ti),
         )
+
+    def label(self) -> str:
+        """The attempt as one text, e.g. ``payouts/scheduled__2026-08-25/load/-1/try-2``: what a Delta
+        commit is tagged with, so a later try finds the commits of earlier ones by its prefix."""
+        return f"{self.dag_id}/{self.run_id}/{self.task_id}/{self.map_index}/try-{self.try_number}"
 
     def write_record(
         self,

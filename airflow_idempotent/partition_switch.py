@@ -47,7 +47,12 @@ from airflow_idempotent.adapters.spark import (
     SparkAdapter,
     SparkTableInfo,
 )
-from airflow_idempotent.errors import LockTimeoutError, RowsOutsideWindowError, SchemaError
+from airflow_idempotent.errors import (
+    LockTimeoutError,
+    RowsOutsideWindowError,
+    SchemaError,
+    UnsupportedConnectionError,
+)
 from airflow_idempotent.history import switches
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
@@ -55,6 +60,8 @@ from airflow_idempotent.window import Window
 
 log = logging.getLogger(__name__)
 
+#: Table formats with a transaction log of their own, whose partitions the switch must not move.
+TABLE_FORMATS = ("delta", "iceberg")
 #: The protocol's steps, in order, as `step_hook` sees them (the crash matrix kills at each).
 STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
 #: Called with each step's name as it is reached (tests, tracing); None in production.
@@ -84,6 +91,13 @@ def _days(window: Window) -> tuple[date, date]:
 
 
 def _check_table(info: SparkTableInfo, partition_column: str) -> str:
+    if info.provider in TABLE_FORMATS:
+        raise UnsupportedConnectionError(
+            f"{info.qualified} is a {info.provider} table: the partition switch (and the "
+            "guard over it) moves parquet partitions only. A Delta table is written by "
+            "PartitionOverwriteOperator and MergeOperator without a guard; the guard on Delta is not "
+            "built yet."
+        )
     part = info.column(partition_column, "partition_column")
     if [p.lower() for p in info.partition_columns] != [part.name.lower()]:
         raise SchemaError(

@@ -45,6 +45,9 @@ class WriteSpec:
     #: with lookback, the covered periods oldest first (`window.covered_windows`); `window` is then
     #: their span, and each period gets its own count and checksum (one history record each)
     periods: tuple[Window, ...] = ()
+    #: the writing attempt's identity (`AttemptIdentity.label`), for engines that tag their commit
+    #: with it (Delta's user metadata); empty outside a task
+    attempt: str = ""
 
     @property
     def lock_windows(self) -> Sequence[Window]:
@@ -216,7 +219,7 @@ def _overwrite_window(
     if inserted < 0:
         inserted = _count_source(adapter, conn, spec, params)
     if in_window != inserted:
-        _raise_outside(adapter, conn, spec, params, inserted - in_window)
+        raise_outside(adapter, conn, spec, params, inserted - in_window)
     result = WriteResult(
         "overwrite",
         spec.table,
@@ -234,7 +237,7 @@ def _overwrite_window(
     return result
 
 
-def _raise_outside(
+def raise_outside(
     adapter: EngineAdapter,
     conn: Connection,
     spec: WriteSpec,
@@ -315,8 +318,8 @@ def merge(
                 if counted and (int(row[3] or 0) or int(row[2] or 0) != source_rows):
                     check_keys(adapter, conn, spec, key_names, params)  # names them and raises
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, int(row[2] or 0)))
-                if outside:  # a flag: `_raise_outside` counts them for the refusal
-                    _raise_outside(adapter, conn, spec, params)
+                if outside:  # a flag: `raise_outside` counts them for the refusal
+                    raise_outside(adapter, conn, spec, params)
             # from here the database may refuse what the checks above left to it, and a row the
             # upsert would move out of another window (`stay_in_window`): what names them
             diagnosis.update(keys=key_names, params=params, info=info)
@@ -526,8 +529,8 @@ def check_keys(
             "Make the SELECT return one row per key (deduplicate, or add the missing key columns), "
             "and filter out NULL keys."
         )
-    if outside:  # the sample holds at most SAMPLE_SIZE + 1 keys: `_raise_outside` counts the rows
-        _raise_outside(adapter, conn, spec, params)
+    if outside:  # the sample holds at most SAMPLE_SIZE + 1 keys: `raise_outside` counts the rows
+        raise_outside(adapter, conn, spec, params)
 
 
 def name_refused_keys(

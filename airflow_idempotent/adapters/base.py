@@ -155,11 +155,15 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     def check_merge_supported(self, table: str) -> None:
         """Refuse a merge on an engine that cannot do one, before anything runs, naming the alternative."""
         if not self.supports_merge:
-            raise UnsupportedConnectionError(
-                f"MergeOperator cannot write {table!r} on {self.dialect}: {self.merge_refusal}. Use "
-                "PartitionOverwriteOperator (same sql, partition_column and window), which replaces the "
-                "window's partitions whole and is as safe to rerun."
-            )
+            raise self.merge_refused(table)
+
+    def merge_refused(self, table: str) -> UnsupportedConnectionError:
+        """The refusal of a merge into `table`, naming why (`merge_refusal`) and the alternative."""
+        return UnsupportedConnectionError(
+            f"MergeOperator cannot write {table!r} on {self.dialect}: {self.merge_refusal}. Use "
+            "PartitionOverwriteOperator (same sql, partition_column and window), which replaces the "
+            "window's partitions whole and is as safe to rerun."
+        )
 
     def check_lookback_supported(self, table: str, lookback: int) -> None:
         """Refuse a write with lookback on an engine that cannot do one, naming the alternative."""

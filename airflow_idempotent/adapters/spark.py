@@ -5,10 +5,12 @@ Reached with an Airflow `spark_connect` connection (the apache-spark provider's 
 by the provider's `SparkConnectHook` and opened with pyspark's `SparkSession.builder.remote()`.
 
 What the engine cannot do is declared in flags the base and the strategies read:
-- no multi-statement transactions (`supports_transactions = False`): an overwrite is the
+- no multi-statement transactions (`supports_transactions = False`): the writes go by the target's
+  table format (`airflow_idempotent.spark.writes`): a Delta table commits the window itself (one
+  REPLACE WHERE or MERGE INTO commit, `airflow_idempotent.spark.delta`); a parquet table gets the
   crash-safe partition switch of `airflow_idempotent.partition_switch`, not DELETE + INSERT;
-- no MERGE/DELETE/UPDATE on the parquet tables of Spark's catalog (`supports_merge = False`):
-  a MergeOperator is refused before anything runs, naming PartitionOverwriteOperator;
+- no MERGE/DELETE/UPDATE on the parquet tables of Spark's catalog: a MergeOperator on one is
+  refused once the catalog names its format, before anything is written (`merge_refusal`);
 - no lock of its own (`has_native_lock = False`): the (table, window) lock is held in the
   history store.
 
@@ -25,7 +27,8 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from sqlglot import exp
@@ -82,20 +85,49 @@ def conn_type_at_parse(conn_id: str) -> str | None:
         return None
 
 
-def check_merge_at_parse(conn_id: str, table: str) -> None:
-    """Refuse a MergeOperator on a Spark connection when the DAG is parsed, where that is known.
-
-    See `conn_type_at_parse`: otherwise the same refusal comes first in MergeOperator.execute.
-    """
-    if conn_type_at_parse(conn_id) == CONN_TYPE:
-        SparkAdapter(SparkEngine("", conn_id)).check_merge_supported(table)
-
-
 def check_lookback_at_parse(conn_id: str, table: str, lookback: int) -> None:
-    """Refuse lookback on a Spark connection when the DAG is parsed, where that is known (as
-    `check_merge_at_parse`); otherwise the same refusal comes before the write."""
+    """Refuse lookback on a Spark connection when the DAG is parsed, where that is known; otherwise
+    the same refusal comes before the write."""
     if lookback and conn_type_at_parse(conn_id) == CONN_TYPE:
         SparkAdapter(SparkEngine("", conn_id)).check_lookback_supported(table, lookback)
+
+
+def spark_literal(value: Any) -> exp.Expr:
+    """`value` as a typed Spark SQL literal (sqlglot escapes strings): what a bound parameter would be."""
+    if value is None:
+        return exp.null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, (int, Decimal)):
+        return exp.Literal.number(str(value))
+    if isinstance(value, float):
+        return exp.Literal.number(repr(value))
+    if isinstance(value, datetime):
+        kind = "TIMESTAMP" if value.tzinfo is not None else "TIMESTAMP_NTZ"
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), kind, dialect="spark")
+    if isinstance(value, date):
+        return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    raise SchemaError(
+        f"parameter value {value!r} of type {type(value).__name__} cannot be passed to Spark: use a "
+        "string, number, date, timestamp, boolean or None."
+    )
+
+
+def inline_params(query: str, params: Mapping[str, Any]) -> str:
+    """`query` with each `:name` of `params` replaced by its value as a literal (`spark_literal`)."""
+    import sqlglot
+
+    literals = {name: spark_literal(value) for name, value in params.items()}
+
+    def bind(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder) and node.name in literals:
+            return literals[node.name].copy()
+        return node
+
+    tree = sqlglot.parse_one(query, read="spark")
+    return tree.transform(bind).sql(dialect="spark")
 
 
 class SparkResult:
@@ -139,9 +171,15 @@ class SparkConnection:
     session_id: str
 
     def sql(self, query: str, params: Mapping[str, Any] | None = None) -> SparkResult:
-        """Run (commands) or plan (queries) one statement with named parameters bound."""
-        args = dict(params or {})
-        return SparkResult(self.session.sql(query, args=args) if args else self.session.sql(query))
+        """Run (commands) or plan (queries) one statement, its `:name` parameters as literals.
+
+        Spark 4.1 binds parameters in its parser, and a session extension's parser that wraps it
+        (Delta's, Iceberg's) drops them, so `spark.sql(q, args)` fails with UNBOUND_SQL_PARAMETER
+        there (delta-io/delta#7640; the legacy analyzer binding rescues commands, not queries). The
+        values are therefore written into the statement by sqlglot (`inline_params`), typed and
+        escaped, never formatted as text; a statement without parameters is sent as it is."""
+        text = inline_params(query, params) if params else query
+        return SparkResult(self.session.sql(text))
 
 
 class SparkEngine:
@@ -191,12 +229,13 @@ class SparkAdapter(EngineAdapter):
     dialect = "spark"
     # no upsert_style and no lock_style: Spark has neither an upsert nor a lock to offer
     supports_transactions: ClassVar[bool] = False
-    supports_merge: ClassVar[bool] = False
+    # merge by table format: Delta tables merge, parquet tables are refused (`spark.writes.merge`)
+    supports_merge: ClassVar[bool] = True
     has_native_lock: ClassVar[bool] = False
     hosts_history_store: ClassVar[bool] = False
     merge_refusal: ClassVar[str] = (
-        "Spark refuses MERGE INTO, DELETE and UPDATE on the parquet tables of its catalog (they need "
-        "Delta Lake or Iceberg, which this cluster does not have), so a merge cannot be done safely"
+        "it is a parquet table, on which Spark refuses MERGE INTO, DELETE and UPDATE (a Delta Lake "
+        "table takes them: CREATE TABLE .. USING delta), so a merge cannot be done safely"
     )
     supports_lookback: ClassVar[bool] = False
     lookback_refusal: ClassVar[str] = (

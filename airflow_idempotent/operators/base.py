@@ -233,7 +233,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             )
             fence.check()  # the last word: a newer attempt of this task instance started writing
 
-        spec = dataclasses.replace(spec, before_commit=before_commit)
+        spec = dataclasses.replace(spec, before_commit=before_commit, attempt=identity.label())
         try:
             fence.take()
             return self.fenced_execute(

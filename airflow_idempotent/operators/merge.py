@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_idempotent.adapters.base import EngineAdapter
-from airflow_idempotent.adapters.spark import check_merge_at_parse
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators.base import WindowWriteOperator
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec, merge
@@ -18,7 +17,8 @@ if TYPE_CHECKING:
 class MergeOperator(WindowWriteOperator):
     """Upsert the SELECT's rows into `table` on `key_columns`.
 
-    ON CONFLICT on PostgreSQL, SQLite and DuckDB; ON DUPLICATE KEY UPDATE on MariaDB/MySQL.
+    ON CONFLICT on PostgreSQL, SQLite and DuckDB; ON DUPLICATE KEY UPDATE on MariaDB/MySQL; one
+    MERGE INTO commit on a Delta table through Spark Connect (parquet tables are refused).
     A source with duplicate or NULL keys (or, with a partition_column, rows outside the window)
     is refused before anything is written, naming the offending keys. With
     `delete_missing=True` the window's rows whose key the source no longer has are deleted
@@ -32,7 +32,6 @@ class MergeOperator(WindowWriteOperator):
         if not self.key_columns:
             raise ValueError("MergeOperator needs key_columns, e.g. key_columns=['sale_id'].")
         self.delete_missing = delete_missing
-        check_merge_at_parse(self.conn_id, self.table)  # a Spark connection known at parse time
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Refuse an engine that cannot merge before anything runs (the lint, the kill switch, a query).
@@ -54,4 +53,8 @@ class MergeOperator(WindowWriteOperator):
         return {"rows_inserted": period.row_count - period.rows_before}
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
+        if not adapter.supports_transactions:  # Spark: MERGE INTO on a Delta table, parquet refused
+            from airflow_idempotent.spark import writes
+
+            return writes.merge(adapter, spec, self.key_columns, self.delete_missing)  # type: ignore[arg-type]
         return merge(adapter, spec, self.key_columns, self.delete_missing)

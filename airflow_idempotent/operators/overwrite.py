@@ -27,10 +27,9 @@ class PartitionOverwriteOperator(WindowWriteOperator):
         return {"rows_deleted": period.rows_before, "rows_inserted": period.row_count, "rows_updated": 0}
 
     def write(self, adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:
-        if not adapter.supports_transactions:  # Spark: stage, verify, switch partitions in the catalog
-            from airflow_idempotent.history.store import HistoryStore
-            from airflow_idempotent.partition_switch import overwrite_by_switch
+        if not adapter.supports_transactions:  # Spark: by table format (Delta commit, parquet switch)
+            from airflow_idempotent.spark import writes
 
-            store = HistoryStore.from_airflow(self.history_conn_id)
-            return overwrite_by_switch(adapter, spec, store, f"{self.conn_id}:{self.table}")  # type: ignore[arg-type]
+            target = f"{self.conn_id}:{self.table}"
+            return writes.overwrite(adapter, spec, self.history_conn_id, target)  # type: ignore[arg-type]
         return overwrite(adapter, spec)

@@ -6,8 +6,11 @@
 
 One master, `workers` workers (1 core, 1g each) and a Spark Connect server (Hive catalog with its
 own warehouse directory and embedded Derby metastore) attached to the master, every port a free
-loopback port. Each process runs in a process group of its own (a worker's executor JVMs are in
-its group), is ready when its log says so, and is stopped by its group: SIGTERM, then SIGKILL.
+loopback port. Given Delta Lake's jars (`delta_jars`: `make spark-jars` copies them from Maven), the
+server also loads Delta's session extension and catalog (`DELTA_CONF`), so one cluster serves
+tables created `USING parquet` and `USING delta`. Each process runs in a process group of its own
+(a worker's executor JVMs are in its group), is ready when its log says so, and is stopped by its
+group: SIGTERM, then SIGKILL.
 
 Needs `pip install 'airflow-idempotent[spark]'` and a Java 17+ runtime (`java` on PATH or JAVA_HOME).
 """
@@ -22,7 +25,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -30,7 +33,7 @@ from typing import Any
 
 from airflow_idempotent.testing.ports import free_port
 
-__all__ = ["ClusterError", "SparkCluster", "spark_home"]
+__all__ = ["DELTA_CONF", "ClusterError", "SparkCluster", "delta_jars", "spark_home"]
 
 #: How long a process may take to print its ready line.
 READY_TIMEOUT = 120.0
@@ -38,6 +41,21 @@ MASTER_READY = "I have been elected leader"
 WORKER_READY = "Successfully registered with master"
 CONNECT_READY = "Spark Connect server started"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: The Connect server's conf for Delta Lake: its SQL (REPLACE WHERE, MERGE INTO, time travel) and
+#: its catalog in place of the session catalog, which still serves the parquet tables.
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Spark 4.1 binds parameters in its parser, and Delta's parser (which wraps it) drops them: every
+    # `spark.sql(q, args)` fails UNBOUND_SQL_PARAMETER (delta-io/delta#7640) unless parameters are
+    # bound by the analyzer as before 4.1
+    "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
+    # a table's state is rebuilt from its log in this many tasks (Delta's default, 50, is for big
+    # clusters: on two 1-core executors each snapshot and time travel cost a 50-task stage)
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+#: Where `make spark-jars` puts the pinned jars (tools/spark-jars/pom.xml), from the repository root.
+SPARK_JARS_DIR = ".cache/spark-jars"
 
 
 class ClusterError(RuntimeError):
@@ -51,6 +69,17 @@ def spark_home() -> Path:
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ClusterError("pyspark is not installed: pip install 'airflow-idempotent[spark]'") from err
     return Path(pyspark.__file__).parent
+
+
+def delta_jars(directory: str | Path) -> list[Path]:
+    """Delta Lake's jars in `directory` (filled by `make spark-jars`); refuses a folder without them."""
+    jars = sorted(Path(directory).glob("*.jar"))
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise ClusterError(
+            f"no Delta Lake jars in {directory}: run `make spark-jars` (Maven copies the versions pinned "
+            "in tools/spark-jars/pom.xml there)"
+        )
+    return jars
 
 
 def java_home() -> str | None:
@@ -179,8 +208,12 @@ class SparkCluster:
         driver_memory: str = "1g",
         ready_timeout: float = READY_TIMEOUT,
         extra_conf: dict[str, str] | None = None,
+        jars: Sequence[str | Path] = (),
     ) -> SparkCluster:
-        """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it."""
+        """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it.
+
+        `jars` go on the Connect server's and its executors' class path (`--jars`); with Delta's
+        (`delta_jars`), pass `extra_conf=DELTA_CONF`."""
         base = Path(base_dir).resolve()
         base.mkdir(parents=True, exist_ok=True)
         cluster = cls(
@@ -190,7 +223,7 @@ class SparkCluster:
             warehouse_dir=base / "warehouse",
         )
         try:
-            cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {})
+            cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {}, jars)
         except BaseException:
             cluster.stop()
             raise
@@ -230,7 +263,13 @@ class SparkCluster:
         return daemon
 
     def _start(
-        self, workers: int, worker_memory: str, driver_memory: str, timeout: float, extra: dict[str, str]
+        self,
+        workers: int,
+        worker_memory: str,
+        driver_memory: str,
+        timeout: float,
+        extra: dict[str, str],
+        jars: Sequence[str | Path] = (),
     ) -> None:
         for sub in ("logs", "local", "conf", "work", "metastore"):
             (self.base_dir / sub).mkdir(exist_ok=True)
@@ -295,6 +334,8 @@ class SparkCluster:
             **extra,
         }
         args = ["org.apache.spark.deploy.SparkSubmit", "--master", self.master_url, "--class", CONNECT_CLASS]
+        if jars:
+            args += ["--jars", ",".join(str(Path(j).resolve()) for j in jars)]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         args.append("spark-internal")

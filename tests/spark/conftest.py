@@ -1,9 +1,11 @@
 """The session's Spark cluster: a master, two workers and a Spark Connect server on free ports.
 
 Started once, lazily (only when a selected test asks for it), stopped by process group at the
-end of the session. Tests marked `spark` use it through the fixtures below. Set
-IDEM_SPARK_CLUSTER_DIR to the base directory of a cluster already running (development) to use
-it instead; the tests that kill the Connect server then skip.
+end of the session. Its Connect server loads Delta Lake (the jars `make spark-jars` copies into
+.cache/spark-jars, or IDEM_SPARK_JARS), so parquet and Delta tables live in one catalog. Tests
+marked `spark` use it through the fixtures below. Set IDEM_SPARK_CLUSTER_DIR to the base
+directory of a cluster already running (development) to use it instead; the tests that kill the
+Connect server then skip.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent.testing.spark_cluster import SparkCluster
+from airflow_idempotent.testing.spark_cluster import DELTA_CONF, SPARK_JARS_DIR, SparkCluster, delta_jars
 from tests.reliability.conftest import SEED_ENV, Recorder, recording
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
         yield SparkCluster.attach(attach)
         return
     began = time.monotonic()
-    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or os.path.join(root, SPARK_JARS_DIR))
+    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"), extra_conf=DELTA_CONF, jars=jars)
     log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
     try:
         yield cluster

@@ -74,8 +74,7 @@ def day_figures(spark: Any, table: str, day: date) -> tuple[int, int, Decimal]:
     spark.sql(f"REFRESH TABLE {table}")
     row = spark.sql(
         f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k, coalesce(sum(amount_eur), 0) AS s "
-        f"FROM {table} WHERE sale_date = :d",
-        args={"d": day},
+        f"FROM {table} WHERE sale_date = DATE'{day.isoformat()}'"
     ).collect()[0]
     return int(row["n"]), int(row["k"]), Decimal(row["s"])
 

@@ -115,18 +115,24 @@ def test_rows_outside_the_window_are_refused_and_nothing_changes(spark, spark_co
     assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
 
 
-def test_merge_is_refused_before_anything_runs(spark, spark_conn) -> None:
-    """The connection is in the environment here, so the refusal comes when the DAG is parsed."""
+def test_merge_into_a_parquet_table_is_refused_with_nothing_written(spark, spark_conn) -> None:
+    """Spark refuses MERGE INTO on parquet: the catalog names the format, the merge is refused
+    before any write, naming the operator that does write such a table."""
+    table = "payouts_parquet_merge"
+    create_payouts(spark, table)
+    operator(spark_conn, table).execute(context(DAY))
+    before = all_days(spark, table)
     with pytest.raises(UnsupportedConnectionError, match="PartitionOverwriteOperator") as err:
         MergeOperator(
             task_id="merge_payouts",
             conn_id=spark_conn,
-            table="payouts_never_created",
+            table=table,
             key_columns=["sale_id"],
             partition_column="sale_date",
             sql=PAYOUT_SQL,
+            parameters={"policy_version": "v2"},
             granularity="day",
             emit_asset=False,
         ).execute(context(DAY))
     assert "parquet" in str(err.value)
-    assert not spark.catalog.tableExists("payouts_never_created")
+    assert all_days(spark, table) == before == {DAY: day_truth(DAY)}

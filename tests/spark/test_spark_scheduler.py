@@ -110,8 +110,7 @@ def files(client: Any, days: list[date]) -> dict[date, set[str]]:
     client.sql(f"REFRESH TABLE {TABLE}")
     rows = client.sql(
         f"SELECT DISTINCT sale_date, _metadata.file_path AS path FROM {TABLE} WHERE sale_date IN "
-        f"({', '.join(f':d{n}' for n in range(len(days)))})",
-        args={f"d{n}": day for n, day in enumerate(days)},
+        f"({', '.join(repr(day.isoformat()) for day in days)})"
     ).collect()
     out: dict[date, set[str]] = {day: set() for day in days}
     for row in rows:

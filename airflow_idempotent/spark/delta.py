@@ -1,0 +1,393 @@
+"""Delta Lake tables on Spark: each window written by ONE commit of the engine's own.
+
+- Overwrite: ``INSERT INTO t REPLACE WHERE <window> SELECT ..``: the window's old rows go and the
+  SELECT's rows come in one commit; an empty SELECT empties the window, a month is replaced whole,
+  on any column (partition or not, DATE or TIMESTAMP). Delta refuses the commit when a row falls
+  outside the predicate (its constraint check, switched on for the statement); the provider then
+  names those rows as on the SQL engines (`strategies.raise_outside`), and nothing was committed.
+- Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, after one pass over the
+  source that refuses repeated or NULL keys and rows outside the window (`strategies.check_keys`)
+  and one that refuses keys the table holds in another window (`strategies.raise_held_outside`),
+  since Delta inserts a repeated key that matches nothing twice and cannot see another window.
+  `delete_missing` is ``WHEN NOT MATCHED BY SOURCE AND <window on t> THEN DELETE``, in that commit.
+
+Each commit carries the attempt's identity as its user metadata (`commit_tag`), so the commit is
+found in the table's history by its tag, not as "the latest" (another window may commit between),
+and a rerun after a crash can tell whether an earlier try's commit landed (`tagged_commits`). The
+count and checksum are read from that commit's version (``VERSION AS OF``), never a later state,
+and the version is returned with the result (history records it with the write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import SOURCE_ALIAS
+from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
+from airflow_idempotent.adapters.spark import SparkAdapter, SparkConnection, SparkTableInfo
+from airflow_idempotent.errors import LockTimeoutError, SchemaError
+from airflow_idempotent.strategies import (
+    WriteResult,
+    WriteSpec,
+    check_keys,
+    prepare,
+    raise_held_outside,
+    raise_outside,
+    window_binds,
+)
+
+log = logging.getLogger(__name__)
+
+#: The catalog's provider of a Delta table (DESCRIBE TABLE EXTENDED's "Provider").
+DELTA = "delta"
+#: The session conf whose value Delta writes into the commit's `userMetadata`.
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+#: Delta's check that REPLACE WHERE's rows match its predicate (on by default; forced on here).
+CONSTRAINT_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+#: The error condition of that check: a row outside the window.
+REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"
+#: Conflicts of Delta's optimistic concurrency: another commit touched what this one read.
+CONCURRENT = ("DELTA_CONCURRENT", "ConcurrentAppendException", "ConcurrentDeleteReadException")
+#: How many commits back the table's history is searched for a tag.
+HISTORY_DEPTH = 100
+
+
+def is_delta(info: SparkTableInfo) -> bool:
+    return info.provider == DELTA
+
+
+def commit_tag(attempt: str, window: str) -> str:
+    """The commit's user metadata: the attempt's identity, the window and a nonce (one per
+    statement), as JSON, so a search of the history finds exactly this statement's commit."""
+    return json.dumps(
+        {"airflow_idempotent": {"attempt": attempt, "window": window, "nonce": uuid.uuid4().hex}},
+        sort_keys=True,
+    )
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a Delta table, as DESCRIBE HISTORY shows it."""
+
+    version: int
+    read_version: int | None
+    operation: str
+    metrics: Mapping[str, str]
+    user_metadata: str | None
+
+    def metric(self, name: str) -> int:
+        return int(self.metrics.get(name) or 0)
+
+
+def history(
+    conn: SparkConnection, adapter: SparkAdapter, table: str, depth: int = HISTORY_DEPTH
+) -> list[Commit]:
+    """The table's last `depth` commits, newest first."""
+    rows = conn.session.sql(f"DESCRIBE HISTORY {adapter.qualified(table)} LIMIT {int(depth)}").collect()
+    return [
+        Commit(
+            version=int(r["version"]),
+            read_version=None if r["readVersion"] is None else int(r["readVersion"]),
+            operation=str(r["operation"]),
+            metrics=dict(r["operationMetrics"] or {}),
+            user_metadata=r["userMetadata"],
+        )
+        for r in rows
+    ]
+
+
+def tagged_commits(
+    conn: SparkConnection, adapter: SparkAdapter, table: str, attempt_prefix: str
+) -> list[Commit]:
+    """The recent commits whose tag names an attempt starting with `attempt_prefix` (newest first):
+    what a rerun asks to know whether an earlier try's commit landed."""
+    found = []
+    for commit in history(conn, adapter, table):
+        try:
+            tag = json.loads(commit.user_metadata or "")["airflow_idempotent"]
+        except (ValueError, TypeError, KeyError):
+            continue
+        if str(tag.get("attempt", "")).startswith(attempt_prefix):
+            found.append(commit)
+    return found
+
+
+def commit_of(conn: SparkConnection, adapter: SparkAdapter, table: str, tag: str) -> Commit:
+    """The commit this statement made, found by its tag."""
+    for commit in history(conn, adapter, table):
+        if commit.user_metadata == tag:
+            return commit
+    raise SchemaError(
+        f"the commit of this write is not among the last {HISTORY_DEPTH} commits of {table}: more than "
+        f"{HISTORY_DEPTH} commits landed since; its count and checksum cannot be read from its version."
+    )
+
+
+@contextlib.contextmanager
+def tagged(conn: SparkConnection, tag: str) -> Iterator[None]:
+    """The session's next commits carry `tag`, with REPLACE WHERE's row check on; unset after."""
+    conf = conn.session.conf
+    conf.set(USER_METADATA, tag)
+    conf.set(CONSTRAINT_CHECK, "true")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            conf.unset(USER_METADATA)
+
+
+def at_version(select: exp.Select, version: int) -> exp.Select:
+    """`select` (over one table) reading the table as of `version` (Delta's time travel)."""
+    out = select.copy()
+    table = out.find(exp.Table)
+    assert table is not None
+    table.set("version", exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(version)))
+    return out
+
+
+def check_delta(adapter: SparkAdapter, info: SparkTableInfo) -> None:
+    if not is_delta(info):
+        raise SchemaError(f"{info.qualified} is a {info.provider or 'non-Delta'} table, not a Delta table.")
+
+
+def replace_where(
+    adapter: SparkAdapter,
+    info: SparkTableInfo,
+    columns: Sequence[str],
+    spec: WriteSpec,
+) -> str:
+    """INSERT INTO t REPLACE WHERE <window> SELECT <every column of t, in t's order> FROM (query).
+
+    REPLACE WHERE takes no column list: the SELECT gives the target's columns by position, each
+    cast to the target's type, NULL for a column the query does not produce."""
+    assert spec.partition_column is not None
+    types = info.spark_types or {}
+    produced = {c.lower() for c in columns}
+    projections = []
+    for col in info.columns.values():
+        kind = exp.DataType.build(types[col.name.lower()], dialect="spark")
+        value = adapter.column(col.name, SOURCE_ALIAS) if col.name.lower() in produced else exp.null()
+        projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
+    select = exp.select(*projections).from_(adapter.source(spec.query))
+    predicate = adapter.render(adapter.in_window(spec.partition_column))
+    return f"INSERT INTO {adapter.qualified(spec.table)} REPLACE WHERE {predicate} {adapter.render(select)}"
+
+
+def merge_into(
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    delete_missing: bool,
+) -> str:
+    """MERGE INTO t USING (query) ON keys [AND <window on t>]: update matched rows, insert the rest,
+    and with `delete_missing` delete the window's rows the source lacks."""
+    target = adapter.table(spec.table, TARGET_ALIAS)
+    on: exp.Expr = exp.and_(
+        *[
+            exp.EQ(this=adapter.column(k, TARGET_ALIAS), expression=adapter.column(k, SOURCE_ALIAS))
+            for k in keys
+        ]
+    )
+    window = None
+    if spec.partition_column is not None:
+        window = adapter.in_window(spec.partition_column, TARGET_ALIAS)
+        on = exp.and_(on, window.copy())
+    settable = [c for c in columns if c.lower() not in {k.lower() for k in keys}]
+    sets = ", ".join(
+        f"{adapter.ident(c)} = {adapter.render(adapter.column(c, SOURCE_ALIAS))}" for c in settable
+    )
+    names = ", ".join(adapter.ident(c) for c in columns)
+    values = ", ".join(adapter.render(adapter.column(c, SOURCE_ALIAS)) for c in columns)
+    parts = [
+        f"MERGE INTO {adapter.render(target)} USING {adapter.render(adapter.source(spec.query))} "
+        f"ON {adapter.render(on)}"
+    ]
+    if sets:
+        parts.append(f"WHEN MATCHED THEN UPDATE SET {sets}")
+    parts.append(f"WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})")
+    if delete_missing:
+        assert window is not None
+        parts.append(f"WHEN NOT MATCHED BY SOURCE AND {adapter.render(window)} THEN DELETE")
+    return " ".join(parts)
+
+
+def _commit(
+    conn: SparkConnection, statement: str, params: Mapping[str, Any], tag: str, timeout: float
+) -> None:
+    """Run the committing statement, tagged; a conflict with a concurrent commit (Delta's optimistic
+    concurrency) is retried until `timeout`, as a lock wait would be."""
+    deadline = time.monotonic() + timeout
+    pause = 0.2
+    while True:
+        try:
+            with tagged(conn, tag):
+                conn.sql(statement, params)
+            return
+        except Exception as err:
+            if not any(mark in str(err) for mark in CONCURRENT):
+                raise
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(
+                    f"the Delta commit kept conflicting with concurrent commits for {timeout:g} s "
+                    f"(last: {str(err).splitlines()[0]}): rerun the task, or raise lock_timeout."
+                ) from err
+            log.warning(
+                "Delta commit conflicted with a concurrent one, retrying: %s", str(err).splitlines()[0]
+            )
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def _window_stats(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    commit: Commit,
+    window_only: Mapping[str, Any],
+) -> tuple[int, str | None, int]:
+    """The window's rows and checksum at the commit's version, and its rows at the version the
+    commit read (what it replaced): both from the table's log, never a later state."""
+    assert spec.partition_column is not None
+    if spec.checksum:
+        query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
+        count, total = adapter.execute(conn, at_version(query, commit.version), window_only).one()
+        checksum: str | None = adapter.checksum_text(int(count), total)
+    else:
+        query = adapter.count_window(spec.table, spec.partition_column)
+        count = adapter.execute(conn, at_version(query, commit.version), window_only).scalar_one()
+        checksum = None
+    before = 0
+    if commit.read_version is not None:
+        counting = at_version(adapter.count_window(spec.table, spec.partition_column), commit.read_version)
+        before = int(adapter.execute(conn, counting, window_only).scalar_one())
+    return int(count), checksum, before
+
+
+@dataclass(frozen=True)
+class DeltaResult(WriteResult):
+    """A write's result with the Delta version of its commit."""
+
+    table_version: int | None = None
+
+
+def earlier_commits(conn: SparkConnection, adapter: SparkAdapter, spec: WriteSpec) -> None:
+    """On a retry, log the commits earlier tries of this task made in this run (by their tags): a
+    try that died after its commit landed shows here, and this try replaces the window again."""
+    head, _, try_part = spec.attempt.rpartition("/try-")
+    if not head or try_part == "1":
+        return
+    for commit in tagged_commits(conn, adapter, spec.table, f"{head}/try-"):
+        log.warning(
+            "an earlier try of this task committed %s as Delta version %d", spec.table, commit.version
+        )
+
+
+def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> DeltaResult:
+    """Replace the window of a Delta table by the SELECT's rows in one REPLACE WHERE commit."""
+    if spec.partition_column is None:
+        raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
+    info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+    assert isinstance(info, SparkTableInfo)
+    check_delta(adapter, info)
+    if spec.before_commit is not None:
+        spec.before_commit()  # the statement is the commit: the kill switch's last word is now
+    earlier_commits(conn, adapter, spec)
+    tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+    try:
+        statement = replace_where(adapter, info, columns, spec)
+        _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+    except Exception as err:
+        if REPLACE_WHERE_MISMATCH in str(err):  # refused by Delta, nothing committed: name the rows
+            raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
+        raise
+    commit = commit_of(conn, adapter, spec.table, tag)
+    row_count, checksum, before = _window_stats(adapter, conn, spec, info, commit, window_binds(params))
+    log.info(
+        "replaced %s window %s in Delta commit %d: %d rows by %d",
+        spec.table,
+        spec.window.label(),
+        commit.version,
+        before,
+        row_count,
+    )
+    return DeltaResult(
+        "overwrite",
+        spec.table,
+        spec.window.label(),
+        before,
+        row_count,
+        0,
+        row_count,
+        row_count if spec.checksum else None,
+        checksum,
+        table_version=commit.version,
+    )
+
+
+def merge(
+    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
+) -> DeltaResult:
+    """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
+    if delete_missing and spec.partition_column is None:
+        raise SchemaError(
+            "delete_missing=True needs a partition_column: without a window there is no set of rows "
+            "the source is complete for."
+        )
+    info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+    assert isinstance(info, SparkTableInfo)
+    check_delta(adapter, info)
+    key_names = [info.column(k, "key column").name for k in keys]
+    missing = [k for k in key_names if k not in columns]
+    if missing:
+        raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
+    check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
+    if spec.partition_column is not None:
+        raise_held_outside(adapter, conn, spec, info, key_names, params, moving=True)  # type: ignore[arg-type]
+    if spec.before_commit is not None:
+        spec.before_commit()
+    earlier_commits(conn, adapter, spec)
+    tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing)
+    _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+    commit = commit_of(conn, adapter, spec.table, tag)
+    row_count: int | None = None
+    checksum: str | None = None
+    if spec.partition_column is not None:
+        row_count, checksum, _ = _window_stats(adapter, conn, spec, info, commit, window_binds(params))
+        if not spec.checksum:
+            row_count = None
+    result = DeltaResult(
+        "merge",
+        spec.table,
+        spec.window.label(),
+        commit.metric("numTargetRowsDeleted"),
+        commit.metric("numTargetRowsInserted"),
+        commit.metric("numTargetRowsUpdated"),
+        commit.metric("numSourceRows"),
+        row_count,
+        checksum,
+        table_version=commit.version,
+    )
+    log.info(
+        "merged %s window %s on %s in Delta commit %d: %d source rows, %d inserted, %d updated, %d deleted",
+        spec.table,
+        spec.window.label(),
+        key_names,
+        commit.version,
+        result.source_rows,
+        result.rows_inserted,
+        result.rows_updated,
+        result.rows_deleted,
+    )
+    return result

@@ -1,0 +1,267 @@
+"""The operators on Delta Lake tables, on the session's cluster (its Connect server loads Delta).
+
+Every expected figure comes from the payouts scenario's formula in pure Python
+(payouts_spark.day_truth) or from SQL written here by hand, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
+from airflow_idempotent.examples.payouts import PAYOUT_SQL
+from airflow_idempotent.operators import MergeOperator
+from tests.spark.payouts_spark import (
+    DAY,
+    DAYS,
+    SALES_SQL,
+    START,
+    all_days,
+    amount,
+    context,
+    day_figures,
+    day_truth,
+    insert_month,
+    operator,
+    simulate_crash,
+)
+
+pytestmark = pytest.mark.spark
+
+#: The table's columns in the order the checksum hashes them (sorted by name), for the hand-written SQL.
+SORTED_COLUMNS = ("amount_eur", "rate", "sale_date", "sale_id")
+
+
+def create_delta_payouts(spark: Any, table: str) -> None:
+    spark.sql(SALES_SQL)
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(
+        f"CREATE TABLE {table} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
+        "USING delta PARTITIONED BY (sale_date)"
+    )
+
+
+def version(spark: Any, table: str) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").collect()[0]["version"])
+
+
+def commit(spark: Any, table: str, at: int) -> Any:
+    rows = spark.sql(f"DESCRIBE HISTORY {table}").collect()
+    return next(r for r in rows if int(r["version"]) == at)
+
+
+def checksum_at(spark: Any, table: str, at: int, start: date, end: date) -> str:
+    """The window's checksum at version `at`, by SQL written here: xxhash64 of each row's text
+    (columns by name, '|' between, '<null>' for NULL) summed as DECIMAL(38,0), '<rows>:<sum>'."""
+    text = ", '|', ".join(f"coalesce(CAST({c} AS STRING), '<null>')" for c in SORTED_COLUMNS)
+    row = spark.sql(
+        f"SELECT count(*) AS n, coalesce(sum(CAST(xxhash64(concat({text})) AS DECIMAL(38,0))), 0) AS s "
+        f"FROM {table} VERSION AS OF {int(at)} "
+        f"WHERE sale_date >= DATE'{start.isoformat()}' AND sale_date < DATE'{end.isoformat()}'"
+    ).collect()[0]
+    return f"{int(row['n'])}:{row['s']}"
+
+
+def merge_operator(conn_id: str, table: str, **kwargs: Any) -> MergeOperator:
+    options: dict[str, Any] = {
+        "task_id": f"merge_{table}",
+        "conn_id": conn_id,
+        "table": table,
+        "key_columns": ["sale_id"],
+        "partition_column": "sale_date",
+        "sql": PAYOUT_SQL,
+        "parameters": {"policy_version": "v1"},
+        "granularity": "day",
+        "emit_asset": False,
+    }
+    options.update(kwargs)
+    return MergeOperator(**options)
+
+
+def test_payouts_crash_then_three_reruns_on_delta(spark, spark_conn) -> None:
+    """Crash after 1,247 rows, three reruns: 2,000 rows / 299,730.00, neighbours untouched, each
+    rerun one commit whose version, count and checksum the result and history carry."""
+    table = "delta_payouts_crash"
+    create_delta_payouts(spark, table)
+    before, after = DAY - timedelta(days=1), DAY + timedelta(days=1)
+    for day in (before, after):
+        operator(spark_conn, table).execute(context(day))
+    neighbours = {d: day_figures(spark, table, d) for d in (before, after)}
+    simulate_crash(spark, table, DAY, rows=1247)
+    assert day_figures(spark, table, DAY) == (1247, 1247, Decimal("187015.80"))
+    first = version(spark, table)
+    results = [operator(spark_conn, table).execute(context(DAY)) for _ in range(3)]
+    rows, total = day_truth(DAY)
+    assert day_figures(spark, table, DAY) == (rows, rows, total) == (2000, 2000, Decimal("299730.00"))
+    assert {d: day_figures(spark, table, d) for d in (before, after)} == neighbours
+    assert neighbours[before][::2] == day_truth(before)
+    assert [(r["rows_deleted"], r["rows_inserted"]) for r in results] == [
+        (1247, 2000),
+        (2000, 2000),
+        (2000, 2000),
+    ]
+    # one commit per rerun, each a WRITE tagged with the attempt, and the version in the result
+    assert [r["table_version"] for r in results] == [first + 1, first + 2, first + 3]
+    assert version(spark, table) == first + 3
+    for r in results:
+        c = commit(spark, table, r["table_version"])
+        assert c["operation"] == "WRITE"
+        assert json.loads(c["userMetadata"])["airflow_idempotent"]["window"] == "2026-08-25"
+        assert r["checksum"] == checksum_at(spark, table, r["table_version"], DAY, DAY + timedelta(days=1))
+    assert len({r["checksum"] for r in results}) == 1
+    assert [r.get("ordinal") for r in results] == [1, 2, 3]
+
+
+def test_checksum_is_read_at_the_commits_version_not_later(spark, spark_conn) -> None:
+    """A later commit to the window changes the table, not what the write recorded."""
+    table = "delta_payouts_version"
+    create_delta_payouts(spark, table)
+    result = operator(spark_conn, table).execute(context(DAY))
+    at = result["table_version"]
+    spark.sql(f"DELETE FROM {table} WHERE sale_id % 2 = 0")
+    assert day_figures(spark, table, DAY)[0] == 1000
+    assert result["checksum"] == checksum_at(spark, table, at, DAY, DAY + timedelta(days=1))
+    assert result["checksum"].startswith("2000:")
+    assert checksum_at(spark, table, at + 1, DAY, DAY + timedelta(days=1)).startswith("1000:")
+
+
+def test_empty_window_is_emptied_in_one_commit(spark, spark_conn) -> None:
+    table = "delta_payouts_empty"
+    create_delta_payouts(spark, table)
+    empty_day = START + timedelta(days=DAYS + 5)  # no sales that day: the SELECT returns nothing
+    spark.sql(
+        f"INSERT INTO {table} VALUES (1, 1.00, 0.60, DATE'{empty_day}'), (2, 2.00, 0.60, DATE'{empty_day}')"
+    )
+    operator(spark_conn, table).execute(context(DAY))
+    first = version(spark, table)
+    result = operator(spark_conn, table).execute(context(empty_day))
+    assert (result["rows_deleted"], result["rows_inserted"], result["row_count"]) == (2, 0, 0)
+    assert result["table_version"] == first + 1 == version(spark, table)
+    assert day_figures(spark, table, empty_day) == (0, 0, Decimal("0"))
+    assert day_figures(spark, table, DAY)[::2] == day_truth(DAY)
+
+
+def test_month_is_replaced_whole(spark, spark_conn) -> None:
+    """A month over daily partitions in one commit: a stale day the SELECT no longer has goes too,
+    the months around it stay."""
+    table = "delta_payouts_month"
+    create_delta_payouts(spark, table)
+    insert_month(spark, table, policy="v1")
+    stale = date(2026, 8, 31)  # in the month, but the sales end on 2026-08-30
+    july, september = date(2026, 7, 31), date(2026, 9, 1)
+    spark.sql(
+        f"INSERT INTO {table} VALUES (900001, 9.99, 0.60, DATE'{stale}'), "
+        f"(900002, 1.00, 0.60, DATE'{july}'), (900003, 2.00, 0.60, DATE'{september}')"
+    )
+    first = version(spark, table)
+    result = operator(spark_conn, table, granularity="month", parameters={"policy_version": "v2"}).execute(
+        context(START)
+    )
+    assert result["table_version"] == first + 1 == version(spark, table)
+    assert (result["rows_deleted"], result["rows_inserted"]) == (DAYS * 2000 + 1, DAYS * 2000)
+    days = all_days(spark, table)
+    for offset in range(DAYS):
+        day = START + timedelta(days=offset)
+        assert days[day] == day_truth(day, "v2")
+    assert stale not in days
+    assert days[july] == (1, Decimal("1.00")) and days[september] == (1, Decimal("2.00"))
+
+
+def test_rows_outside_the_window_are_refused_with_nothing_committed(spark, spark_conn) -> None:
+    table = "delta_payouts_outside"
+    create_delta_payouts(spark, table)
+    operator(spark_conn, table).execute(context(DAY))
+    before, first = all_days(spark, table), version(spark, table)
+    leaky = PAYOUT_SQL.replace("s.sale_date < :window_end", "s.sale_date <= :window_end")
+    with pytest.raises(
+        RowsOutsideWindowError, match=r"2000 row\(s\) whose sale_date is outside .* 2026-08-26.*nothing"
+    ):
+        operator(spark_conn, table, sql=leaky).execute(context(DAY))
+    assert version(spark, table) == first
+    assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
+
+
+def test_merge_payouts_crash_then_three_reruns(spark, spark_conn) -> None:
+    table = "delta_merge_crash"
+    create_delta_payouts(spark, table)
+    after = DAY + timedelta(days=1)
+    merge_operator(spark_conn, table).execute(context(after))
+    neighbour = day_figures(spark, table, after)
+    simulate_crash(spark, table, DAY, rows=1247)
+    first = version(spark, table)
+    results = [merge_operator(spark_conn, table).execute(context(DAY)) for _ in range(3)]
+    assert day_figures(spark, table, DAY) == (2000, 2000, Decimal("299730.00"))
+    assert day_figures(spark, table, after) == neighbour
+    assert neighbour[::2] == day_truth(after)
+    assert [(r["rows_inserted"], r["rows_updated"], r["source_rows"]) for r in results] == [
+        (753, 1247, 2000),
+        (0, 2000, 2000),
+        (0, 2000, 2000),
+    ]
+    assert [r["table_version"] for r in results] == [first + 1, first + 2, first + 3]
+    assert commit(spark, table, first + 1)["operation"] == "MERGE"
+    for r in results:
+        assert r["checksum"] == checksum_at(spark, table, r["table_version"], DAY, DAY + timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (
+            "UNION ALL SELECT sale_id, sale_date, 1.00, 0.60 FROM sales WHERE sale_id = 48001",
+            "48001 (2 rows)",
+        ),
+        ("UNION ALL SELECT CAST(NULL AS BIGINT), DATE'2026-08-25', 1.00, 0.60", "NULL key"),
+    ],
+    ids=["repeated", "null"],
+)
+def test_merge_refuses_repeated_and_null_keys_with_nothing_written(spark, spark_conn, extra, named) -> None:
+    table = f"delta_merge_keys_{'null' if 'NULL' in extra else 'repeated'}"
+    create_delta_payouts(spark, table)
+    merge_operator(spark_conn, table).execute(context(DAY))
+    before, first = all_days(spark, table), version(spark, table)
+    assert (DAY - START).days * 2000 + 1 == 48001  # the day's first sale, repeated by `extra`
+    with pytest.raises(MergeKeyError, match=r"nothing was written") as err:
+        merge_operator(
+            spark_conn, table, sql=f"{PAYOUT_SQL} {extra}", parameters={"policy_version": "v2"}
+        ).execute(context(DAY))
+    assert named in str(err.value)
+    assert version(spark, table) == first
+    assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
+
+
+def test_merge_delete_missing_deletes_only_the_windows_missing_rows(spark, spark_conn) -> None:
+    table = "delta_merge_delete_missing"
+    create_delta_payouts(spark, table)
+    after = DAY + timedelta(days=1)
+    for day in (DAY, after):
+        merge_operator(spark_conn, table).execute(context(day))
+    fewer = PAYOUT_SQL + " AND s.sale_id % 10 <> 0"
+    kept = merge_operator(spark_conn, table, sql=fewer).execute(context(DAY))
+    assert day_figures(spark, table, DAY)[0] == 2000  # without delete_missing nothing goes
+    assert kept["rows_deleted"] == 0
+    result = merge_operator(spark_conn, table, sql=fewer, delete_missing=True).execute(context(DAY))
+    first = (DAY - START).days * 2000 + 1
+    ids = [i for i in range(first, first + 2000) if i % 10]
+    assert day_figures(spark, table, DAY) == (1800, 1800, sum((amount(i) for i in ids), Decimal("0")))
+    assert (result["rows_deleted"], result["rows_inserted"], result["row_count"]) == (200, 0, 1800)
+    assert day_figures(spark, table, after)[::2] == day_truth(after)  # the next day keeps its 10s
+
+
+def test_merge_never_moves_a_row_out_of_another_window(spark, spark_conn) -> None:
+    table = "delta_merge_move"
+    create_delta_payouts(spark, table)
+    after = DAY + timedelta(days=1)
+    merge_operator(spark_conn, table).execute(context(after))
+    moved = (DAY - START).days * 2000 + 7  # a sale of DAY, held by the table on the next day
+    spark.sql(f"INSERT INTO {table} VALUES ({moved}, 1.00, 0.60, DATE'{after}')")
+    before, first = all_days(spark, table), version(spark, table)
+    with pytest.raises(MergeKeyError, match=rf"already holds outside the window .*{moved}"):
+        merge_operator(spark_conn, table).execute(context(DAY))
+    assert version(spark, table) == first
+    assert all_days(spark, table) == before
