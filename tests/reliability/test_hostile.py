@@ -1044,7 +1044,8 @@ def plugin_app_routes() -> list[tuple[str, str]]:
         prefix = str(entry.get("url_prefix", "")).rstrip("/")
         for route in getattr(entry["app"], "routes", []):
             methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD", "OPTIONS"})
-            path = getattr(route, "path", "")
+            # path_format drops a parameter's converter ({backfill_id:int} -> {backfill_id}).
+            path = getattr(route, "path_format", getattr(route, "path", ""))
             if not methods or path.startswith(("/docs", "/redoc")):
                 continue
             path = path.replace("{dag_id}", GUARDED).replace("{backfill_id}", "1")
