@@ -86,7 +86,10 @@ def cli(*args: str, env: dict[str, str]) -> Any:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("warehouse", ["sqlite", "duckdb", "postgres"], indirect=True)
+# One warehouse: the DAG version is read from Airflow and kept by the history store, whatever the
+# warehouse (the same test on SQLite and DuckDB gave the same records, at a minute each of the
+# dagrun group's time); the warehouse-side skip and rewrite are the operators' tests' subject.
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
 def test_a_new_dag_version_is_recorded_rewrites_and_is_previewed(
     airflow_home: Path, warehouse: Any, tmp_path: Path
 ) -> None:

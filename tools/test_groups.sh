@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The test groups of `make test`, in order. Run by the Makefile, which passes PYTEST, JOBS,
+# E2E_JOBS and RESULTS in the environment.
+#
+# Each group is:
+# - bounded in wall time (its LIMIT, in minutes: about twice its time on this machine). At the
+#   limit pytest gets SIGINT, so it prints where it was (the KeyboardInterrupt traceback), tears
+#   its fixtures down (clusters, deployments) and writes its JUnit XML; SIGKILL a minute later if
+#   it has not exited. A hung group therefore ends with its name and its place in the log, and
+#   the groups after it still run, instead of a CI run that stops answering;
+# - timed, with the machine's CPU over it (busy and steal shares, from /proc/stat): the figures
+#   docs/contributing.md quotes for each group come from these lines;
+# - swept: every process a group starts inherits IDEM_TEST_GROUP=<tag> in its environment, so
+#   whatever is still alive when its pytest has exited (a JVM, a scheduler, a task runner whose
+#   test was interrupted) is named and stopped before the next group competes with it for the CPU.
+# A failing group does not stop the run: every group runs, then the script exits non-zero if any
+# failed, so one CI run reports the whole suite.
+set -uo pipefail
+
+: "${PYTEST:?set by the Makefile}" "${JOBS:?}" "${E2E_JOBS:?}" "${RESULTS:?}"
+read -r -a pytest_cmd <<<"$PYTEST"
+
+cpu_sample() { # prints "total idle steal" jiffies of all CPUs
+  local _cpu user nice system idle iowait irq softirq steal _rest
+  read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
+  echo "$((user + nice + system + idle + iowait + irq + softirq + steal)) $((idle + iowait)) $steal"
+}
+
+# Processes whose environment carries the group's tag: what the group left running.
+tagged_pids() {
+  local tag=$1 environ pid
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}
+    pid=${pid%/environ}
+    [[ $pid == "$$" ]] && continue
+    if { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qx "IDEM_TEST_GROUP=$tag"; then
+      echo "$pid"
+    fi
+  done
+}
+
+sweep() {
+  local tag=$1 name=$2 pids pid
+  mapfile -t pids < <(tagged_pids "$tag")
+  ((${#pids[@]})) || return 0
+  echo "[test] $name left ${#pids[@]} process(es) running; stopping them:"
+  for pid in "${pids[@]}"; do
+    echo "  $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+    kill -TERM "$pid" 2>/dev/null
+  done
+  sleep 5
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  return 0
+}
+
+failed=()
+run_group() { # name, limit in minutes, pytest arguments
+  local name=$1 limit=$2 tag rc began spent jiffies total0 idle0 steal0 total1 idle1 steal1
+  shift 2
+  tag="$name-$$-$RANDOM"
+  echo "[test] $(date -u +%T) group $name (limit $limit min): ${pytest_cmd[*]} --junitxml=$RESULTS/$name.xml $*"
+  read -r total0 idle0 steal0 < <(cpu_sample)
+  began=$SECONDS
+  IDEM_TEST_GROUP=$tag timeout --foreground --signal=INT --kill-after=60 "${limit}m" \
+    "${pytest_cmd[@]}" "--junitxml=$RESULTS/$name.xml" "$@"
+  rc=$?
+  read -r total1 idle1 steal1 < <(cpu_sample)
+  sweep "$tag" "$name"
+  spent=$((SECONDS - began))
+  jiffies=$((total1 - total0 > 0 ? total1 - total0 : 1))
+  printf '[test] %s group %s: rc %s in %d min %02d s; CPU %d%% busy, %d%% steal\n' "$(date -u +%T)" \
+    "$name" "$rc" $((spent / 60)) $((spent % 60)) \
+    $((100 * (jiffies - (idle1 - idle0)) / jiffies)) $((100 * (steal1 - steal0) / jiffies))
+  case $rc in
+    0) ;;
+    5) echo "[test] no tests collected in group $name: fine" ;; # a marker that selects nothing
+    124 | 137)
+      echo "[test] group $name passed its $limit-minute limit: stopped (its traceback is above)"
+      failed+=("$name (over $limit min)")
+      ;;
+    *) failed+=("$name") ;;
+  esac
+}
+
+mkdir -p "$RESULTS"
+# The groups, their order and shapes: the Makefile's comment above `test` says why.
+run_group fast 18 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
+run_group 1-dagrun 12 -v -n "$JOBS" -m dagrun tests
+run_group 2-spark 26 -v -m spark tests/spark
+run_group 3-e2e 20 -v -n "$E2E_JOBS" --dist loadfile -m e2e tests \
+  --ignore=tests/reliability/test_load.py --ignore=tests/e2e/test_celery_cluster.py
+# The load test at a third of the year it runs under `make reliability` (365 windows, twice: 7 min
+# alone on this machine, the suite's longest file); its report says how many windows ran.
+export IDEM_RELIABILITY_LOAD_WINDOWS=${IDEM_RELIABILITY_LOAD_WINDOWS:-120}
+run_group 4-e2e 14 -v -m e2e tests/e2e/test_celery_cluster.py tests/reliability/test_load.py
+
+if ((${#failed[@]})); then
+  echo "[test] failed groups: ${failed[*]}"
+  exit 1
+fi
