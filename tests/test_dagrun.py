@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-from datetime import date
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash, window_totals
-from tests.test_operators import DAY, amount, day_truth
+from tests.test_operators import DAY, day_truth
 
 pytestmark = pytest.mark.dagrun
 
@@ -88,37 +85,3 @@ def test_templated_window_path(airflow_home: Path, warehouse: Any) -> None:
     simulate_crash(warehouse.engine, DAY, rows=1247)
     airflow("dags", "test", "payouts_templated", DAY.isoformat(), dags=REPO / "tests" / "dags")
     assert window_totals(warehouse.engine, "payouts", DAY) == day_truth(DAY)
-
-
-def test_demo_prints_the_scenarios_figures(tmp_path: Path) -> None:
-    """`make demo`'s module end to end: three DAGs, each rerun twice after the crash of 25 August."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "airflow_idempotent.demo", "--dir", str(tmp_path / "demo")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    check_demo_figures(proc.stdout)
-
-
-def check_demo_figures(stdout: str) -> None:
-    """The demo's table: the crash, then two reruns of each DAG, against the scenario's formula."""
-    found: dict[tuple[str, str], tuple[int, Decimal]] = {}
-    for line in stdout.splitlines():
-        m = re.match(r"(payouts_\w+)\s+(crash|rerun \d).*?\s([\d,]+) rows\s+([\d,.]+) EUR", line)
-        if m:
-            found[(m[1], m[2])] = (int(m[3].replace(",", "")), Decimal(m[4].replace(",", "")))
-    first = (DAY - date(2026, 8, 1)).days * 2000 + 1
-    crashed = (1247, sum((amount(i) for i in range(first, first + 1247)), Decimal("0")))
-    truth = day_truth(DAY)
-    for dag_id in ("payouts_overwrite", "payouts_merge"):
-        assert found[(dag_id, "crash")] == crashed
-        assert found[(dag_id, "rerun 1")] == truth
-        assert found[(dag_id, "rerun 2")] == truth
-    naive = "payouts_append_naive"
-    assert found[(naive, "rerun 1")] == (crashed[0] + truth[0], crashed[1] + truth[1])
-    assert found[(naive, "rerun 2")] == (crashed[0] + 2 * truth[0], crashed[1] + 2 * truth[1])

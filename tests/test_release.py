@@ -38,10 +38,14 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
+
+from tests.test_operators import DAY, amount, day_truth
 
 pytestmark = pytest.mark.e2e
 
@@ -360,7 +364,6 @@ def test_the_readme_dag_runs_twice_with_airflow_dags_test(release: Release, tmp_
     import sqlalchemy as sa
 
     from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
-    from tests.test_operators import DAY, day_truth
 
     dags = tmp_path / "dags"
     dags.mkdir()
@@ -401,8 +404,6 @@ def test_the_readme_dag_runs_twice_with_airflow_dags_test(release: Release, tmp_
 
 def test_the_demo_runs_from_the_installed_package(release: Release, tmp_path: Path) -> None:
     """Without the duckdb extra the demo names it; with it, the demo runs from the wheel's files."""
-    from tests.test_dagrun import check_demo_figures
-
     demo = [release.bin("airflow-idempotent"), "demo", "--dir", str(tmp_path / "demo")]
     proc = subprocess.run(demo, env=release.env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
@@ -417,3 +418,23 @@ def test_the_demo_runs_from_the_installed_package(release: Release, tmp_path: Pa
     )
     proc = run(demo, release.env(), tmp_path, 900)  # cwd: not a clone, no dags/ folder
     check_demo_figures(proc.stdout)
+
+
+def check_demo_figures(stdout: str) -> None:
+    """The demo's table, the crash then two reruns of each DAG, against the scenario's formula
+    (`make demo` runs the same module from the source tree)."""
+    found: dict[tuple[str, str], tuple[int, Decimal]] = {}
+    for line in stdout.splitlines():
+        m = re.match(r"(payouts_\w+)\s+(crash|rerun \d).*?\s([\d,]+) rows\s+([\d,.]+) EUR", line)
+        if m:
+            found[(m[1], m[2])] = (int(m[3].replace(",", "")), Decimal(m[4].replace(",", "")))
+    first = (DAY - date(2026, 8, 1)).days * 2000 + 1
+    crashed = (1247, sum((amount(i) for i in range(first, first + 1247)), Decimal("0")))
+    truth = day_truth(DAY)
+    for dag_id in ("payouts_overwrite", "payouts_merge"):
+        assert found[(dag_id, "crash")] == crashed
+        assert found[(dag_id, "rerun 1")] == truth
+        assert found[(dag_id, "rerun 2")] == truth
+    naive = "payouts_append_naive"
+    assert found[(naive, "rerun 1")] == (crashed[0] + truth[0], crashed[1] + truth[1])
+    assert found[(naive, "rerun 2")] == (crashed[0] + 2 * truth[0], crashed[1] + 2 * truth[1])
