@@ -5,9 +5,9 @@ throwaway Airflow home and a DuckDB file, loads a month of sales, leaves what a 
 left on 25 August (1,247 of 2,000 payouts), then reruns each payouts DAG twice with `airflow dags
 test` and prints the window's rows and total after every step. No server is needed.
 
-The DAGs it runs are the package's own copy of the repository's `dags/payouts.py`
-(`airflow_idempotent/demo_dags/`, package data), so the demo runs from an installed wheel as well as
-from a clone. It needs the `duckdb` extra.
+The DAGs it runs are the package's `demo_dags/payouts.py` (package data; the repository's
+`dags/payouts.py` is a link to it), so the demo runs from an installed wheel as well as from a
+clone. It needs the `duckdb` extra.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash, window_totals
 
 DAY = date(2026, 8, 25)
-#: The demo's DAG folder, shipped in the package (a copy of the repository's dags/payouts.py).
+#: The demo's DAG folder, shipped in the package (dags/payouts.py in the repository links here).
 DEMO_DAGS = Path(__file__).resolve().parent / "demo_dags"
 #: What the demo needs beyond the package's own requirements, and the extra that installs it.
 DUCKDB_MODULES = ("duckdb", "duckdb_engine")
