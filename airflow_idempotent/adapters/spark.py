@@ -182,6 +182,25 @@ class SparkConnection:
         return SparkResult(self.session.sql(text))
 
 
+def open_session(url: str) -> Any:
+    """A Spark Connect session on `url`, its executions not reattachable.
+
+    pyspark 4.1's client (the line Delta 4.4 and Iceberg 1.11 run on) can deadlock a process: a
+    reattachable execution starts its release pool's thread while holding the pool's class lock,
+    and if the garbage collector runs in that new thread and finalizes a session (`__del__` closes
+    its client, which takes the same lock), neither thread moves again, and no signal handler
+    runs. It stopped this suite's Spark group for an hour in CI. pyspark fixed it in 4.2
+    (SPARK-55406, SPARK-55020); tests/spark/test_spark_client.py reproduces it with 4.1. Without
+    reattachable executions no thread is started under that lock. What they would add, resuming
+    a result stream after a dropped connection, these statements do not need: a write that loses
+    its connection fails, and its rerun is safe by design."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(url).create()
+    session.client.disable_reattachable_execute()
+    return session
+
+
 class SparkEngine:
     """Stands in for a SQLAlchemy engine: the Connect URL and sessions on it, opened lazily."""
 
@@ -199,10 +218,8 @@ class SparkEngine:
     @contextlib.contextmanager
     def connect(self, session_id: str | None = None) -> Iterator[SparkConnection]:
         """A Spark Connect session of its own (`session_id` attaches to a known one)."""
-        from pyspark.sql import SparkSession
-
         sid = session_id or str(uuid.uuid4())
-        session = SparkSession.builder.remote(self.session_url(sid)).create()
+        session = open_session(self.session_url(sid))
         try:
             yield SparkConnection(session, sid)
         finally:

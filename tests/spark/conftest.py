@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 
 #: The Airflow connection the Spark tests' operators use.
 SPARK_CONN_ID = "spark_warehouse"
-#: Seconds a Spark test may take (the longest took 70 s in a clean-clone run): a test stuck on the
-#: cluster fails with its traceback well before the group's limit (tools/test_groups.sh), so the
-#: tests after it still run.
+#: Seconds a Spark test may take (the longest took 70 s in a clean-clone run). The thread method:
+#: a Spark Connect client stuck in a lock never runs a signal handler (SIGALRM, SIGINT), so the
+#: timeout prints every thread's stack and ends the process, well before the group's limit.
 TEST_TIMEOUT = 400
 
 
@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         if str(item.path).startswith(here + os.sep) and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT, method="thread"))
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +54,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
         yield cluster
     finally:
         log.warning("spark cluster RSS at the end (MiB): %s", cluster.rss_mib())
+        log.warning("spark connect server GC pauses since its last start (count, s): %s", cluster.gc_pauses())
         stop_began = time.monotonic()
         cluster.stop()
         log.warning("spark cluster stopped in %.1f s", time.monotonic() - stop_began)
