@@ -417,6 +417,7 @@ def test_rule_ids_are_stable() -> None:
         "IDEM006": "retried-unkeyed-side-effect",
         "IDEM007": "target-written-twice",
         "IDEM008": "accumulating-update",
+        "IDEM009": "window-without-width",
     }
 
 
@@ -476,7 +477,7 @@ from airflow_idempotent.operators import MergeOperator
 START = pendulum.datetime(2024, 6, 1, tz="UTC")
 
 with DAG(dag_id="catchup", schedule={schedule}, start_date=START, catchup=True):
-    MergeOperator(task_id="m", table="t", key_columns=["k"], sql="SELECT k FROM s")
+    MergeOperator(task_id="m", table="t", key_columns=["k"], sql="SELECT k FROM s", granularity="day")
 """
 
 
@@ -826,3 +827,76 @@ def test_implicit_catchup_follows_the_deployment_default(tmp_path: Path) -> None
     assert lint_paths([tmp_path]).findings == []  # airflow.cfg is read first
     assert main(["--catchup-default", "off", str(tmp_path)]) == 0
     assert main(["--catchup-default", "on", str(tmp_path)]) == 1
+
+
+def _first_run_context(timetable: object) -> dict[str, object]:
+    """The context of a timetable's first scheduled run, as Airflow computes it."""
+    import pendulum
+    from airflow.timetables.base import TimeRestriction
+
+    start = pendulum.datetime(2026, 1, 1, tz="UTC")
+    restriction = TimeRestriction(earliest=start, latest=None, catchup=True)
+    info = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)  # type: ignore[attr-defined]
+    return {
+        "data_interval_start": info.data_interval.start,
+        "data_interval_end": info.data_interval.end,
+        "logical_date": info.logical_date,
+    }
+
+
+def test_window_without_width_is_what_airflow_3_gives_and_fails_every_run(tmp_path: Path) -> None:
+    """IDEM009's premise, from Airflow itself: a "@daily" (timedelta) DAG gets a trigger timetable
+    whose runs' data interval is one point, and the operators' window then fails with WindowError
+    unless the operator declares a granularity; the corpus file's two such tasks are the findings."""
+    import pendulum
+    from airflow.sdk import DAG
+    from airflow.timetables.trigger import CronTriggerTimetable, DeltaTriggerTimetable
+
+    from airflow_idempotent.errors import WindowError
+    from airflow_idempotent.window import window_from_context
+
+    start = pendulum.datetime(2026, 1, 1, tz="UTC")
+    assert type(DAG("d", schedule="@daily", start_date=start).timetable).__name__ == "CronTriggerTimetable"
+    assert type(DAG("h", schedule=timedelta(hours=6), start_date=start).timetable).__name__ == (
+        "DeltaTriggerTimetable"
+    )
+    for timetable in (
+        CronTriggerTimetable("0 0 * * *", timezone="UTC"),
+        DeltaTriggerTimetable(timedelta(hours=6)),
+    ):
+        context = _first_run_context(timetable)
+        assert context["data_interval_start"] == context["data_interval_end"]
+        with pytest.raises(WindowError, match="declares no granularity"):
+            window_from_context(context, None, quiet=True)
+        window = window_from_context(context, "day", quiet=True)
+        assert window.end - window.start == timedelta(days=1)
+    widths = CronTriggerTimetable("0 0 * * *", timezone="UTC", interval=timedelta(days=1))
+    window = window_from_context(_first_run_context(widths), None, quiet=True)
+    assert window.end - window.start == timedelta(days=1)
+
+    report = lint_paths([CORPUS / "c36_window_without_width.py"])
+    assert [(f.rule, f.dag_id, f.task_id) for f in report.findings] == [
+        ("IDEM009", "c36_daily_no_granularity", "write_revenue"),
+        ("IDEM009", "c36_trigger_timetables", "merge_payouts"),
+    ]
+    assert report.information == []  # an error, never information
+
+    # the deployment turns cron data intervals on: the cron DAG's runs have width, the timedelta's not
+    (tmp_path / "c36.py").write_text((CORPUS / "c36_window_without_width.py").read_text())
+    (tmp_path / "airflow.cfg").write_text("[scheduler]\ncreate_cron_data_intervals = True\n")
+    assert [f.dag_id for f in lint_paths([tmp_path]).findings] == ["c36_trigger_timetables"]
+    (tmp_path / ".env").write_text("AIRFLOW__SCHEDULER__CREATE_DELTA_DATA_INTERVALS=true\n")
+    assert lint_paths([tmp_path]).findings == []
+
+
+def test_window_without_width_only_for_this_packages_operators(tmp_path: Path) -> None:
+    (tmp_path / "other.py").write_text(
+        "import pendulum\nfrom airflow.sdk import DAG\nfrom mycompany.operators import MergeOperator\n\n"
+        "with DAG('other', schedule='@daily', start_date=pendulum.datetime(2026, 1, 1, tz='UTC')):\n"
+        "    MergeOperator(task_id='m', table='t', key_columns=['id'], sql='SELECT 1 AS id')\n"
+        "with DAG('defaults', schedule='@daily', start_date=pendulum.datetime(2026, 1, 1, tz='UTC'),\n"
+        "         default_args={'granularity': 'day'}):\n"
+        "    from airflow_idempotent.operators import PartitionOverwriteOperator\n"
+        "    PartitionOverwriteOperator(task_id='p', table='t2', partition_column='d', sql='SELECT 1 AS d')\n"
+    )
+    assert [f.rule for f in lint_paths([tmp_path]).findings if f.rule == "IDEM009"] == []

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 LABELS = REPO / "tests" / "lint_eval" / "labels.json"
 CORPUS = REPO / "tests" / "lint_eval" / "corpus"
 AIRFLOW_PREFIX = "airflow:"
-RULES = [f"IDEM00{i}" for i in range(9)]
+RULES = [f"IDEM00{i}" for i in range(10)]
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ EVAL = REPO / "tests" / "lint_eval"
 REPOS = EVAL / "public_repos.json"
 LABEL_FILES = {"heldout": EVAL / "heldout.jsonl", "tuning": EVAL / "tuning.jsonl"}
 LINE_TOLERANCE = 2
-RULES = [f"IDEM00{i}" for i in range(9)]
+RULES = [f"IDEM00{i}" for i in range(10)]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from airflow_idempotent.lint.source import Located, deployed_path, shown
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
+from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
 __all__ = ["check_catchup", "check_task", "task_findings", "task_label"]
 
@@ -285,8 +286,10 @@ def _operator_effect(check: TaskCheck) -> None:
                 default = "POST" if marker == "Http" else "GET"
                 if (method if isinstance(method, str) else default).upper() in ("GET", "HEAD", "OPTIONS"):
                     return
-            has_key = any(KEY_WORDS.search(name) for name in task.kwargs) or any(
-                keyed(v) for v in task.kwargs.values()
+            has_key = (
+                is_package_operator(task, EFFECT_OPERATORS)  # sent once per window and key, by a ledger
+                or any(KEY_WORDS.search(name) for name in task.kwargs)
+                or any(keyed(v) for v in task.kwargs.values())
             )
             check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, line))
             return

@@ -28,7 +28,12 @@ from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_
 from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock, check_start_date_helpers
 from airflow_idempotent.lint.collect import Collector, DagDef
-from airflow_idempotent.lint.deployment import CatchupDefault, repository_catchup
+from airflow_idempotent.lint.deployment import (
+    CatchupDefault,
+    DataIntervals,
+    repository_catchup,
+    repository_data_intervals,
+)
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
@@ -38,6 +43,7 @@ from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.watermarks import check_watermarks
+from airflow_idempotent.lint.widths import check_window_width
 
 __all__ = ["Linter", "lint_paths", "repository_of"]
 
@@ -59,6 +65,7 @@ class Linter:
         #: --catchup-default; else each repository's own setting (`deployment.repository_catchup`)
         self.catchup_default = catchup_default
         self._catchup: dict[Path, CatchupDefault | None] = {}
+        self._intervals: dict[Path, DataIntervals] = {}
         self.workspace = Workspace()
         self.recorder = Recorder()
         self.checks: list[tuple[TaskCheck, Path]] = []
@@ -97,6 +104,10 @@ class Linter:
                 check_catchup(dag, self.recorder, default)
             for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
+            if repo not in self._intervals:
+                self._intervals[repo] = repository_data_intervals(repo)
+            for dag in collector.dags:
+                check_window_width(dag, self.recorder, self._intervals[repo])
             if collector.dags or collector.loose:  # a file with no DAG or task has no DAG code
                 check_dag_code_clock(self.recorder, scope, collector)
             check_start_date_helpers(self.recorder, collector)

@@ -89,6 +89,14 @@ RULES: dict[str, Rule] = {
             "recompute the value from the window's source and overwrite it (MergeOperator on the key) "
             "instead of adding to what is there",
         ),
+        Rule(
+            "IDEM009",
+            "window-without-width",
+            "a window operator declares no granularity on a schedule whose runs have no data interval",
+            "declare the window's width on the operator, e.g. granularity='day' (with anchor='end' to "
+            "process the day that just ended), or schedule the DAG with a timetable that has a data "
+            "interval (CronDataIntervalTimetable, or [scheduler] create_cron_data_intervals = True)",
+        ),
     )
 }
 _RULE_BY_NAME = {rule.name: rule.id for rule in RULES.values()}
