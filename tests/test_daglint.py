@@ -900,3 +900,81 @@ def test_window_without_width_only_for_this_packages_operators(tmp_path: Path) -
         "    PartitionOverwriteOperator(task_id='p', table='t2', partition_column='d', sql='SELECT 1 AS d')\n"
     )
     assert [f.rule for f in lint_paths([tmp_path]).findings if f.rule == "IDEM009"] == []
+
+
+def test_writers_of_disjoint_columns_are_information_a_shared_column_is_not(tmp_path: Path) -> None:
+    """Three DAGs upsert one table on its key, each adding to its own counters; two share a counter."""
+
+    def counter(name: str, *columns: str) -> str:
+        sets = ", ".join(f"{c} = r.{c} + EXCLUDED.{c}" for c in columns)
+        return _sql_dag(
+            name,
+            (
+                f"load_{name}",
+                f"INSERT INTO reports AS r (day, user_id, {', '.join(columns)}) SELECT day, user_id, "
+                f"{', '.join(columns)} FROM {name}_src ON CONFLICT (day, user_id) DO UPDATE SET {sets}, "
+                "updated_at = now()",
+            ),
+        )
+
+    report = _lint(
+        tmp_path,
+        counter("exams", "exams_done", "exam_minutes")
+        + counter("quizzes", "quizzes_done")
+        + counter("videos", "quizzes_done", "video_minutes"),
+    )
+    shared = [(f.dag_id, f.task_id) for f in report.findings if f.rule == "IDEM007"]
+    assert sorted(shared) == [("quizzes", "load_quizzes"), ("videos", "load_videos")]
+    assert [f.dag_id for f in report.information if f.rule == "IDEM007"] == ["exams"]
+    assert sorted(f.dag_id for f in report.findings if f.rule == "IDEM008") == ["exams", "quizzes", "videos"]
+
+
+def test_sql_returned_by_a_helper_of_the_dag_file_is_read(tmp_path: Path) -> None:
+    """``sql=delete_sql(db)`` in a loop: the helper's f-string with the loop's value, so the delete
+    before the loader is seen (the loader is information, not IDEM002)."""
+    code = (
+        "def delete_sql(db):\n"
+        "    return f\"ALTER TABLE {db}.audiences DELETE WHERE source = 'claimed'\"\n\n\n"
+        "with DAG('audiences', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    for db in ['eth', 'polygon']:\n"
+        "        clear = SQLExecuteQueryOperator(task_id=f'clear_{db}', conn_id='ch', sql=delete_sql(db))\n"
+        "        load = SQLExecuteQueryOperator(task_id=f'load_{db}', conn_id='ch',\n"
+        "            sql=f\"INSERT INTO {db}.audiences SELECT 'claimed', * FROM {db}.claimed\")\n"
+        "        clear >> load\n"
+    )
+    report = _lint(tmp_path, code)
+    assert [f.rule for f in report.findings] == []
+    assert sorted(f.task_id for f in report.information if f.rule == "IDEM002") == [
+        "load_eth",
+        "load_polygon",
+    ]
+
+
+def test_a_failure_alert_and_a_batch_cursor_are_information(tmp_path: Path) -> None:
+    code = (
+        "from airflow.models import Variable\n"
+        "from airflow.operators.email import EmailOperator\n"
+        "from airflow.operators.python import PythonOperator\n\n\n"
+        "def next_batch():\n"
+        "    page = int(Variable.get('wallets_batch_offset', default_var=0))\n"
+        "    return page\n\n\n"
+        "def advance():\n"
+        "    Variable.set('wallets_batch_offset', 1)\n\n\n"
+        "def since_mark():\n"
+        "    return Variable.get('orders_last_synced_at')\n\n\n"
+        "def save_mark():\n"
+        "    Variable.set('orders_last_synced_at', '2024-01-01')\n\n\n"
+        "with DAG('alerts', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False,\n"
+        "         default_args={'retries': 2}):\n"
+        "    PythonOperator(task_id='next_batch', python_callable=next_batch)\n"
+        "    PythonOperator(task_id='advance', python_callable=advance)\n"
+        "    PythonOperator(task_id='since_mark', python_callable=since_mark)\n"
+        "    PythonOperator(task_id='save_mark', python_callable=save_mark)\n"
+        "    EmailOperator(task_id='alert', to='a@b.c', subject='failed', html_content='x',\n"
+        "                  trigger_rule='one_failed')\n"
+        "    EmailOperator(task_id='report', to='a@b.c', subject='daily', html_content='x')\n"
+    )
+    report = _lint(tmp_path, code)
+    assert _rules(report.findings) == [("IDEM004", "since_mark"), ("IDEM006", "report")]
+    assert ("IDEM006", "alert") in _rules(report.information)
+    assert ("IDEM004", "next_batch") in _rules(report.information)

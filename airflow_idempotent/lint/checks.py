@@ -360,8 +360,18 @@ def task_findings(
                 cause=write.table,
             )
     if retries:
+        alert = _failure_alert(check.task)
         for effect in facts.effects:
             if effect.keyed:
+                continue
+            if alert is not None:
+                check.info(
+                    "IDEM006",
+                    effect.file,
+                    effect.line,
+                    f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
+                    f"but it is a failure alert ({alert}): a second copy of an alert is harmless",
+                )
                 continue
             check.add(
                 "IDEM006",
@@ -371,6 +381,17 @@ def task_findings(
                 "failure after the send (or a crash before the task is marked done) sends it again",
                 cause=f"{effect.what} at {effect.line}",
             )
+
+
+def _failure_alert(task: TaskDef) -> str | None:
+    """``trigger_rule='one_failed'`` (or all_failed): the task runs only to report a failure."""
+    node = task.kwargs.get("trigger_rule")
+    if node is None:
+        return None
+    value = task.scope.literal(node)
+    text = value if isinstance(value, str) else ast.unparse(node)
+    rule = text.rsplit(".", 1)[-1].lower()
+    return f"trigger_rule={rule}" if rule in ("one_failed", "all_failed") else None
 
 
 def _marked_queue(facts: TaskFacts) -> str | None:

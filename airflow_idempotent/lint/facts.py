@@ -50,6 +50,8 @@ class Write:
     unit: int = 0
     #: an INSERT .. VALUES' columns: a declared key among them makes a rerun fail instead of append
     columns: tuple[str, ...] = ()
+    #: the columns an UPDATE or an upsert's DO UPDATE sets (empty: unknown, or the whole row)
+    sets: tuple[str, ...] = ()
 
     @property
     def resolved(self) -> bool:

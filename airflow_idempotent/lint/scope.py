@@ -177,7 +177,36 @@ class Scope:
                 item = self._item(node.func.value, node.args[0], _depth)
                 if item is not None:
                     return item.scope.value(item.expr, _depth + 1)
+            returned = self._returned_text(node)
+            if returned is not None:
+                return returned.scope.value(returned.expr, _depth + 1)
         return node, self
+
+    def _returned_text(self, call: ast.Call) -> Bound | None:
+        """``sql=delete_sql(db)``: what a repository function returns when its one ``return`` gives a
+        string built from literals and its parameters (an f-string, ``+``, ``.format``), read with the
+        call's arguments bound; None for anything else (a factory returning an operator, a value
+        computed in the body)."""
+        if not isinstance(call.func, ast.Name):
+            return None
+        found = self.function(call.func.id)
+        if found is None or isinstance(found[0], ast.AsyncFunctionDef):
+            return None
+        fn, def_scope = found
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+            return None
+        expr = body[0].value
+        stringish = isinstance(expr, ast.JoinedStr | ast.BinOp) or (
+            isinstance(expr, ast.Constant) and isinstance(expr.value, str)
+        )
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            stringish = expr.func.attr in ("format", "strip") and isinstance(
+                expr.func.value, ast.Constant | ast.JoinedStr
+            )
+        if not stringish:
+            return None
+        return Bound(expr, def_scope.child(bind_arguments(fn, call, self, def_scope)))
 
     def _item(self, container: ast.expr, key: ast.expr, depth: int) -> Bound | None:
         """`container[key]` of a literal dict, list or tuple."""

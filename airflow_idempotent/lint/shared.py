@@ -6,13 +6,15 @@ safe) when the pair is one of the shapes reviewers of public DAG repositories ne
 (docs/lint-evaluation.md): a task that only clears the table and the loader after it in the same
 DAG; writers that are all keyed (upserts, merges, inserts the key or engine deduplicates) or
 prune what the keyed writer does not send (upsert-then-prune); writers that each replace only their
-own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert).
+own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert); writers that update or upsert
+disjoint sets of columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, Write
 from airflow_idempotent.lint.findings import Recorder
@@ -24,6 +26,8 @@ DagClears = dict[tuple[str | None, str], list[tuple[str, bool]]]
 
 _CLEAR = frozenset({"delete", "truncate", "drop"})
 _KEYED = frozenset({"upsert", "merge", "dedup", "keyed-insert", "fails-on-key"})
+#: writes that change only the columns they set (an upsert inserts the rest as defaults)
+_COLUMN_WRITES = frozenset({"upsert", "accumulate", "update"})
 
 
 def task_label(task: TaskDef) -> str:
@@ -79,7 +83,22 @@ def _benign(
     ha, hb = _hows(facts_of[id(ta)], wa.table), _hows(facts_of[id(tb)], wb.table)
     if ta.dag_id == tb.dag_id and ta.dag_id is not None and (ha <= _CLEAR or hb <= _CLEAR):
         return True  # a task that only clears the table, and its loader
+    if _disjoint_columns(facts_of[id(ta)], facts_of[id(tb)], wa.table):
+        return True
     return _safe(ta, wa.table, facts_of[id(ta)], clears) and _safe(tb, wb.table, facts_of[id(tb)], clears)
+
+
+def _disjoint_columns(a: TaskFacts, b: TaskFacts, table: str) -> bool:
+    """Both tasks only update or upsert `table`, each setting columns the other never sets: neither
+    rerun changes a value the other wrote (each writer's own rerun is judged on its own: IDEM008).
+    Audit columns (``updated_at = now()``) both may set do not count."""
+    sets: list[set[str]] = []
+    for facts in (a, b):
+        writes = [w for w in facts.writes if w.table == table]
+        if not writes or any(w.how not in _COLUMN_WRITES or not w.sets for w in writes):
+            return False
+        sets.append({c for w in writes for c in w.sets if not AUDIT_COLUMN.search(c)})
+    return not sets[0] & sets[1]
 
 
 def check_shared_targets(

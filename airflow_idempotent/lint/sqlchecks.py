@@ -135,6 +135,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                         check.conn,
                         check.unit,
                         write.columns,
+                        write.sets,
                     )
                 )
 

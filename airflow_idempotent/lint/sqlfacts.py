@@ -73,6 +73,8 @@ class SqlWrite:
     offset: int | None = None
     #: an INSERT .. VALUES' column list ("*" for all columns): a declared key among them fails a rerun
     columns: tuple[str, ...] = ()
+    #: the columns an UPDATE or an upsert's DO UPDATE sets (empty: unknown, or the whole row)
+    sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
                 _restore_jinja(w.detail, prepared.jinja),
                 prepared.original(w.offset),
                 w.columns,
+                w.sets,
             )
             for w in one.writes
         ]
@@ -365,12 +368,13 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
         table = _table_name(stmt.this)
         if table:
             found = _accumulating(stmt.expressions, _target_names(stmt.this, table))
+            sets = _set_columns(stmt.expressions)
             if found:
                 result.writes.append(
-                    SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset)
+                    SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset, sets=sets)
                 )
             else:
-                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}", result.offset))
+                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}", result.offset, sets=sets))
     elif isinstance(stmt, exp.Select | exp.Union):
         for select in stmt.find_all(exp.Select):
             if any(isinstance(e, exp.Max) or e.find(exp.Max) for e in select.expressions):
@@ -442,12 +446,15 @@ def _insert(stmt: exp.Insert, result: SqlStatement, dialect: str) -> None:
         key = ", ".join(re.sub(r" NULLS (LAST|FIRST)$", "", k.sql()) for k in keys) if keys else None
         style = "ON DUPLICATE KEY UPDATE" if conflict.args.get("duplicate") else "ON CONFLICT"
         result.key = key
-        found = _accumulating(conflict.args.get("expressions") or [], _target_names(stmt.this, table))
+        assignments = conflict.args.get("expressions") or []
+        found = _accumulating(assignments, _target_names(stmt.this, table))
+        sets = _set_columns(assignments)
         if found:
-            result.writes.append(SqlWrite(table, "accumulate", f"INSERT INTO {table} .. {style} {found}", at))
+            detail = f"INSERT INTO {table} .. {style} {found}"
+            result.writes.append(SqlWrite(table, "accumulate", detail, at, sets=sets))
         else:
             detail = f"INSERT INTO {table} .. {style}" + (f" ({key})" if key else "")
-            result.writes.append(SqlWrite(table, "upsert", detail, at))
+            result.writes.append(SqlWrite(table, "upsert", detail, at, sets=sets))
     elif stmt.args.get("overwrite"):
         result.writes.append(SqlWrite(table, "replace", f"INSERT OVERWRITE {table}", at))
     elif (stmt.args.get("alternative") or "").upper() == "REPLACE":
@@ -495,6 +502,16 @@ def _target_names(node: exp.Expression, table: str) -> set[str]:
     if isinstance(alias, exp.TableAlias) and alias.name:
         names.add(alias.name.lower())
     return names
+
+
+def _set_columns(assignments: Sequence[exp.Expression]) -> tuple[str, ...]:
+    """The columns ``SET a = .., b = ..`` assigns, sorted; empty when one is not a plain column."""
+    names = [
+        eq.this.name.lower()
+        for eq in assignments
+        if isinstance(eq, exp.EQ) and isinstance(eq.this, exp.Column)
+    ]
+    return tuple(sorted(set(names))) if names and len(names) == len(assignments) else ()
 
 
 def _accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str | None:

@@ -9,6 +9,7 @@ task's, at the read; the task that only saves the mark is not a finding.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from airflow_idempotent.lint.facts import StateUse, WindowRef
@@ -18,6 +19,9 @@ from airflow_idempotent.lint.shared import task_label
 __all__ = ["check_watermarks"]
 
 _KIND_TEXT = {"variable": "the Variable", "asset": "the asset state key", "xcom": "the XCom of"}
+#: A saved mark that counts batches or pages of a list, not time: a rotating batch cursor.
+_BATCH_CURSOR = re.compile(r"(?:^|_)(?:offset|page|batch)(?:_|$|es|s)", re.IGNORECASE)
+_TIME_WORDS = re.compile(r"date|time|ts\b|_at\b|day|hour|watermark|since|last_", re.IGNORECASE)
 
 
 def check_watermarks(checks: Sequence[TaskCheck]) -> None:
@@ -48,6 +52,15 @@ def check_watermarks(checks: Sequence[TaskCheck]) -> None:
             check.facts.windows.append(
                 WindowRef("target", f"A watermark: {_describe(read)} (saved by {by}).")
             )
+            if read.kind != "xcom" and _BATCH_CURSOR.search(read.key) and not _TIME_WORDS.search(read.key):
+                check.info(
+                    "IDEM004",
+                    read.file,
+                    read.line,
+                    f"the task starts at {_describe(read)} saved by {by}: a batch cursor over a list "
+                    "(which batch comes next), not a time window; no run's data is lost behind it",
+                )
+                continue
             check.add(
                 "IDEM004",
                 read.file,
