@@ -100,12 +100,17 @@ def tree_of(repo: dict[str, str], trees: Path, mirrors: Path | None, scratch: Pa
     raise SystemExit(f"lint_public: no tree of {repo['repo']} under {trees} (nor a mirror): fetch it first")
 
 
-def lint_repository(name: str, tree: Path) -> list[Found]:
-    """Lint one repository's tree as one project; findings with paths relative to the tree."""
+def lint_repository(name: str, tree: Path, information: list[Found] | None = None) -> list[Found]:
+    """Lint one repository's tree as one project; findings with paths relative to the tree (and, into
+    `information`, what the linter lists as information: the condition holds, the rerun is safe)."""
     from airflow_idempotent.lint import lint_paths
 
     report = lint_paths([str(tree)])
     found = []
+    if information is not None:
+        information.extend(
+            Found(name, f.file, f.line, f.rule, f.dag_id, f.task_id, "") for f in report.information
+        )
     for f in report.findings:
         path = Path(f.file)
         path = (path if path.is_absolute() else Path.cwd() / path).resolve()
@@ -171,20 +176,24 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
-def markdown(rows: dict[str, dict[str, Any]]) -> str:
+def markdown(rows: dict[str, dict[str, Any]], information: Counter[str] | None = None) -> str:
+    """The per-rule table; with `information` (counts by rule), a column of what is listed as
+    information (never failed) instead of raised."""
+    info = information if information is not None else Counter()
     lines = [
         "| rule | findings | useful | harmless | false | unlabelled | a reviewer would act on "
-        "| problems | found | recall |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| problems | found | recall | information |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for rule, r in rows.items():
-        if rule != "all" and not r["findings"] and not r["problems"]:
+        count = sum(info.values()) if rule == "all" else info[rule]
+        if rule != "all" and not r["findings"] and not r["problems"] and not count:
             continue
         name = "**all**" if rule == "all" else rule
         lines.append(
             f"| {name} | {r['findings']} | {r['useful']} | {r['harmless']} | {r['false']} "
             f"| {r['unlabelled']} "
-            f"| {_pct(r['actionable'])} | {r['problems']} | {r['found']} | {_pct(r['recall'])} |"
+            f"| {_pct(r['actionable'])} | {r['problems']} | {r['found']} | {_pct(r['recall'])} | {count} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -205,12 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for split in splits:
             found: list[Found] = []
+            information: list[Found] = []
             for repo in (r for r in repos if r["split"] == split):
                 mirrors = Path(args.mirrors) if args.mirrors else None
                 tree = tree_of(repo, Path(args.trees), mirrors, Path(scratch))
-                found.extend(lint_repository(repo["repo"], tree))
+                found.extend(lint_repository(repo["repo"], tree, information))
             result[split] = score(load_labels([split]), found)
-            print(f"## {split}\n\n{markdown(result[split]['rules'])}")
+            counts = Counter(f.rule for f in information)
+            result[split]["information"] = dict(sorted(counts.items()))
+            print(f"## {split}\n\n{markdown(result[split]['rules'], counts)}")
             if args.unlabelled:
                 for f in result[split]["unlabelled"]:
                     where = f"{f['repo']} {f['path']}:{f['line']} {f['rule']} {f['dag']}.{f['task']}"
