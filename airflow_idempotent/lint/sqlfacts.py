@@ -21,6 +21,7 @@ from airflow_idempotent.errors import SqlParseError
 from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
+from airflow_idempotent.lint.sqlsets import accumulating, set_columns, target_names
 
 __all__ = [
     "ClockRead",
@@ -57,7 +58,6 @@ _DATE_ARITHMETIC_NAMES = frozenset(
         "date_trunc",
     }
 )
-_SELF_WRAPPERS = (exp.Coalesce,)
 
 
 @dataclass(frozen=True)
@@ -367,8 +367,8 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     elif isinstance(stmt, exp.Update):
         table = _table_name(stmt.this)
         if table:
-            found = _accumulating(stmt.expressions, _target_names(stmt.this, table))
-            sets = _set_columns(stmt.expressions)
+            found = accumulating(stmt.expressions, target_names(stmt.this, table))
+            sets = set_columns(stmt.expressions)
             if found:
                 result.writes.append(
                     SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset, sets=sets)
@@ -447,8 +447,8 @@ def _insert(stmt: exp.Insert, result: SqlStatement, dialect: str) -> None:
         style = "ON DUPLICATE KEY UPDATE" if conflict.args.get("duplicate") else "ON CONFLICT"
         result.key = key
         assignments = conflict.args.get("expressions") or []
-        found = _accumulating(assignments, _target_names(stmt.this, table))
-        sets = _set_columns(assignments)
+        found = accumulating(assignments, target_names(stmt.this, table))
+        sets = set_columns(assignments)
         if found:
             detail = f"INSERT INTO {table} .. {style} {found}"
             result.writes.append(SqlWrite(table, "accumulate", detail, at, sets=sets))
@@ -482,59 +482,16 @@ def _merge(stmt: exp.Merge, result: SqlStatement, dialect: str) -> None:
         return
     on = stmt.args.get("on")
     result.key = on.sql(dialect=dialect) if isinstance(on, exp.Expression) else None
-    names = _target_names(stmt.this, table)
+    names = target_names(stmt.this, table)
     for when in stmt.find_all(exp.When):
         then = when.args.get("then")
         if isinstance(then, exp.Update):
-            found = _accumulating(then.expressions, names)
+            found = accumulating(then.expressions, names)
             if found:
                 detail = f"MERGE INTO {table} .. WHEN MATCHED THEN UPDATE SET {found}"
                 result.writes.append(SqlWrite(table, "accumulate", detail, result.offset))
                 return
     result.writes.append(SqlWrite(table, "merge", f"MERGE INTO {table} ON {result.key}", result.offset))
-
-
-def _target_names(node: exp.Expression, table: str) -> set[str]:
-    """How a statement's SET may name its target's columns: bare, by table name or by alias."""
-    names = {table, table.split(".")[-1]}
-    target = node.this if isinstance(node, exp.Schema) else node
-    alias = target.args.get("alias") if isinstance(target, exp.Table) else None
-    if isinstance(alias, exp.TableAlias) and alias.name:
-        names.add(alias.name.lower())
-    return names
-
-
-def _set_columns(assignments: Sequence[exp.Expression]) -> tuple[str, ...]:
-    """The columns ``SET a = .., b = ..`` assigns, sorted; empty when one is not a plain column."""
-    names = [
-        eq.this.name.lower()
-        for eq in assignments
-        if isinstance(eq, exp.EQ) and isinstance(eq.this, exp.Column)
-    ]
-    return tuple(sorted(set(names))) if names and len(names) == len(assignments) else ()
-
-
-def _accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str | None:
-    """`points = points + ...` (also ``t.x = t.x + s.x``, ``x = COALESCE(x, 0) + ..``): an assignment
-    adding to the column's own value (the statement is where it is reported)."""
-    for eq in assignments:
-        if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
-            continue
-        column = eq.this.name.lower()
-        for node in eq.expression.find_all(exp.Add, exp.Sub):
-            for operand in (node.this, node.expression):
-                if isinstance(operand, _SELF_WRAPPERS) or (
-                    isinstance(operand, exp.Anonymous) and operand.name.lower() in ("ifnull", "nvl", "isnull")
-                ):
-                    operand = operand.this if isinstance(operand, _SELF_WRAPPERS) else operand.expressions[0]
-                if (
-                    isinstance(operand, exp.Column)
-                    and operand.name.lower() == column
-                    and (not operand.table or operand.table.lower() in target)
-                ):
-                    sign = "+" if isinstance(node, exp.Add) else "-"
-                    return f"{eq.this.name} = {eq.this.name} {sign} ..."
-    return None
 
 
 def _dedup(stmt: exp.Insert, table: str) -> bool:
