@@ -16,7 +16,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, rowcount, validate_identifier
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError, SchemaError
 from airflow_idempotent.window import Window
 
@@ -165,12 +165,6 @@ def prepare(
 def window_binds(params: Mapping[str, Any]) -> dict[str, Any]:
     """Only the window's bind values of `params` (for statements over the target's window alone)."""
     return {k: params[k] for k in RESERVED_PARAMS}
-
-
-def rowcount(result: Any) -> int:
-    """A statement's row count, or -1 where the driver cannot count (callers then count otherwise)."""
-    count = result.rowcount
-    return int(count) if count is not None and count >= 0 else -1
 
 
 def overwrite(adapter: EngineAdapter, spec: WriteSpec) -> WriteResult:

@@ -16,20 +16,25 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.errors import FencedError
 from airflow_idempotent.examples.payouts import window_totals
 from airflow_idempotent.history import HistoryStore
-from airflow_idempotent.history.fences import AttemptFence, holder
+from airflow_idempotent.history.fences import AttemptFence, holder, take
 from airflow_idempotent.history.report import window_history
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.operators.base import WindowWriteOperator
+from airflow_idempotent.window import Window
 from tests.test_guard_operator import history  # noqa: F401  (fixture)
 from tests.test_operators import DAY, context, day_truth, loaded, make  # noqa: F401  (fixture)
 
@@ -191,3 +196,64 @@ def test_an_older_attempt_starting_after_a_newer_one_is_fenced_before_writing(
     (shown,) = window_history(history)  # what `airflow-idempotent history` (and --json, the UI) show
     assert shown["flags"] == ["fenced"]
     assert [w["flags"] for w in shown["writes"]] == [[], ["fenced"], []]
+
+
+def race_take(url: str, run_id: str, try_number: int, start: Any, out: Any) -> None:
+    """One attempt's take, in its own process, released with the others at once."""
+    store = HistoryStore(sa.create_engine(url))
+    identity = AttemptIdentity("payouts_daily", run_id, "write", -1, try_number, "scheduled")
+    try:
+        start.wait(WAIT)
+        take(store, identity, TARGET, [RACE_WINDOW])
+        out.put((try_number, "ok"))
+    except FencedError as err:
+        out.put((try_number, f"fenced by {str(err).split('instance, ')[1].split(',')[0]}"))
+    except BaseException as err:  # reported to the test, which asserts on it
+        out.put((try_number, f"error {type(err).__name__}: {err}"))
+    finally:
+        store.engine.dispose()
+
+
+RACE_WINDOW = Window(
+    start=datetime(2026, 8, 25, tzinfo=timezone.utc),
+    end=datetime(2026, 8, 26, tzinfo=timezone.utc),
+    source="test",
+)
+#: The tries of one task instance taking one window's fence at once (a duplicate dispatch of try 6 too).
+RACE_TRIES = (1, 2, 3, 4, 5, 6, 6)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "mariadb"])
+def test_attempts_taking_one_fence_at_once_leave_it_with_the_newest(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    """No lock but the fence's unique key: one row per fence, the newest try holds it, it is never
+    fenced, and each older try is fenced by a newer one or got there first (rounds of 7 processes)."""
+    fixture = {"postgres": "pg_url", "mariadb": "mariadb_url"}
+    url = (
+        request.getfixturevalue(fixture[kind]) if kind in fixture else f"sqlite:///{tmp_path / 'history.db'}"
+    )
+    store = HistoryStore(sa.create_engine(url))
+    store.migrate()
+    store.engine.dispose()
+    for round_ in range(4):
+        run_id = f"race__{round_}__{uuid.uuid4().hex[:8]}"
+        start, out = FORK.Barrier(len(RACE_TRIES)), FORK.Queue()
+        procs = [FORK.Process(target=race_take, args=(url, run_id, t, start, out)) for t in RACE_TRIES]
+        for proc in procs:
+            proc.start()
+        results = sorted(out.get(timeout=WAIT) for _ in procs)
+        for proc in procs:
+            proc.join(WAIT)
+        assert [t for t, _ in results] == sorted(RACE_TRIES)
+        assert not [r for r in results if r[1].startswith("error")], results
+        assert [r for r in results if r[0] == max(RACE_TRIES)] == [(6, "ok"), (6, "ok")]
+        for try_number, outcome in results:  # fenced only ever by a newer try
+            if outcome != "ok":
+                assert int(outcome.removeprefix("fenced by try ")) > try_number, results
+        identity = AttemptIdentity("payouts_daily", run_id, "write", -1, 6, "scheduled")
+        assert holder(store, identity, TARGET, RACE_WINDOW) == max(RACE_TRIES)
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT COUNT(*) FROM idem_fence WHERE run_id = :r"), {"r": run_id})
+            assert rows.scalar() == 1
+    store.engine.dispose()

@@ -92,6 +92,35 @@ def missing_table(table: str) -> SchemaError:
     )
 
 
+def rowcount(result: Any) -> int:
+    """A statement's row count, or -1 where the driver cannot count (callers then count otherwise)."""
+    count = result.rowcount
+    return int(count) if count is not None and count >= 0 else -1
+
+
+@functools.cache
+def insert_if_absent_statement(
+    dialect: str, upsert_style: str, table: sa.Table, names: tuple[str, ...]
+) -> sa.TextClause:
+    """`EngineAdapter.insert_if_absent`'s statement: `INSERT .. ON CONFLICT DO NOTHING`, or
+    MariaDB's `INSERT IGNORE`, built with sqlglot and rendered once per (dialect, table, columns);
+    it ran on every history record, approval and fence, where building and rendering the tree
+    cost more than the round trip."""
+    for name in names:
+        validate_identifier(name, "column name")
+    insert = exp.insert(
+        exp.values([tuple(exp.Placeholder(this=name) for name in names)]),
+        exp.Table(this=exp.to_identifier(validate_identifier(table.name, "table name"), quoted=True)),
+        columns=[exp.to_identifier(name, quoted=True) for name in names],
+    )
+    if upsert_style == "on_duplicate_key":
+        insert.set("ignore", True)
+    else:
+        insert.set("conflict", exp.OnConflict(action=exp.var("DO NOTHING")))
+    rendered = insert.sql(dialect=binding_dialect(dialect), copy=False)
+    return sa.text(rendered).bindparams(*(sa.bindparam(name, type_=table.c[name].type) for name in names))
+
+
 class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
@@ -315,26 +344,23 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
             f"{timeout:g} s ({how}): wait for it to finish, or raise the operator's lock_timeout."
         )
 
-    def insert_if_absent(self, conn: Connection, table: sa.Table, values: Mapping[str, Any]) -> None:
-        """INSERT one row unless a row with the same unique key exists (`upsert_style` spells it).
+    def insert_if_absent(self, conn: Connection, table: sa.Table, values: Mapping[str, Any]) -> int:
+        """INSERT one row unless a row with the same unique key exists (`upsert_style` spells it);
+        the row count: 1 inserted, 0 a row with that key was there (or is being inserted by a
+        transaction that then commits: the statement waits for it on every server).
 
-        For records with natural keys: one redelivered from the spool is stored once. Values are
-        bound with the table's column types, so their type decorators (UTC timestamps) apply.
+        For records with natural keys (one redelivered from the spool is stored once) and for rows
+        whose key decides who came first (a fence, an effect's claim). Values are bound with the
+        table's column types, so their type decorators (UTC timestamps) apply. The statement is
+        built and rendered once per dialect, table and columns (`insert_if_absent_statement`).
         """
-        names = [validate_identifier(name, "column name") for name in values]
-        insert = exp.insert(
-            exp.values([tuple(exp.Placeholder(this=name) for name in names)]),
-            self.table(table.name),
-            columns=[exp.to_identifier(name, quoted=True) for name in names],
-        )
-        if self.upsert_style == "on_duplicate_key":
-            insert.set("ignore", True)
-        else:
-            insert.set("conflict", exp.OnConflict(action=exp.var("DO NOTHING")))
-        statement = sa.text(self.render(insert)).bindparams(
-            *(sa.bindparam(name, type_=table.c[name].type) for name in names)
-        )
-        conn.execute(statement, dict(values))
+        statement = insert_if_absent_statement(self.dialect, self.upsert_style, table, tuple(values))
+        return rowcount(conn.execute(statement, dict(values)))
+
+    def is_deadlock(self, err: BaseException) -> bool:
+        """Whether `err` is the database choosing this transaction as a deadlock's victim: it was
+        rolled back whole, so running it again is safe."""
+        return False
 
     # ------------------------------------------------------------------ introspection
     def describe(self, conn: Connection, table: str) -> TableInfo:

@@ -22,6 +22,12 @@ class MySQLAdapter(EngineAdapter):
     drop_temporary_keyword = True
     update_join_style = "join"
     checksum_version = "v2"
+    #: InnoDB's "Deadlock found when trying to get lock" (ER_LOCK_DEADLOCK).
+    DEADLOCK_ERRNO = 1213
+
+    def is_deadlock(self, err: BaseException) -> bool:
+        args: tuple[Any, ...] = tuple(getattr(getattr(err, "orig", None), "args", None) or ())
+        return bool(args) and args[0] == self.DEADLOCK_ERRNO
 
     def failing_value(self, value: exp.Expr, kind: str) -> exp.Expr:
         """A scalar subquery of two rows: "Subquery returns more than 1 row" (1242) in every SQL

@@ -76,6 +76,11 @@ class PostgresAdapter(EngineAdapter):
     checksum_version = "v2"
     upsert_refuses_repeated_keys = True
     refuses_rows_outside_in_statement = True
+    #: SQLSTATE deadlock_detected.
+    DEADLOCK_SQLSTATE = "40P01"
+
+    def is_deadlock(self, err: BaseException) -> bool:
+        return getattr(getattr(err, "orig", None), "pgcode", None) == self.DEADLOCK_SQLSTATE
 
     def row_hash(self, text: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="hashtextextended", expressions=[text, exp.Literal.number(0)])

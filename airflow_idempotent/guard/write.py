@@ -29,7 +29,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, validate_identifier
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, rowcount, validate_identifier
 from airflow_idempotent.errors import IdempotentError, SchemaError, SqlParseError
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, plain_key
@@ -44,7 +44,6 @@ from airflow_idempotent.strategies import (
     count_periods,
     name_refused_keys,
     prepare,
-    rowcount,
     window_binds,
 )
 

@@ -6,7 +6,8 @@ back what try 2 corrected (a new DAG version, a fixed policy). So every attempt,
 writing a window, raises the window's fence (table ``idem_fence``, one row per task instance,
 target and window) to its try number, and reads it again as the last step before its commit,
 still holding the (table, window) lock. An attempt that finds a higher try number is fenced: it
-writes nothing and fails without retry (`FencedError`).
+writes nothing and fails without retry (`FencedError`). Raising a fence takes no lock of its
+own: the fence's unique key and a conditional UPDATE keep it rising (`take`).
 
 Why that orders them: the newer attempt raises the fence before it waits for the lock, and the
 older one reads the fence under the lock just before committing. If the newer one committed
@@ -20,10 +21,13 @@ kill switch of a scheduled run): the attempt writes unfenced and says so in its 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
+import random
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +35,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airflow_idempotent.adapters.base import rowcount
 from airflow_idempotent.errors import FencedError
 from airflow_idempotent.history.models import Fence
 from airflow_idempotent.history.store import HistoryStore, utcnow
@@ -41,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: The write record's status of a fenced attempt.
 FENCED = "fenced"
+#: How many times a take runs when the database picks it as a deadlock's victim (each after a
+#: random pause, longer each time, so the attempts that met do not meet again).
+DEADLOCK_RETRIES = 10
 
 
 def _table() -> sa.Table:
@@ -81,70 +89,126 @@ def fenced_error(identity: AttemptIdentity, target: str, window: Window, newer: 
     )
 
 
-def _rows(conn: sa.Connection, keys: Sequence[str]) -> dict[str, Any]:
+# The fence's statements, built once per process (a task calls take and check once each, on a
+# fresh engine, where building a construct cost as much as its round trip). Values bound with the
+# columns' types, so the UTC timestamps apply.
+@functools.cache
+def _newer_rows(keys: int) -> sa.Select[Any]:
+    """The fences among `keys` keys held by a newer try than `:mine` (none: nothing fences this one)."""
     table = _table()
-    query = sa.select(
+    names = [sa.bindparam(f"key_{n}", type_=table.c.fence_key.type) for n in range(keys)]
+    mine = sa.bindparam("mine", type_=table.c.try_number.type)
+    return sa.select(
         table.c.fence_key, table.c.try_number, table.c.hostname, table.c.pid, table.c.started_at
+    ).where(table.c.fence_key.in_(names), table.c.try_number > mine)
+
+
+@functools.cache
+def _raise() -> sa.Update:
+    """Raise one fence to `:mine` unless it is there already or higher: a conditional UPDATE, which
+    waits for a concurrent one and re-reads the row, so the fence only ever rises."""
+    table = _table()
+    mine = sa.bindparam("mine", type_=table.c.try_number.type)
+    return (
+        table.update()
+        .where(
+            table.c.fence_key == sa.bindparam("key", type_=table.c.fence_key.type), table.c.try_number < mine
+        )
+        .values(
+            try_number=mine,
+            hostname=sa.bindparam("host", type_=table.c.hostname.type),
+            pid=sa.bindparam("process", type_=table.c.pid.type),
+            started_at=sa.bindparam("at", type_=table.c.started_at.type),
+        )
     )
-    return {r.fence_key: r for r in conn.execute(query.where(table.c.fence_key.in_(list(keys)))).all()}
 
 
-def _newer(row: Any) -> NewerAttempt:
-    return NewerAttempt(int(row.try_number), row.hostname, row.pid, row.started_at)
+@functools.cache
+def _holder() -> sa.Select[Any]:
+    table = _table()
+    return sa.select(table.c.try_number).where(
+        table.c.fence_key == sa.bindparam("key", type_=table.c.fence_key.type)
+    )
+
+
+def _newer(conn: sa.Connection, keys: Sequence[str], try_number: int) -> dict[str, NewerAttempt]:
+    """The newer attempts holding any of `keys`, by key (one SELECT)."""
+    binds: dict[str, Any] = {f"key_{n}": key for n, key in enumerate(keys)}
+    rows = conn.execute(_newer_rows(len(keys)), {**binds, "mine": try_number}).all()
+    return {r.fence_key: NewerAttempt(int(r.try_number), r.hostname, r.pid, r.started_at) for r in rows}
 
 
 def take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
-    """Raise each window's fence to this attempt's try number (one transaction, under the store's
-    lock on the target's windows, so two attempts never both insert). FencedError, nothing
-    changed, when a newer attempt holds one of them."""
+    """Raise each window's fence to this attempt's try number, in one transaction; FencedError,
+    nothing changed (rolled back), when a newer attempt holds one of them.
+
+    No lock of its own: the fence's unique key decides. Per window, an insert-if-absent (a first
+    attempt: one statement, then the commit); when the row is there, a conditional UPDATE raises
+    it; when that changes nothing, a SELECT tells whether a newer try holds it (fenced) or this
+    try already does. Two attempts inserting one fence at once: the second waits for the first's
+    commit and then finds the row. A transaction the database picks as a deadlock's victim
+    (MariaDB: two raises of one fence at once, each holding the shared lock its insert-if-absent
+    took on the existing row) was rolled back whole, and runs again.
+    """
     store.migrate()
-    table = _table()
-    keys = [fence_key(identity, target, w) for w in windows]
+    adapter = store.adapter
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            _take(store, identity, target, windows)
+            return
+        except sa.exc.DBAPIError as err:
+            if attempt == DEADLOCK_RETRIES or not adapter.is_deadlock(err):
+                raise
+            pause = random.uniform(0.005, 0.05) * attempt  # apart, so they do not meet again
+            log.info("fence take was a deadlock's victim (try %d of %d): again", attempt, DEADLOCK_RETRIES)
+            time.sleep(pause)
+
+
+def _take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
+    table, adapter = _table(), store.adapter
     now, host, pid = utcnow(), socket.gethostname()[:250], os.getpid()
     mine = {"try_number": identity.try_number, "hostname": host, "pid": pid, "started_at": now}
-    with store.adapter.locked_transaction(f"fence:{target}", list(windows), store.timeout) as conn:
-        rows = _rows(conn, keys)
-        for key, window in zip(keys, windows, strict=True):
-            row = rows.get(key)
-            if row is not None and row.try_number > identity.try_number:
-                raise fenced_error(identity, target, window, _newer(row))
-        for key, window in zip(keys, windows, strict=True):
-            row = rows.get(key)
-            if row is None:
-                conn.execute(
-                    table.insert().values(
-                        fence_key=key,
-                        dag_id=identity.dag_id,
-                        run_id=identity.run_id,
-                        task_id=identity.task_id,
-                        map_index=identity.map_index,
-                        target=target,
-                        window_start=window.start,
-                        window_end=window.end,
-                        **mine,
-                    )
-                )
-            elif row.try_number < identity.try_number:
-                conn.execute(table.update().where(table.c.fence_key == key).values(**mine))
+    raised = {"mine": identity.try_number, "host": host, "process": pid, "at": now}
+    with store.engine.begin() as conn:
+        for window in windows:
+            key = fence_key(identity, target, window)
+            row = {
+                "fence_key": key,
+                "dag_id": identity.dag_id,
+                "run_id": identity.run_id,
+                "task_id": identity.task_id,
+                "map_index": identity.map_index,
+                "target": target,
+                "window_start": window.start,
+                "window_end": window.end,
+                **mine,
+            }
+            if adapter.insert_if_absent(conn, table, row) > 0:
+                continue
+            if rowcount(conn.execute(_raise(), {**raised, "key": key})) > 0:
+                continue
+            newer = _newer(conn, [key], identity.try_number).get(key)
+            if newer is not None:  # raising rolls back the windows raised before this one
+                raise fenced_error(identity, target, window, newer)
 
 
 def check(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
-    """FencedError when a newer attempt raised one of the windows' fences since this one took them."""
+    """FencedError when a newer attempt raised one of the windows' fences since this one took them
+    (one SELECT, which returns no row unless a newer attempt holds a fence)."""
     keys = [fence_key(identity, target, w) for w in windows]
     with store.engine.connect() as conn:
-        rows = _rows(conn, keys)
+        newer = _newer(conn, keys, identity.try_number)
     for key, window in zip(keys, windows, strict=True):
-        row = rows.get(key)
-        if row is not None and row.try_number > identity.try_number:
-            raise fenced_error(identity, target, window, _newer(row))
+        if key in newer:
+            raise fenced_error(identity, target, window, newer[key])
 
 
 def holder(store: HistoryStore, identity: AttemptIdentity, target: str, window: Window) -> int | None:
     """The try number holding the window's fence for this task instance (None: never taken)."""
     store.migrate()
     with store.engine.connect() as conn:
-        row = _rows(conn, [fence_key(identity, target, window)]).get(fence_key(identity, target, window))
-    return None if row is None else int(row.try_number)
+        held = conn.execute(_holder(), {"key": fence_key(identity, target, window)}).scalar()
+    return None if held is None else int(held)
 
 
 @dataclass
