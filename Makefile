@@ -116,11 +116,15 @@ release-check: venv
 docs: venv
 	$(BIN)/mkdocs build --strict
 
-# The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load.
+# The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load;
+# then the issue's 10 rounds of "approve day 1, reject day 2 within a second" on a real scheduler
+# (`make test` runs 4; each round prints its totals against the scenario's formula and its time).
 reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
 	rc=0; $(PYTEST) -m "not e2e and not spark" tests/reliability || rc=$$?; \
 	$(PYTEST) -m e2e tests/reliability || rc=$$?; \
+	IDEM_APPROVAL_ROUNDS=10 $(PYTEST) --timeout=1800 -m e2e -s tests/e2e/test_approval.py \
+		-k approve_one_day_and_reject_the_other || rc=$$?; \
 	$(BIN)/python tools/reliability_report.py; exit $$rc
 
 demo: venv

@@ -15,13 +15,15 @@ two days of the payouts scenario. Airflow 3.3 parks a HITL task in `awaiting_inp
    unanswered: the scheduler's own timeout sweep answers it with the default (Reject), the window
    keeps v1 and that backfill's kill switch is on (nobody decided: the rest must stop).
 
-Then `ROUNDS` more backfills of both days (production put back to v1 before each): day 1
-approved and day 2 rejected through the REST API within a second, alternating which answer goes
-first; every round day 1 holds v2 and day 2 v1, and history says approved and rejected.
+Then `rounds()` more backfills (4; IDEM_APPROVAL_ROUNDS=10 in `make reliability`) of both days
+(production put back to v1 before each): day 1 approved and day 2 rejected through the REST API
+within a second, alternating which answer goes first; every round day 1 holds v2 and day 2 v1,
+and history says approved and rejected.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
@@ -345,11 +347,21 @@ def test_breach_waits_for_approval_then_swaps_and_a_rejection_refuses(
     )
 
 
-#: Rounds of "approve day 1, reject day 2 within a second" (the issue asks 10). Each round is one
-#: backfill of two days through the scheduler: 29.8-31.0 s measured (2026-12-03, the 2-core machine
-#: shared with other runs), so 10 rounds would add ~5 min to the e2e group; 4 (two of each order)
-#: add ~2 min.
-ROUNDS = 4
+#: Rounds of "approve day 1, reject day 2 within a second". Each round is one backfill of two days
+#: through the scheduler: 29.8-31.0 s measured (2026-12-03, the 2-core machine shared with other
+#: runs), so the issue's 10 rounds would add ~5 min to `make test`'s e2e group; 4 (two of each
+#: order) add ~2 min. IDEM_APPROVAL_ROUNDS raises it: `make reliability` runs 10.
+ROUNDS_VAR = "IDEM_APPROVAL_ROUNDS"
+
+
+def rounds() -> int:
+    text = os.environ.get(ROUNDS_VAR, "4")
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(
+            f"{ROUNDS_VAR}={text!r} is not a number of rounds: give a whole number of at least 1 "
+            f"(e.g. {ROUNDS_VAR}=10, what `make reliability` runs), or unset it for 4."
+        )
+    return int(text)
 
 
 def put_back_v1(engine: sa.Engine) -> None:
@@ -373,7 +385,8 @@ def test_approve_one_day_and_reject_the_other_within_a_second_in_both_orders(
     day_1, day_2 = DAYS
     v2_1, v1_2 = total(day_1, "v2"), total(day_2, "v1")
     took = []
-    for n in range(ROUNDS):
+    figures = []
+    for n in range(rounds()):
         started = time.monotonic()
         put_back_v1(warehouse)
         assert window(warehouse, day_1) == (PER_DAY, total(day_1, "v1"))
@@ -392,6 +405,7 @@ def test_approve_one_day_and_reject_the_other_within_a_second_in_both_orders(
         wait_done(cluster, day_1, "success")
         wait_done(cluster, day_2, "failed")
         completed(cluster, created)
+        figures.append((window(warehouse, day_1), window(warehouse, day_2)))
         assert window(warehouse, day_1) == (PER_DAY, v2_1), f"round {n}"
         assert window(warehouse, day_2) == (PER_DAY, v1_2), f"round {n}"
         assert killswitch.active_switches(store, DAG_ID, backfill=True) == [], f"round {n}"
@@ -406,4 +420,10 @@ def test_approve_one_day_and_reject_the_other_within_a_second_in_both_orders(
         assert latest[run_ids[day_2]]["status"] == "refused", f"round {n}"
         assert "rejected by " in latest[run_ids[day_2]]["message"], f"round {n}"
         took.append(time.monotonic() - started)
-    print(f"\n[timing] {ROUNDS} rounds: {', '.join(f'{t:.1f}' for t in took)} s")
+        (n_1, s_1), (n_2, s_2) = figures[-1]
+        print(
+            f"\n[round {n}] {' then '.join(o for _, o in answers)}: day 1 {n_1} rows {s_1} "
+            f"(v2 formula {PER_DAY} rows {v2_1}), day 2 {n_2} rows {s_2} (v1 formula {PER_DAY} "
+            f"rows {v1_2}), {took[-1]:.1f} s"
+        )
+    print(f"\n[timing] {len(took)} rounds: {', '.join(f'{t:.1f}' for t in took)} s")
