@@ -172,14 +172,33 @@ def window(engine: sa.Engine, day: date) -> tuple[int, Decimal]:
 
 
 def wait_done(cluster: AirflowCluster, day: date, state: str, dag_id: str = DAG_ID) -> dict[str, Any]:
-    run: dict[str, Any] = cluster.wait_for(
-        f"run of {day} to end {state}",
-        lambda: (r := run_of(cluster, day, dag_id)) and r["state"] in ("success", "failed") and r,
-        TIMEOUT,
-        1.0,
-    )
+    try:
+        run: dict[str, Any] = cluster.wait_for(
+            f"run of {day} to end {state}",
+            lambda: (r := run_of(cluster, day, dag_id)) and r["state"] in ("success", "failed") and r,
+            TIMEOUT,
+            1.0,
+        )
+    except AssertionError as err:  # say where the task is: a retry of a failed resume asks again
+        raise AssertionError(f"{where_is_the_task(cluster, day, dag_id)}\n{err}") from None
     assert run["state"] == state, run
     return run
+
+
+def where_is_the_task(cluster: AirflowCluster, day: date, dag_id: str) -> str:
+    """The task's state and every try's, e.g. "awaiting_input on try 2 (try 1 failed)": a resumed
+    (approved) attempt that failed is retried, and the retry diffs again and waits for a new answer."""
+    try:
+        run = run_of(cluster, day, dag_id)
+        if run is None:
+            return f"no run of {day}"
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{TASK}"
+        ti = cluster.request("GET", path)
+        tries = cluster.request("GET", f"{path}/tries").get("task_instances", [])
+    except Exception as err:  # a diagnosis only: never hide the timeout it explains
+        return f"{day}: the task's state could not be read ({type(err).__name__}: {err})"
+    shown = ", ".join(f"try {t.get('try_number')} {t.get('state')}" for t in tries)
+    return f"{day}: run {run['state']}, task {ti.get('state')} on try {ti.get('try_number')} ({shown})"
 
 
 BREACHING = {
@@ -424,6 +443,6 @@ def test_approve_one_day_and_reject_the_other_within_a_second_in_both_orders(
         print(
             f"\n[round {n}] {' then '.join(o for _, o in answers)}: day 1 {n_1} rows {s_1} "
             f"(v2 formula {PER_DAY} rows {v2_1}), day 2 {n_2} rows {s_2} (v1 formula {PER_DAY} "
-            f"rows {v1_2}), {took[-1]:.1f} s"
+            f"rows {v1_2}), {took[-1]:.1f} s; {where_is_the_task(cluster, day_1, DAG_ID)}"
         )
     print(f"\n[timing] {len(took)} rounds: {', '.join(f'{t:.1f}' for t in took)} s")
