@@ -35,7 +35,16 @@ from typing import Any
 from airflow_idempotent.adapters.spark import open_session
 from airflow_idempotent.testing.ports import free_port
 
-__all__ = ["DELTA_CONF", "ClusterError", "SparkCluster", "delta_jars", "spark_home"]
+__all__ = [
+    "DELTA_CONF",
+    "ICEBERG_CATALOG",
+    "ClusterError",
+    "SparkCluster",
+    "delta_jars",
+    "has_iceberg",
+    "iceberg_conf",
+    "spark_home",
+]
 
 #: How long a process may take to print its ready line.
 READY_TIMEOUT = 120.0
@@ -56,6 +65,11 @@ DELTA_CONF = {
     # clusters: on two 1-core executors each snapshot and time travel cost a 50-task stage)
     "spark.databricks.delta.snapshotPartitions": "2",
 }
+#: The name of the Iceberg catalog the Connect server gets with Iceberg's jars (`iceberg_conf`): its
+#: tables are named `ice.<database>.<table>`, next to the session catalog's Delta and parquet tables.
+ICEBERG_CATALOG = "ice"
+#: Iceberg's SQL (MERGE INTO, DELETE, time travel by snapshot id, CALL) on Spark.
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 #: Where `make spark-jars` puts the pinned jars (tools/spark-jars/pom.xml), from the repository root.
 SPARK_JARS_DIR = ".cache/spark-jars"
 
@@ -82,6 +96,36 @@ def delta_jars(directory: str | Path) -> list[Path]:
             "in tools/spark-jars/pom.xml there)"
         )
     return jars
+
+
+def has_iceberg(jars: Sequence[str | Path]) -> bool:
+    """Whether `jars` hold Iceberg's Spark runtime and PostgreSQL's JDBC driver (its catalog's store)."""
+    names = [Path(j).name for j in jars]
+    return any(n.startswith("iceberg-spark-runtime-") for n in names) and any(
+        n.startswith("postgresql-") for n in names
+    )
+
+
+def iceberg_conf(jdbc_url: str, user: str, warehouse: str | Path, password: str = "") -> dict[str, str]:
+    """The Connect server's conf for an Iceberg catalog named `ICEBERG_CATALOG` next to Delta's:
+    a JDBC catalog whose tables' pointers live in the PostgreSQL database `jdbc_url` (no metastore),
+    their files under `warehouse` (a local directory). Merge it after DELTA_CONF: both formats' SQL
+    extensions are listed, Delta's first, since Delta's catalog serves the session catalog."""
+    prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    conf = {
+        "spark.sql.extensions": f"{DELTA_CONF['spark.sql.extensions']},{ICEBERG_EXTENSIONS}",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": jdbc_url,
+        f"{prefix}.jdbc.user": user,
+        # the catalog's tables in PostgreSQL with views' columns: without them, looking up a name
+        # the catalog lacks (`catalog.tableExists`) fails ("initialized without view support")
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.warehouse": Path(warehouse).resolve().as_uri(),
+    }
+    if password:
+        conf[f"{prefix}.jdbc.password"] = password
+    return conf
 
 
 def java_home() -> str | None:
