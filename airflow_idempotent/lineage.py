@@ -44,7 +44,7 @@ from openlineage.client.generated.base_subset_dataset import (
 )
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import split_table_name
+from airflow_idempotent.adapters.base import table_parts
 from airflow_idempotent.window import Window, spanning
 
 log = logging.getLogger(__name__)
@@ -169,8 +169,8 @@ def window_lineage(
         InputDataset(namespace=d.namespace, name=d.name)
         for d in (naming.dataset(schema, name, database) for database, schema, name in input_tables(query))
     ]
-    schema, name = split_table_name(table)
-    target = naming.dataset(schema, name)
+    catalog, schema, name = table_parts(table)
+    target = naming.dataset(schema, name, catalog)
     output_facets: dict[str, Any] = {}
     if isinstance(out.get("row_count"), int):
         output_facets["outputStatistics"] = (

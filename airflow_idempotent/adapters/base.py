@@ -70,18 +70,34 @@ def binding_dialect(name: str) -> Dialect:
     return dialect()
 
 
-def split_table_name(name: str) -> tuple[str | None, str]:
-    """Split `schema.table` (or `table`) into validated parts."""
+def table_parts(name: str) -> tuple[str | None, str | None, str]:
+    """Split `catalog.schema.table`, `schema.table` or `table` into validated parts, None for
+    those absent. The one place a table name is split; a catalog part names one of a Spark
+    server's catalogs (an Iceberg catalog: `ice.db.payouts`)."""
     if not isinstance(name, str):
         raise InvalidIdentifierError(f"table name must be a string, got {type(name).__name__}")
     parts = name.split(".")
-    if len(parts) > 2:
+    if len(parts) > 3:
         raise InvalidIdentifierError(
-            f"table name {name!r} has more than one dot: give 'table' or 'schema.table'."
+            f"table name {name!r} has more than two dots: give 'table', 'schema.table' or, on Spark, "
+            "'catalog.schema.table'."
         )
-    if len(parts) == 2:
-        return validate_identifier(parts[0], "schema name"), validate_identifier(parts[1], "table name")
-    return None, validate_identifier(parts[0], "table name")
+    table = validate_identifier(parts[-1], "table name")
+    schema = validate_identifier(parts[-2], "schema name") if len(parts) > 1 else None
+    catalog = validate_identifier(parts[0], "catalog name") if len(parts) > 2 else None
+    return catalog, schema, table
+
+
+def split_table_name(name: str) -> tuple[str | None, str]:
+    """Split `schema.table` (or `table`) into validated parts; a catalog part is refused (only a
+    Spark connection reaches several catalogs, and its adapter reads `table_parts`)."""
+    catalog, schema, table = table_parts(name)
+    if catalog is not None:
+        raise InvalidIdentifierError(
+            f"table name {name!r} names a catalog ({catalog!r}), which only a Spark connection has: "
+            "give 'table' or 'schema.table'."
+        )
+    return schema, table
 
 
 def missing_table(table: str) -> SchemaError:
@@ -205,11 +221,13 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
 
     # ------------------------------------------------------------------ identifiers
     def table(self, name: str, alias: str | None = None) -> exp.Table:
-        """A quoted table expression from a validated `table` or `schema.table`."""
-        schema, table = split_table_name(name)
+        """A quoted table expression from a validated `table`, `schema.table` or (Spark)
+        `catalog.schema.table`."""
+        catalog, schema, table = table_parts(name)
         return exp.Table(
             this=exp.to_identifier(table, quoted=True),
             db=exp.to_identifier(schema, quoted=True) if schema else None,
+            catalog=exp.to_identifier(catalog, quoted=True) if catalog else None,
             alias=exp.TableAlias(this=exp.to_identifier(alias)) if alias else None,
         )
 

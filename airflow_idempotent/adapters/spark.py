@@ -40,6 +40,7 @@ from airflow_idempotent.adapters.base import (
     EngineAdapter,
     TableInfo,
     split_table_name,
+    table_parts,
     validate_identifier,
 )
 from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
@@ -300,9 +301,13 @@ class SparkAdapter(EngineAdapter):
 
     # ------------------------------------------------------------------ introspection
     def describe(self, conn: Any, table: str) -> SparkTableInfo:
-        schema, name = split_table_name(table)
+        catalog, schema, name = table_parts(table)
         session = conn.session
-        if not session.catalog.tableExists(name, schema):
+        # a table of another catalog (an Iceberg catalog: `ice.db.t`) is looked up by its full name
+        lookup: tuple[str, str | None] = (table, None) if catalog else (name, schema)
+        if catalog:
+            schema = f"{catalog}.{schema}"
+        if not session.catalog.tableExists(*lookup):
             raise SchemaError(
                 f"table {table!r} does not exist in the Spark catalog: create it first (e.g. CREATE TABLE "
                 f"{table} (...) USING parquet PARTITIONED BY (sale_date)), or fix the table name."
@@ -310,7 +315,7 @@ class SparkAdapter(EngineAdapter):
         columns: dict[str, ColumnInfo] = {}
         types: dict[str, str] = {}
         partitions: list[str] = []
-        for col in session.catalog.listColumns(name, schema):
+        for col in session.catalog.listColumns(*lookup):
             columns[col.name.lower()] = ColumnInfo(
                 name=col.name,
                 type_name=col.dataType,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.sdk import BaseOperator
 
 from airflow_idempotent import __version__
-from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, split_table_name, validate_identifier
+from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, table_parts, validate_identifier
 from airflow_idempotent.adapters.spark import check_lookback_at_parse
 from airflow_idempotent.errors import FencedError
 from airflow_idempotent.fingerprint import fingerprint
@@ -136,7 +136,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         if mode is not None:
             kwargs["outlets"] = [*(kwargs.get("outlets") or []), target_asset(conn_id, table)]
         super().__init__(**kwargs)
-        split_table_name(table)
+        table_parts(table)  # the connection's adapter refuses a catalog part it cannot reach
         if partition_column is not None:
             validate_identifier(partition_column, "partition_column")
         parse_granularity(granularity)
