@@ -23,9 +23,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,8 @@ from sqlglot import exp
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.adapters.spark import SparkAdapter, SparkConnection, SparkTableInfo
-from airflow_idempotent.errors import LockTimeoutError, SchemaError
+from airflow_idempotent.errors import SchemaError
+from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.strategies import (
     WriteResult,
     WriteSpec,
@@ -226,50 +226,38 @@ def _commit(
 ) -> None:
     """Run the committing statement, tagged; a conflict with a concurrent commit (Delta's optimistic
     concurrency) is retried until `timeout`, as a lock wait would be."""
-    deadline = time.monotonic() + timeout
-    pause = 0.2
-    while True:
-        try:
-            with tagged(conn, tag):
-                conn.sql(statement, params)
-            return
-        except Exception as err:
-            if not any(mark in str(err) for mark in CONCURRENT):
-                raise
-            if time.monotonic() >= deadline:
-                raise LockTimeoutError(
-                    f"the Delta commit kept conflicting with concurrent commits for {timeout:g} s "
-                    f"(last: {str(err).splitlines()[0]}): rerun the task, or raise lock_timeout."
-                ) from err
-            log.warning(
-                "Delta commit conflicted with a concurrent one, retrying: %s", str(err).splitlines()[0]
-            )
-            time.sleep(pause)
-            pause = min(pause * 2, 5.0)
+
+    def run() -> None:
+        with tagged(conn, tag):
+            conn.sql(statement, params)
+
+    retry_conflicts(run, CONCURRENT, "the Delta commit", timeout)
 
 
-def _window_stats(
+def window_stats(
     adapter: SparkAdapter,
     conn: SparkConnection,
     spec: WriteSpec,
     info: SparkTableInfo,
-    commit: Commit,
+    version: int,
+    read_version: int | None,
     window_only: Mapping[str, Any],
 ) -> tuple[int, str | None, int]:
-    """The window's rows and checksum at the commit's version, and its rows at the version the
-    commit read (what it replaced): both from the table's log, never a later state."""
+    """The window's rows and checksum at the commit's `version`, and its rows at the version the
+    commit read (`read_version`: what it replaced), both by time travel (``VERSION AS OF``: a Delta
+    version or an Iceberg snapshot id), never a later state."""
     assert spec.partition_column is not None
     if spec.checksum:
         query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
-        count, total = adapter.execute(conn, at_version(query, commit.version), window_only).one()
+        count, total = adapter.execute(conn, at_version(query, version), window_only).one()
         checksum: str | None = adapter.checksum_text(int(count), total)
     else:
         query = adapter.count_window(spec.table, spec.partition_column)
-        count = adapter.execute(conn, at_version(query, commit.version), window_only).scalar_one()
+        count = adapter.execute(conn, at_version(query, version), window_only).scalar_one()
         checksum = None
     before = 0
-    if commit.read_version is not None:
-        counting = at_version(adapter.count_window(spec.table, spec.partition_column), commit.read_version)
+    if read_version is not None:
+        counting = at_version(adapter.count_window(spec.table, spec.partition_column), read_version)
         before = int(adapter.execute(conn, counting, window_only).scalar_one())
     return int(count), checksum, before
 
@@ -312,7 +300,9 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
         raise
     commit = commit_of(conn, adapter, spec.table, tag)
-    row_count, checksum, before = _window_stats(adapter, conn, spec, info, commit, window_binds(params))
+    row_count, checksum, before = window_stats(
+        adapter, conn, spec, info, commit.version, commit.read_version, window_binds(params)
+    )
     log.info(
         "replaced %s window %s in Delta commit %d: %d rows by %d",
         spec.table,
@@ -321,6 +311,12 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         before,
         row_count,
     )
+    return replaced(spec, commit.version, before, row_count, checksum)
+
+
+def replaced(spec: WriteSpec, version: int, before: int, row_count: int, checksum: str | None) -> DeltaResult:
+    """The result of a window replaced by one commit of the table format (`version`: a Delta
+    version or an Iceberg snapshot id): `before` rows out, `row_count` in."""
     return DeltaResult(
         "overwrite",
         spec.table,
@@ -331,14 +327,22 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         row_count,
         row_count if spec.checksum else None,
         checksum,
-        table_version=commit.version,
+        table_version=version,
     )
 
 
-def merge(
-    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
-) -> DeltaResult:
-    """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
+def checked_merge_source(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    delete_missing: bool,
+    check_format: Callable[[SparkTableInfo], None],
+) -> tuple[SparkTableInfo, list[str], dict[str, Any], list[str]]:
+    """What a merge checks before its commit, with nothing written: the table's format
+    (`check_format`), the key columns, repeated or NULL keys and rows outside the window
+    (`check_keys`), keys the table holds in another window (`raise_held_outside`). The table,
+    the SELECT's columns, the parameters and the keys as the table spells them."""
     if delete_missing and spec.partition_column is None:
         raise SchemaError(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
@@ -346,7 +350,7 @@ def merge(
         )
     info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
-    check_delta(adapter, info)
+    check_format(info)
     key_names = [info.column(k, "key column").name for k in keys]
     missing = [k for k in key_names if k not in columns]
     if missing:
@@ -354,6 +358,16 @@ def merge(
     check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
     if spec.partition_column is not None:
         raise_held_outside(adapter, conn, spec, info, key_names, params, moving=True)  # type: ignore[arg-type]
+    return info, list(columns), dict(params), key_names
+
+
+def merge(
+    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
+) -> DeltaResult:
+    """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
+    info, columns, params, key_names = checked_merge_source(
+        adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found)
+    )
     if spec.before_commit is not None:
         spec.before_commit()
     earlier_commits(conn, adapter, spec)
@@ -364,7 +378,9 @@ def merge(
     row_count: int | None = None
     checksum: str | None = None
     if spec.partition_column is not None:
-        row_count, checksum, _ = _window_stats(adapter, conn, spec, info, commit, window_binds(params))
+        row_count, checksum, _ = window_stats(
+            adapter, conn, spec, info, commit.version, commit.read_version, window_binds(params)
+        )
         if not spec.checksum:
             row_count = None
     result = DeltaResult(
