@@ -1,9 +1,10 @@
 """Spark's writes, by the target's table format as the catalog names it.
 
-A Delta table commits the window itself (`delta`); a parquet table gets the crash-safe partition
+A Delta table commits the window itself (`delta`), an Iceberg table in one snapshot of its own
+(`iceberg`); a parquet table gets the crash-safe partition
 switch (`airflow_idempotent.partition_switch`), and a merge into one is refused before anything is
 written, since Spark refuses MERGE INTO on parquet tables. The format is read once per write, in
-the session that then writes a Delta table.
+the session that then writes a Delta or Iceberg table.
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ import logging
 from collections.abc import Sequence
 
 from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
-from airflow_idempotent.spark import delta
+from airflow_idempotent.spark import delta, iceberg
 from airflow_idempotent.strategies import WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
 
 
 def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, target: str) -> WriteResult:
-    """Replace the window: one REPLACE WHERE commit on Delta, the partition switch on parquet."""
+    """Replace the window: one REPLACE WHERE commit on Delta, one checked REPLACE WHERE snapshot on
+    Iceberg, the partition switch on parquet."""
     with adapter.engine.connect() as conn:
         info = adapter.describe(conn, spec.table)
         if delta.is_delta(info):
             return delta.overwrite(adapter, conn, spec)
+        if iceberg.is_iceberg(info):
+            return iceberg.overwrite(adapter, conn, spec)
     from airflow_idempotent.history.store import HistoryStore
     from airflow_idempotent.partition_switch import overwrite_by_switch
 
@@ -31,9 +35,12 @@ def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, targ
 
 
 def merge(adapter: SparkAdapter, spec: WriteSpec, keys: Sequence[str], delete_missing: bool) -> WriteResult:
-    """Upsert on `keys`: one MERGE INTO commit on Delta; refused on any other format, nothing written."""
+    """Upsert on `keys`: one MERGE INTO commit on Delta or Iceberg; refused on any other format,
+    nothing written."""
     with adapter.engine.connect() as conn:
         info: SparkTableInfo = adapter.describe(conn, spec.table)
+        if iceberg.is_iceberg(info):
+            return iceberg.merge(adapter, conn, spec, keys, delete_missing)
         if not delta.is_delta(info):
             raise adapter.merge_refused(spec.table)
         return delta.merge(adapter, conn, spec, keys, delete_missing)

@@ -2,7 +2,9 @@
 
 Started once, lazily (only when a selected test asks for it), stopped by process group at the
 end of the session. Its Connect server loads Delta Lake (the jars `make spark-jars` copies into
-.cache/spark-jars, or IDEM_SPARK_JARS), so parquet and Delta tables live in one catalog. Tests
+.cache/spark-jars, or IDEM_SPARK_JARS), so parquet and Delta tables live in one catalog, and, with
+Iceberg's runtime among the jars, an Iceberg catalog `ice` (JDBC, in the session's fresh PostgreSQL
+database `pg_url`, dropped at the end; its files under the cluster's base directory). Tests
 marked `spark` use it through the fixtures below. Set IDEM_SPARK_CLUSTER_DIR to the base
 directory of a cluster already running (development) to use it instead; the tests that kill the
 Connect server then skip.
@@ -15,11 +17,21 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from airflow_idempotent.testing.spark_cluster import DELTA_CONF, SPARK_JARS_DIR, SparkCluster, delta_jars
+from airflow_idempotent.history import HistoryStore
+from airflow_idempotent.testing.spark_cluster import (
+    DELTA_CONF,
+    SPARK_JARS_DIR,
+    SparkCluster,
+    delta_jars,
+    has_iceberg,
+    iceberg_conf,
+)
 from tests.reliability.conftest import SEED_ENV, Recorder, recording
 
 log = logging.getLogger(__name__)
@@ -40,7 +52,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+def spark_cluster(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[SparkCluster]:
     attach = os.environ.get("IDEM_SPARK_CLUSTER_DIR")  # a running cluster's base dir (development)
     if attach:
         yield SparkCluster.attach(attach)
@@ -48,7 +62,13 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     began = time.monotonic()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or os.path.join(root, SPARK_JARS_DIR))
-    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark"), extra_conf=DELTA_CONF, jars=jars)
+    base = tmp_path_factory.mktemp("spark")
+    conf = dict(DELTA_CONF)
+    if has_iceberg(jars):  # the catalog in the session's PostgreSQL database (dropped after the cluster)
+        url = sa.engine.make_url(request.getfixturevalue("pg_url"))
+        jdbc_url = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"
+        conf.update(iceberg_conf(jdbc_url, url.username or "postgres", Path(base) / "iceberg"))
+    cluster = SparkCluster.start(base, extra_conf=conf, jars=jars)
     log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
     try:
         yield cluster
@@ -58,6 +78,16 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
         stop_began = time.monotonic()
         cluster.stop()
         log.warning("spark cluster stopped in %.1f s", time.monotonic() - stop_began)
+
+
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HistoryStore:
+    """A fresh SQLite history store for one test, the operators' history connection pointed at it."""
+    path = tmp_path / "history.db"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps({"conn_type": "sqlite", "host": str(path)})
+    )
+    return HistoryStore(sa.create_engine(f"sqlite:///{path}"))
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,14 @@ from typing import Any
 import pendulum
 
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
-from airflow_idempotent.operators import PartitionOverwriteOperator
+from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator
 
 START = date(2026, 8, 1)
 DAY = date(2026, 8, 25)
 PER_DAY = 2000
 DAYS = 30
+#: The table's columns in the order the checksum hashes them (sorted by name), for the hand-written SQL.
+SORTED_COLUMNS = ("amount_eur", "rate", "sale_date", "sale_id")
 
 SALES_SQL = (
     "CREATE TABLE IF NOT EXISTS sales USING parquet AS "
@@ -92,9 +94,31 @@ def context(day: date) -> dict[str, Any]:
     return {"logical_date": at, "data_interval_start": at, "data_interval_end": at}
 
 
+def checksum_at(spark: Any, table: str, at: int, start: date, end: date) -> str:
+    """The window's checksum at version `at` (a Delta version, an Iceberg snapshot id), by SQL
+    written here: xxhash64 of each row's text (columns by name, '|' between, '<null>' for NULL)
+    summed as DECIMAL(38,0), '<rows>:<sum>'."""
+    text = ", '|', ".join(f"coalesce(CAST({c} AS STRING), '<null>')" for c in SORTED_COLUMNS)
+    row = spark.sql(
+        f"SELECT count(*) AS n, coalesce(sum(CAST(xxhash64(concat({text})) AS DECIMAL(38,0))), 0) AS s "
+        f"FROM {table} VERSION AS OF {int(at)} "
+        f"WHERE sale_date >= DATE'{start.isoformat()}' AND sale_date < DATE'{end.isoformat()}'"
+    ).collect()[0]
+    return f"{int(row['n'])}:{row['s']}"
+
+
+def merge_operator(conn_id: str, table: str, **kwargs: Any) -> MergeOperator:
+    return MergeOperator(**_options(conn_id, table, "merge", key_columns=["sale_id"], **kwargs))
+
+
 def operator(conn_id: str, table: str, **kwargs: Any) -> PartitionOverwriteOperator:
+    return PartitionOverwriteOperator(**_options(conn_id, table, "write", **kwargs))
+
+
+def _options(conn_id: str, table: str, verb: str, **kwargs: Any) -> dict[str, Any]:
+    """The scenario's operator arguments; the task id from the table's name (dots replaced)."""
     options: dict[str, Any] = {
-        "task_id": f"write_{table}",
+        "task_id": f"{verb}_{table.replace('.', '_')}",
         "conn_id": conn_id,
         "table": table,
         "partition_column": "sale_date",
@@ -104,4 +128,4 @@ def operator(conn_id: str, table: str, **kwargs: Any) -> PartitionOverwriteOpera
         "emit_asset": False,
     }
     options.update(kwargs)
-    return PartitionOverwriteOperator(**options)
+    return options

@@ -15,7 +15,6 @@ import pytest
 
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
-from airflow_idempotent.operators import MergeOperator
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,
@@ -23,18 +22,17 @@ from tests.spark.payouts_spark import (
     START,
     all_days,
     amount,
+    checksum_at,
     context,
     day_figures,
     day_truth,
     insert_month,
+    merge_operator,
     operator,
     simulate_crash,
 )
 
 pytestmark = pytest.mark.spark
-
-#: The table's columns in the order the checksum hashes them (sorted by name), for the hand-written SQL.
-SORTED_COLUMNS = ("amount_eur", "rate", "sale_date", "sale_id")
 
 
 def create_delta_payouts(spark: Any, table: str) -> None:
@@ -53,34 +51,6 @@ def version(spark: Any, table: str) -> int:
 def commit(spark: Any, table: str, at: int) -> Any:
     rows = spark.sql(f"DESCRIBE HISTORY {table}").collect()
     return next(r for r in rows if int(r["version"]) == at)
-
-
-def checksum_at(spark: Any, table: str, at: int, start: date, end: date) -> str:
-    """The window's checksum at version `at`, by SQL written here: xxhash64 of each row's text
-    (columns by name, '|' between, '<null>' for NULL) summed as DECIMAL(38,0), '<rows>:<sum>'."""
-    text = ", '|', ".join(f"coalesce(CAST({c} AS STRING), '<null>')" for c in SORTED_COLUMNS)
-    row = spark.sql(
-        f"SELECT count(*) AS n, coalesce(sum(CAST(xxhash64(concat({text})) AS DECIMAL(38,0))), 0) AS s "
-        f"FROM {table} VERSION AS OF {int(at)} "
-        f"WHERE sale_date >= DATE'{start.isoformat()}' AND sale_date < DATE'{end.isoformat()}'"
-    ).collect()[0]
-    return f"{int(row['n'])}:{row['s']}"
-
-
-def merge_operator(conn_id: str, table: str, **kwargs: Any) -> MergeOperator:
-    options: dict[str, Any] = {
-        "task_id": f"merge_{table}",
-        "conn_id": conn_id,
-        "table": table,
-        "key_columns": ["sale_id"],
-        "partition_column": "sale_date",
-        "sql": PAYOUT_SQL,
-        "parameters": {"policy_version": "v1"},
-        "granularity": "day",
-        "emit_asset": False,
-    }
-    options.update(kwargs)
-    return MergeOperator(**options)
 
 
 def test_payouts_crash_then_three_reruns_on_delta(spark, spark_conn) -> None:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 from datetime import date
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from airflow_idempotent.guard import GuardRefusal, killswitch
 from airflow_idempotent.history import HistoryStore
@@ -24,15 +22,6 @@ from tests.test_guard_operator import CORRECTIVE, backfill, expensive, guarded, 
 pytestmark = pytest.mark.spark
 
 DAYS = [date(2026, 8, d) for d in (17, 18, 19)]
-
-
-@pytest.fixture
-def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HistoryStore:
-    path = tmp_path / "history.db"
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_IDEMPOTENT_HISTORY", json.dumps({"conn_type": "sqlite", "host": str(path)})
-    )
-    return HistoryStore(sa.create_engine(f"sqlite:///{path}"))
 
 
 def on_spark(conn_id: str, table: str, **kwargs: Any) -> Any:

@@ -1,0 +1,313 @@
+"""Apache Iceberg tables on Spark: each window written by ONE snapshot of the table's own.
+
+Iceberg's plain forms do not keep the contract (measured in docs/engines.md): a dynamic
+``INSERT OVERWRITE`` leaves the days its SELECT no longer produces and commits nothing for an
+empty result; ``REPLACE WHERE`` (an overwrite by filter) deletes the window's rows but takes rows
+outside it unchecked; DELETE then INSERT is two snapshots.
+
+- Overwrite: ``INSERT INTO t WITH (isolation-level, validate-from-snapshot-id) REPLACE WHERE
+  <window> SELECT ..``: one snapshot deletes the window's rows and adds the SELECT's. The
+  partition column of every row passes through ``CASE WHEN <in window> THEN p ELSE raise_error(..)
+  END``, so a row outside the window (or NULL) fails the statement in the cluster before the commit,
+  and the provider then names those rows as on the SQL engines (`strategies.raise_outside`). An
+  empty SELECT commits a snapshot that empties the window; a month is replaced whole.
+  Serializable isolation from the snapshot read just before (after a REFRESH: Spark's Iceberg
+  catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
+  files to this window fails the commit (Iceberg's ValidationException), one to another window
+  does not, and the statement is retried within the lock timeout (`retry.retry_conflicts`).
+- Merge: ``MERGE INTO`` (the builder Delta's merge uses), after the same key checks (repeated or
+  NULL keys and rows outside the window refused and named, keys held in another window refused):
+  Iceberg's MERGE is serializable by default and fails a source row matching twice, but inserts
+  a repeated key that matches nothing twice, like Delta.
+
+Each snapshot carries the attempt's identity (`delta.commit_tag`) in its summary (the session's
+``spark.sql.iceberg.snapshot-property.<key>``), so the snapshot is found by its tag, not as the
+latest; its id goes with the result (history records it), and the window's count and checksum are
+read ``VERSION AS OF`` that id, what it replaced ``VERSION AS OF`` its parent; the result is
+Delta's (`delta.DeltaResult`), its `table_version` the snapshot id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from airflow_idempotent.adapters.base import SOURCE_ALIAS
+from airflow_idempotent.adapters.spark import SparkAdapter, SparkConnection, SparkTableInfo, inline_params
+from airflow_idempotent.errors import SchemaError
+from airflow_idempotent.spark.delta import (
+    DeltaResult,
+    checked_merge_source,
+    commit_tag,
+    merge_into,
+    replaced,
+    window_stats,
+)
+from airflow_idempotent.spark.retry import retry_conflicts
+from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
+
+log = logging.getLogger(__name__)
+
+#: The catalog's provider of an Iceberg table (DESCRIBE TABLE EXTENDED's "Provider").
+ICEBERG = "iceberg"
+#: The snapshot-summary key of the attempt's tag, and the session conf that sets it.
+TAG_KEY = "airflow-idempotent"
+TAG_CONF = f"spark.sql.iceberg.snapshot-property.{TAG_KEY}"
+#: The text of the statement's own refusal of a row outside the window (raise_error).
+OUTSIDE = "airflow_idempotent: a row of the SELECT is outside the window"
+#: Iceberg's refusals of a commit that lost a race with a concurrent one (nothing committed).
+CONFLICTS = ("Found conflicting files", "Found new conflicting", "CommitFailedException")
+#: How many snapshots back the table's history is searched for a tag.
+HISTORY_DEPTH = 100
+
+
+def is_iceberg(info: SparkTableInfo) -> bool:
+    return info.provider == ICEBERG
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot of an Iceberg table, as its `snapshots` metadata table shows it."""
+
+    snapshot_id: int
+    parent_id: int | None
+    operation: str
+    summary: Mapping[str, str]
+
+    def metric(self, name: str) -> int:
+        return int(self.summary.get(name) or 0)
+
+    @property
+    def tag(self) -> str | None:
+        return self.summary.get(TAG_KEY)
+
+
+def metadata_table(adapter: SparkAdapter, table: str, which: str) -> str:
+    """`catalog`.`db`.`t`.`which`: one of the table's metadata tables (snapshots, refs)."""
+    return f"{adapter.qualified(table)}.{adapter.ident(which)}"
+
+
+def current_snapshot(conn: SparkConnection, adapter: SparkAdapter, table: str) -> int | None:
+    """The snapshot the table's main branch points at (None for a table never written)."""
+    rows = conn.sql(
+        f"SELECT snapshot_id FROM {metadata_table(adapter, table, 'refs')} WHERE name = 'main'"
+    ).all()
+    return int(rows[0][0]) if rows else None
+
+
+def snapshots(
+    conn: SparkConnection, adapter: SparkAdapter, table: str, depth: int = HISTORY_DEPTH
+) -> list[Snapshot]:
+    """The table's last `depth` snapshots, newest first."""
+    rows = conn.session.sql(
+        "SELECT snapshot_id, parent_id, operation, summary "
+        f"FROM {metadata_table(adapter, table, 'snapshots')} ORDER BY committed_at DESC LIMIT {int(depth)}"
+    ).collect()
+    return [
+        Snapshot(
+            snapshot_id=int(r["snapshot_id"]),
+            parent_id=None if r["parent_id"] is None else int(r["parent_id"]),
+            operation=str(r["operation"]),
+            summary=dict(r["summary"] or {}),
+        )
+        for r in rows
+    ]
+
+
+def snapshot_of(conn: SparkConnection, adapter: SparkAdapter, table: str, tag: str) -> Snapshot:
+    """The snapshot this statement committed, found by its tag."""
+    for snapshot in snapshots(conn, adapter, table):
+        if snapshot.tag == tag:
+            return snapshot
+    raise SchemaError(
+        f"the snapshot of this write is not among the last {HISTORY_DEPTH} snapshots of {table}: more "
+        f"than {HISTORY_DEPTH} commits landed since; its count and checksum cannot be read from it."
+    )
+
+
+def earlier_snapshots(conn: SparkConnection, adapter: SparkAdapter, spec: WriteSpec) -> None:
+    """On a retry, log the snapshots earlier tries of this task committed (by their tags): a try
+    that died after its commit landed shows here, and this try replaces the window again."""
+    head, _, try_part = spec.attempt.rpartition("/try-")
+    if not head or try_part == "1":
+        return
+    for snapshot in snapshots(conn, adapter, spec.table):
+        try:
+            attempt = str(json.loads(snapshot.tag or "")["airflow_idempotent"]["attempt"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        if attempt.startswith(f"{head}/try-"):
+            log.warning(
+                "an earlier try of this task committed %s as Iceberg snapshot %d",
+                spec.table,
+                snapshot.snapshot_id,
+            )
+
+
+@contextlib.contextmanager
+def tagged(conn: SparkConnection, tag: str) -> Iterator[None]:
+    """The session's next snapshots carry `tag` in their summary; unset after."""
+    conf = conn.session.conf
+    conf.set(TAG_CONF, tag)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            conf.unset(TAG_CONF)
+
+
+def check_iceberg(info: SparkTableInfo) -> None:
+    if not is_iceberg(info):
+        kind = info.provider or "non-Iceberg"
+        raise SchemaError(f"{info.qualified} is a {kind} table, not an Iceberg table.")
+
+
+def checked_rows(
+    adapter: SparkAdapter, info: SparkTableInfo, columns: Sequence[str], spec: WriteSpec
+) -> exp.Select:
+    """SELECT <every column of t, in t's order, cast to t's types> FROM (query), the partition
+    column through CASE WHEN <in window> THEN .. ELSE raise_error(..) END: a row outside the window
+    fails the statement in the cluster, before anything is committed."""
+    assert spec.partition_column is not None
+    types = info.spark_types or {}
+    produced = {c.lower() for c in columns}
+    part = spec.partition_column.lower()
+    projections = []
+    for col in info.columns.values():
+        kind = exp.DataType.build(types[col.name.lower()], dialect="spark")
+        value: exp.Expr = exp.null()
+        if col.name.lower() in produced:
+            value = adapter.column(col.name, SOURCE_ALIAS)
+        if col.name.lower() == part:
+            refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(OUTSIDE)])
+            inside = adapter.in_window(col.name, SOURCE_ALIAS)
+            value = exp.Case(ifs=[exp.If(this=inside, true=value)], default=refuse)
+        projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
+    return exp.select(*projections).from_(adapter.source(spec.query))
+
+
+def replace_where(
+    adapter: SparkAdapter,
+    info: SparkTableInfo,
+    columns: Sequence[str],
+    spec: WriteSpec,
+    params: Mapping[str, Any],
+    read_snapshot: int | None,
+) -> str:
+    """INSERT INTO t WITH (isolation-level serializable, validate-from-snapshot-id <read>) REPLACE
+    WHERE <window> SELECT <checked rows>, its values written in (`inline_params`): the write
+    options' clause is Spark's, which sqlglot does not parse, so the parts are bound apart."""
+    assert spec.partition_column is not None
+    options = {"isolation-level": "serializable"}
+    if read_snapshot is not None:
+        options["validate-from-snapshot-id"] = str(int(read_snapshot))
+    written = ", ".join(f"{adapter.literal(k)} = {adapter.literal(v)}" for k, v in options.items())
+    binds = adapter.bindable(params)
+    predicate = inline_params(adapter.render(adapter.in_window(spec.partition_column)), binds)
+    select = inline_params(adapter.render(checked_rows(adapter, info, columns, spec)), binds)
+    return f"INSERT INTO {adapter.qualified(spec.table)} WITH ({written}) REPLACE WHERE {predicate} {select}"
+
+
+def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> DeltaResult:
+    """Replace the window of an Iceberg table by the SELECT's rows in one snapshot."""
+    if spec.partition_column is None:
+        raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
+    info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+    assert isinstance(info, SparkTableInfo)
+    check_iceberg(info)
+    if spec.before_commit is not None:
+        spec.before_commit()  # the statement is the commit: the kill switch's last word is now
+    earlier_snapshots(conn, adapter, spec)
+    tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+
+    def run() -> None:  # the snapshot validated from is read again on each try
+        conn.sql(adapter.refresh(spec.table))  # past the session catalog's cache of the table
+        read = current_snapshot(conn, adapter, spec.table)
+        statement = replace_where(adapter, info, columns, spec, params, read)
+        with tagged(conn, tag):
+            conn.sql(statement)
+
+    try:
+        retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+    except Exception as err:
+        if OUTSIDE in str(err):  # refused in the statement, nothing committed: name the rows
+            raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
+        raise
+    snapshot = snapshot_of(conn, adapter, spec.table, tag)
+    row_count, checksum, before = window_stats(
+        adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id, window_binds(params)
+    )
+    log.info(
+        "replaced %s window %s in Iceberg snapshot %d: %d rows by %d",
+        spec.table,
+        spec.window.label(),
+        snapshot.snapshot_id,
+        before,
+        row_count,
+    )
+    return replaced(spec, snapshot.snapshot_id, before, row_count, checksum)
+
+
+def merge(
+    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
+) -> DeltaResult:
+    """Upsert the SELECT's rows into an Iceberg table on `keys` in one MERGE INTO snapshot."""
+    info, columns, params, key_names = checked_merge_source(
+        adapter, conn, spec, keys, delete_missing, check_iceberg
+    )
+    if spec.before_commit is not None:
+        spec.before_commit()
+    earlier_snapshots(conn, adapter, spec)
+    tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing)
+    binds = adapter.bindable(params)
+
+    def run() -> None:
+        conn.sql(adapter.refresh(spec.table))  # a retry merges into the table as it is now
+        with tagged(conn, tag):
+            conn.sql(statement, binds)
+
+    retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+    snapshot = snapshot_of(conn, adapter, spec.table, tag)
+    row_count: int | None = None
+    checksum: str | None = None
+    if spec.partition_column is not None:
+        row_count, checksum, _ = window_stats(
+            adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id, window_binds(params)
+        )
+        if not spec.checksum:
+            row_count = None
+    prefix = "spark.merge-into.num-target-rows-"
+    result = DeltaResult(
+        "merge",
+        spec.table,
+        spec.window.label(),
+        snapshot.metric(prefix + "deleted"),
+        snapshot.metric(prefix + "inserted"),
+        snapshot.metric(prefix + "updated"),
+        # the keys are unique (check_keys): each source row inserted or updated one row
+        snapshot.metric(prefix + "inserted") + snapshot.metric(prefix + "updated"),
+        row_count,
+        checksum,
+        table_version=snapshot.snapshot_id,
+    )
+    log.info(
+        "merged %s window %s on %s in Iceberg snapshot %d: %d source rows, %d inserted, %d updated, "
+        "%d deleted",
+        spec.table,
+        spec.window.label(),
+        key_names,
+        snapshot.snapshot_id,
+        result.source_rows,
+        result.rows_inserted,
+        result.rows_updated,
+        result.rows_deleted,
+    )
+    return result
