@@ -94,9 +94,9 @@ def _check_table(info: SparkTableInfo, partition_column: str) -> str:
     if info.provider in TABLE_FORMATS:
         raise UnsupportedConnectionError(
             f"{info.qualified} is a {info.provider} table: the partition switch (and the "
-            "guard over it) moves parquet partitions only. A Delta table is written by "
-            "PartitionOverwriteOperator and MergeOperator without a guard; the guard on Delta is not "
-            "built yet."
+            "guard over it) moves parquet partitions only. A Delta or Iceberg table is written by "
+            "PartitionOverwriteOperator and MergeOperator without a guard; the guard on these formats "
+            "is not built yet."
         )
     part = info.column(partition_column, "partition_column")
     if [p.lower() for p in info.partition_columns] != [part.name.lower()]:
