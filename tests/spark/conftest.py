@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +69,33 @@ def spark_cluster(
         jdbc_url = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"
         conf.update(iceberg_conf(jdbc_url, url.username or "postgres", Path(base) / "iceberg"))
     cluster = SparkCluster.start(base, extra_conf=conf, jars=jars)
-    log.warning("spark cluster started in %.1f s %s", time.monotonic() - began, cluster.start_seconds)
+    say = figures_line(request.config)
+    say(f"spark cluster started in {time.monotonic() - began:.1f} s {cluster.start_seconds}")
     try:
         yield cluster
     finally:
-        log.warning("spark cluster RSS at the end (MiB): %s", cluster.rss_mib())
-        log.warning("spark connect server GC pauses since its last start (count, s): %s", cluster.gc_pauses())
+        say(f"spark cluster RSS at the end (MiB): {cluster.rss_mib()}")
+        count, seconds = cluster.gc_pauses()
+        say(f"spark connect server GC pauses since its last start: {count}, {seconds} s in all")
         stop_began = time.monotonic()
         cluster.stop()
-        log.warning("spark cluster stopped in %.1f s", time.monotonic() - stop_began)
+        say(f"spark cluster stopped in {time.monotonic() - stop_began:.1f} s")
+
+
+def figures_line(config: pytest.Config) -> Callable[[str], None]:
+    """Writes a line of the cluster's figures to the terminal, where a passing run shows it too (a
+    logged warning in a session fixture's teardown is shown only on failure)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(line: str) -> None:
+        if reporter is None or capture is None:
+            log.warning("%s", line)
+            return
+        with capture.global_and_fixture_disabled():  # the test's output capture holds fd 1
+            reporter.write_line(f"[spark] {line}")
+
+    return say
 
 
 @pytest.fixture
