@@ -121,7 +121,7 @@ docs: venv
 # (`make test` runs 4; each round prints its totals against the scenario's formula and its time).
 reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
-	rc=0; $(PYTEST) -m "not e2e and not spark" tests/reliability || rc=$$?; \
+	rc=0; IDEM_SCHEMATHESIS_EXAMPLES=40 IDEM_SCHEMATHESIS_SECONDS=1200 $(PYTEST) -m "not e2e and not spark" tests/reliability || rc=$$?; \
 	$(PYTEST) -m e2e tests/reliability || rc=$$?; \
 	IDEM_APPROVAL_ROUNDS=10 $(PYTEST) --timeout=1800 -m e2e -s tests/e2e/test_approval.py \
 		-k approve_one_day_and_reject_the_other || rc=$$?; \

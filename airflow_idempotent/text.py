@@ -11,6 +11,8 @@ character and where it is, so the person can find it.
 
 from __future__ import annotations
 
+import functools
+import sys
 import unicodedata
 
 
@@ -35,4 +37,24 @@ def invisible_problem(text: str, what: str) -> str | None:
     )
 
 
-__all__ = ["invisible_character", "invisible_problem"]
+@functools.cache
+def invisible_class() -> str:
+    """Every Cf character, as the body of a regex character class (ranges; BMP characters as
+    `\\uXXXX`, others as themselves), read alike by Python's `re` and JSON Schema (ECMA 262): how a
+    document states the rule `invisible_character` applies."""
+    ranges: list[tuple[int, int]] = []
+    for point in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(point)) != "Cf":
+            continue
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1] = (ranges[-1][0], point)
+        else:
+            ranges.append((point, point))
+
+    def one(point: int) -> str:
+        return f"\\u{point:04X}" if point <= 0xFFFF else chr(point)
+
+    return "".join(one(a) if a == b else f"{one(a)}-{one(b)}" for a, b in ranges)
+
+
+__all__ = ["invisible_character", "invisible_class", "invisible_problem"]

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from airflow_idempotent.history.models import KillSwitch
 from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, MAX_BODY
+from airflow_idempotent.plugins.ui.datamodels.common import json_schema_string
 from airflow_idempotent.plugins.ui.security import SECURITY_HEADERS
 from tests.ui_env import DAG_A, FORM, UiEnv, ui_environment
 
@@ -255,8 +256,11 @@ def test_the_openapi_document_declares_the_id_patterns_and_every_error_answer(en
                 ref = operation["responses"][code]["content"]["application/json"]["schema"]["$ref"]
                 assert "detail" in schemas[ref.rsplit("/", 1)[-1]]["properties"], (where, code)
             params = {(p["in"], p["name"]): p["schema"] for p in operation.get("parameters", [])}
-            if ("path", "dag_id") in params:
-                assert params[("path", "dag_id")]["pattern"] == DAG_ID_RE.pattern, where
+            if ("path", "dag_id") in params:  # Airflow's rule, as JSON Schema reads it
+                documented = {"pattern": DAG_ID_RE.pattern}
+                json_schema_string(documented)
+                assert params[("path", "dag_id")]["pattern"] == documented["pattern"], where
+                assert params[("path", "dag_id")]["maxLength"] == 250, where
             if ("path", "backfill_id") in params:
                 assert params[("path", "backfill_id")]["minimum"] == 0, where
             for name in ("run_id", "task_id", "table"):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -72,11 +73,27 @@ def _measures(key: str) -> Any:
     )
 
 
-Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
+def integral(value: Any) -> Any:
+    """A JSON number with no fraction as the whole number it is: JSON (and JSON Schema's
+    `integer`) does not tell 1.0 from 1, and a conf or a body may come from a client that writes
+    every number as a float. Anything else is left to the strict int check (1.5, "1", true are
+    refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: A whole number (`integral`: an int or a JSON 1.0, never a bool or a string); the schema says
+#: `integer` with these bounds.
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT), BeforeValidator(integral)]
 Amount = Annotated[float, Field(strict=True, ge=0, le=MAX_AMOUNT, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
 Measure = Annotated[str, StringConstraints(pattern=MEASURE_PATTERN)]
-MeasureLimits = Annotated[dict[Measure, Amount], Field(max_length=MAX_MEASURES)]
+#: Measure -> limit; a key that is not a measure name is refused, as the schema says
+#: (`additionalProperties: false` beside the key pattern).
+MeasureLimits = Annotated[
+    dict[Measure, Amount], Field(max_length=MAX_MEASURES, json_schema_extra={"additionalProperties": False})
+]
 
 
 class Thresholds(BaseModel):

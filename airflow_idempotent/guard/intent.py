@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -25,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_idempotent.guard.config import Thresholds
+from airflow_idempotent.guard.config import Thresholds, integral
 from airflow_idempotent.guard.errors import GuardRefusal, explained, first_message, refusal
 from airflow_idempotent.text import invisible_problem
 
@@ -64,7 +65,7 @@ _RANK = {
 _UNKNOWN_RANK = 5
 
 PolicyVersion = Annotated[str, StringConstraints(pattern=POLICY_PATTERN)]
-Approval = Annotated[int, Field(strict=True, ge=1, le=MAX_APPROVE)]
+Approval = Annotated[int, Field(strict=True, ge=1, le=MAX_APPROVE), BeforeValidator(integral)]
 
 
 class BackfillIntent(BaseModel):

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent import __version__
-from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS, MAX_BODY
+from airflow_idempotent.plugins.ui.datamodels import BODY_MODELS, MAX_BODY, json_schema_patterns
 from airflow_idempotent.plugins.ui.dependencies import MAX_DEPTH
 from airflow_idempotent.plugins.ui.render import URL_PREFIX, error_response
 from airflow_idempotent.plugins.ui.routes import api, backfills, pages, rerun
@@ -93,6 +93,7 @@ def create_app() -> FastAPI:
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components.update(model_schema.pop("$defs", {}))
             components[model.__name__] = model_schema
+        json_schema_patterns(schema)  # the routes' Python patterns, as JSON Schema reads them
         app.openapi_schema = schema
         return schema
 

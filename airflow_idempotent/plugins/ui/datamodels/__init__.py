@@ -39,10 +39,12 @@ from airflow_idempotent.plugins.ui.datamodels.common import (
     ErrorResponse,
     InputError,
     error_responses,
+    json_schema_patterns,
 )
 from airflow_idempotent.plugins.ui.datamodels.history import (
     HISTORY_PARAMS,
     MAX_LIMIT,
+    AttemptPageQuery,
     AttemptQuery,
     AttemptsResponse,
     HistoryQuery,
@@ -68,6 +70,7 @@ __all__ = [
     "RUN_ID_RE",
     "TABLE_RE",
     "TASK_ID_RE",
+    "AttemptPageQuery",
     "AttemptQuery",
     "AttemptsResponse",
     "BackfillForm",
@@ -91,4 +94,5 @@ __all__ = [
     "airflow_backfill_body",
     "backfill_conf",
     "error_responses",
+    "json_schema_patterns",
 ]

@@ -20,9 +20,11 @@ from pydantic import (
     Field,
     StrictBool,
     StringConstraints,
+    WithJsonSchema,
 )
 
 from airflow_idempotent.guard import Thresholds
+from airflow_idempotent.guard.config import integral
 from airflow_idempotent.guard.intent import (
     CONTROL_CHARACTERS,
     MAX_REASON,
@@ -30,8 +32,8 @@ from airflow_idempotent.guard.intent import (
     PolicyVersion,
     Semantics,
 )
-from airflow_idempotent.plugins.ui.datamodels.common import Record, refuse
-from airflow_idempotent.text import invisible_problem
+from airflow_idempotent.plugins.ui.datamodels.common import INSTANT_RE, Record, refuse
+from airflow_idempotent.text import invisible_class, invisible_problem
 from airflow_idempotent.window import to_utc_datetime
 
 BACKFILL_ID_RE = re.compile(r"^[0-9]{1,12}$")
@@ -57,9 +59,14 @@ BackfillIdPath = Annotated[
 ]
 
 
-def _text_ok(value: str) -> str:
-    if CONTROL_CHARACTERS.search(value):
-        raise ValueError("control characters are not allowed")
+def _text_ok(value: Any) -> Any:
+    """The text as sent: no control characters and at most MAX_REASON characters, padding
+    included (the document's `maxLength` counts it too)."""
+    if isinstance(value, str):
+        if CONTROL_CHARACTERS.search(value):
+            raise ValueError("control characters are not allowed")
+        if len(value) > MAX_REASON:
+            raise ValueError(f"at most {MAX_REASON} characters")
     return value
 
 
@@ -71,30 +78,46 @@ def _visible(value: Any) -> Any:
     return value
 
 
-#: One line of free text: 1-500 characters, no control characters (shown escaped wherever shown)
-#: and no invisible format characters (`airflow_idempotent.text`).
+def _plain_text_schema(schema: dict[str, Any]) -> None:
+    """PlainText's rule as the document states it: no control or invisible format character
+    anywhere, at least one other than a blank, at most MAX_REASON characters."""
+    bad = CONTROL_CHARACTERS.pattern[1:-1] + invisible_class()
+    schema.update(pattern=f"^[^{bad}]*[^\\s{bad}][^{bad}]*$", minLength=1, maxLength=MAX_REASON)
+
+
+#: One line of free text: 1-500 characters as sent, no control characters (shown escaped
+#: wherever shown) and no invisible format characters (`airflow_idempotent.text`); the blanks
+#: around it are dropped.
 PlainText = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON),
-    AfterValidator(_text_ok),
+    StringConstraints(strip_whitespace=True, min_length=1),
+    BeforeValidator(_text_ok),
     BeforeValidator(_visible),  # listed last: the outermost, so it sees the text as sent
+    Field(json_schema_extra=_plain_text_schema),
 ]
 
 
 def _iso_text(value: Any) -> Any:
-    if not isinstance(value, str) or len(value) > 40:
-        raise ValueError("expected a date YYYY-MM-DD or an ISO 8601 instant")
+    if not isinstance(value, str) or not INSTANT_RE.fullmatch(value):
+        raise ValueError(
+            "expected a date YYYY-MM-DD (years 1900-2999) or an instant on it: "
+            "YYYY-MM-DDTHH:MM[:SS[.ffffff]], then Z, +HH:MM or nothing (UTC)"
+        )
     return value
 
 
 def _in_utc(value: datetime) -> datetime:
-    if not 1900 <= value.year <= 2999:
-        raise ValueError("expected a date between the years 1900 and 2999")
     return to_utc_datetime(value, "instant")
 
 
-#: A date or an ISO 8601 instant, given as text (never a number of seconds); naive means UTC.
-Instant = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
+#: A date or an ISO 8601 instant on it (years 1900-2999), given as text (never a number of
+#: seconds); naive means UTC. `INSTANT_RE` is the rule, and the document shows it.
+Instant = Annotated[
+    datetime,
+    BeforeValidator(_iso_text),
+    AfterValidator(_in_utc),
+    WithJsonSchema({"type": "string", "pattern": INSTANT_RE.pattern}),
+]
 
 
 class ThresholdsForm(Thresholds):
@@ -123,7 +146,7 @@ class BackfillForm(BaseModel):
         None, description="the exact number of windows approved, needed above the DAG's cap"
     )
     thresholds: ThresholdsForm | None = None
-    max_active_runs: Annotated[int, Field(ge=1, le=64, strict=True)] = 10
+    max_active_runs: Annotated[int, Field(ge=1, le=64, strict=True), BeforeValidator(integral)] = 10
     reprocess_behavior: Literal["none", "failed", "completed"] = "none"
     run_backwards: StrictBool = False
 

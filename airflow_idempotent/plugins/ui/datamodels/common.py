@@ -3,7 +3,9 @@ words, and the base of response records other modules shape."""
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -21,6 +23,18 @@ RUN_ID_RE = re.compile(r"^[\w.~:+@-]{1,250}$")
 TABLE_RE = re.compile(r"^[\w.:-]{1,500}$")
 #: A measure column (diffs, charts, a backfill's thresholds).
 MEASURE_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+#: A calendar day of the years 1900-2999 (YYYY-MM-DD), months' lengths and leap years included, so
+#: that the document's pattern is the whole rule: what matches is a day, what does not is refused.
+_YEAR = "(19[0-9]{2}|2[0-9]{3})"
+_MONTH_DAY = "((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+_LEAP_DAY = "((19|2[0-9])(0[48]|[2468][048]|[13579][26])|2000|2400|2800)-02-29"
+_DAY = f"({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})"
+DAY_RE = re.compile(f"^{_DAY}$")
+#: A day, or an instant on it: `T` HH:MM[:SS[.ffffff]], then `Z` or +HH:MM / -HH:MM, or no
+#: offset (naive: UTC).
+INSTANT_RE = re.compile(
+    f"^{_DAY}(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{{1,6}})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$"
+)
 NOT_A_DAG_ID = "not a DAG id (letters, digits, _ . - ; at most 250)"
 #: The largest body a POST may carry (bytes).
 MAX_BODY = 64_000
@@ -59,18 +73,12 @@ def refuse(message: str) -> PydanticCustomError:
     return PydanticCustomError("value_error", "{message}", {"message": message})
 
 
-def blank(value: object) -> object:
-    """A query value stripped; an empty one is as if it were not given (None)."""
-    if isinstance(value, str):
-        return value.strip() or None
-    return value
-
-
 def matching(pattern: re.Pattern[str], message: str, required: bool = False) -> Callable[[object], Any]:
-    """A before-validator: the (stripped) value must match `pattern`, else `message`."""
+    """A before-validator: the value, exactly as given, must match `pattern`, else `message`.
+    Nothing is stripped: an empty or padded value is refused, as the document's pattern refuses it
+    (a page whose form leaves fields empty drops them before validating)."""
 
     def check(value: object) -> str | None:
-        value = blank(value)
         if value is None and not required:
             return None
         if not isinstance(value, str) or not pattern.fullmatch(value):
@@ -78,6 +86,55 @@ def matching(pattern: re.Pattern[str], message: str, required: bool = False) -> 
         return value
 
     return check
+
+
+@functools.cache
+def word_class() -> str:
+    r"""Python's `\w` (Unicode word characters: letters, numbers, `_`) as explicit ranges of a
+    character class, for a JSON Schema pattern: ECMA 262's `\w` is ASCII only, and `\p{L}` is not
+    a JSON Schema regex. BMP characters as `\uXXXX`, others as themselves."""
+    text = "".join(chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
+    points = [ord(c) for c in re.findall(r"\w", text)]
+    ranges: list[tuple[int, int]] = []
+    for point in points:
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1] = (ranges[-1][0], point)
+        else:
+            ranges.append((point, point))
+
+    def one(point: int) -> str:
+        return f"\\u{point:04X}" if point <= 0xFFFF else chr(point)
+
+    return "".join(one(a) if a == b else f"{one(a)}-{one(b)}" for a, b in ranges)
+
+
+#: A pattern of the routes' identifiers: one character class, 1 to N of them.
+_CLASS_PATTERN = re.compile(r"\^\[(?P<chars>[^\]]+)\]\{1,(?P<most>[0-9]+)\}\$")
+
+
+def json_schema_string(schema: dict[str, Any]) -> None:
+    r"""A string schema whose `pattern` is one of the routes' own (Python's `re`), rewritten in
+    place so a JSON Schema validator reads it as the route does: `\w` spelled out (`word_class`),
+    and the length as `minLength`/`maxLength` (a repeated class of 700 ranges is over a regex
+    engine's size limit). Other patterns are left as they are."""
+    found = _CLASS_PATTERN.fullmatch(str(schema.get("pattern", "")))
+    if found is None or "\\w" not in found["chars"]:
+        return
+    schema["pattern"] = "^[" + found["chars"].replace("\\w", word_class()) + "]+$"
+    schema["minLength"] = 1
+    schema["maxLength"] = int(found["most"])
+
+
+def json_schema_patterns(node: Any) -> None:
+    """`json_schema_string` on every schema in an OpenAPI document (in place)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            json_schema_string(node)
+        for value in node.values():
+            json_schema_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            json_schema_patterns(value)
 
 
 class ErrorItem(BaseModel):

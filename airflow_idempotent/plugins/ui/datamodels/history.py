@@ -16,26 +16,24 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from airflow_idempotent.history.report import DEFAULT_LIMIT, FLAG_CHOICES, HistoryFilter
 from airflow_idempotent.plugins.ui.datamodels.common import (
     DAG_ID_RE,
+    DAY_RE,
     RUN_ID_RE,
     TABLE_RE,
     TASK_ID_RE,
     InputError,
     Record,
-    blank,
     matching,
     refuse,
 )
 from airflow_idempotent.window import to_utc_datetime, window_of
 
 DIGITS_RE = re.compile(r"^[0-9]{1,6}$")
-DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-#: A day as the document shows it: the years the filters accept (1900-2999), as `_day` checks.
-DOCUMENTED_DAY_RE = re.compile(r"^(19[0-9]{2}|2[0-9]{3})-[0-9]{2}-[0-9]{2}$")
 MAP_INDEX_RE = re.compile(r"^(-1|[0-9]{1,6})$")
 #: What Airflow's UI leaves in an href when the task instance is not mapped.
 MAP_INDEX_PLACEHOLDER = "{MAP_INDEX}"
@@ -46,24 +44,16 @@ HISTORY_PARAMS = ("dag_id", "task_id", "table", "from", "to", "flag", "limit")
 
 
 def _day(value: object) -> date | None:
-    value = blank(value)
     if value is None:
         return None
-    day: date | None = None
-    if isinstance(value, date) and not isinstance(value, datetime):
-        day = value
-    elif isinstance(value, str) and DAY_RE.fullmatch(value):
-        try:
-            day = date.fromisoformat(value)
-        except ValueError:
-            day = None
-    if day is None or not 1900 <= day.year <= 2999:
-        raise refuse("expected a date YYYY-MM-DD")
-    return day
+    if isinstance(value, date) and not isinstance(value, datetime) and 1900 <= value.year <= 2999:
+        return value  # given in Python
+    if isinstance(value, str) and DAY_RE.fullmatch(value):
+        return date.fromisoformat(value)
+    raise refuse("expected a date YYYY-MM-DD (years 1900-2999)")
 
 
 def _flag(value: object) -> str | None:
-    value = blank(value)
     if value is None:
         return None
     if not isinstance(value, str) or value not in FLAG_CHOICES:
@@ -72,7 +62,6 @@ def _flag(value: object) -> str | None:
 
 
 def _limit(value: object) -> int:
-    value = blank(value)
     if value is None:
         return DEFAULT_LIMIT
     if isinstance(value, str) and DIGITS_RE.fullmatch(value):
@@ -83,14 +72,21 @@ def _limit(value: object) -> int:
 
 
 def _map_index(value: object) -> int:
-    value = blank(value)
-    if value is None or value == MAP_INDEX_PLACEHOLDER:
+    if value is None:
         return -1
     if isinstance(value, str) and MAP_INDEX_RE.fullmatch(value):
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 10**6:
         return value  # the default, or a value given in Python
     raise refuse("expected -1 or a whole number")
+
+
+def form_value(value: object) -> object:
+    """A page form's field: stripped, and None when empty (a form sends every field, filled or
+    not). Only pages read their forms this way; the API refuses an empty or padded value."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
 
 
 def documented(kind: str = "string", pattern: re.Pattern[str] | None = None, **schema: Any) -> WithJsonSchema:
@@ -100,7 +96,7 @@ def documented(kind: str = "string", pattern: re.Pattern[str] | None = None, **s
 
 
 #: A day query parameter's schema.
-DAY_DOC = documented(pattern=DOCUMENTED_DAY_RE, format="date")
+DAY_DOC = documented(pattern=DAY_RE, format="date")
 
 
 def _history_id(what: str, pattern: re.Pattern[str]) -> Any:
@@ -146,9 +142,11 @@ class HistoryQuery(BaseModel):
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> HistoryQuery:
-        """From query parameters (a page that answers bad input itself); InputError lists every
-        bad one."""
-        given = {name: raw.get(name) for name in HISTORY_PARAMS if raw.get(name) is not None}
+        """From the history page's form (a page that answers bad input itself): a field left
+        empty is not given, and a value is taken without the blanks around it (`form_value`);
+        the API takes its query as given. InputError lists every bad one."""
+        given = {name: form_value(raw.get(name)) for name in HISTORY_PARAMS}
+        given = {name: value for name, value in given.items() if value is not None}
         try:
             return cls.model_validate(given)
         except ValidationError as err:
@@ -204,7 +202,22 @@ class AttemptQuery(BaseModel):
     ]
     map_index: Annotated[
         int, BeforeValidator(_map_index), documented("integer", minimum=-1, maximum=999_999)
-    ] = Field(-1, description=f"-1 (default, also for {MAP_INDEX_PLACEHOLDER}) or the mapped index")
+    ] = Field(-1, description="-1 (default: not mapped) or the mapped index")
+
+
+class AttemptPageQuery(AttemptQuery):
+    """The attempt page's query: Airflow's task instance tab links to it with the literal
+    `{MAP_INDEX}` left in place when the task is not mapped (read as -1); fields as a form's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_link(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out = {name: form_value(value) for name, value in data.items()}
+        if out.get("map_index") == MAP_INDEX_PLACEHOLDER:
+            out["map_index"] = None
+        return {name: value for name, value in out.items() if value is not None}
 
 
 # Answers. Instants are ISO 8601 strings (as `history.report.jsonable` writes them).

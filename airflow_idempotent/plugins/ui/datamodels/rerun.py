@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    WithJsonSchema,
+    model_validator,
+)
 
 from airflow_idempotent.plugins.ui.datamodels.backfills import Instant
 from airflow_idempotent.plugins.ui.datamodels.common import TASK_ID_RE, Record, matching, refuse
@@ -45,7 +53,12 @@ class RerunQuery(RerunWindow):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-TaskId = Annotated[str, BeforeValidator(matching(TASK_ID_RE, "not a task id (letters, digits, _ . -)", True))]
+#: A task id: Airflow's rule (`TASK_ID_RE`), checked and documented as the same pattern.
+TaskId = Annotated[
+    str,
+    BeforeValidator(matching(TASK_ID_RE, "not a task id (letters, digits, _ . -)", True)),
+    WithJsonSchema({"type": "string", "pattern": TASK_ID_RE.pattern}),
+]
 
 
 class RerunForm(RerunWindow):

@@ -17,7 +17,7 @@ from airflow_idempotent.plugins.ui.charts import build_charts
 from airflow_idempotent.plugins.ui.datamodels import (
     HISTORY_PARAMS,
     MAX_LIMIT,
-    AttemptQuery,
+    AttemptPageQuery,
     HistoryQuery,
     InputError,
 )
@@ -138,7 +138,7 @@ def page_backfill(
 
 @router.get("/dags/{dag_id}/attempt", dependencies=[READ_TASK_INSTANCES])
 def page_attempt(
-    request: Request, dag_id: str, user: UserDep, query: Annotated[AttemptQuery, Query()], store: StoreDep
+    request: Request, dag_id: str, user: UserDep, query: Annotated[AttemptPageQuery, Query()], store: StoreDep
 ) -> HTMLResponse:
     store_problem = None
     data: dict[str, Any] = {"tries": []}
