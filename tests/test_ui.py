@@ -980,7 +980,10 @@ def test_the_attempt_view_shows_that_attempts_write_diff_and_fingerprint(env: di
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html and "<script>alert" not in html
     assert ">1,000.00<" in html and ">500.00<" in html and ">-500.00<" in html  # the diff's measure
     assert "&lt;b&gt;boom&lt;/b&gt;" in html  # the failed attempt's error, escaped
-    data = call(env, "GET", f"/idempotent/api/dags/{GUARDED}/attempts", params=qs, headers=bearer(env)).json()
+    # The placeholder is the page link's (Airflow's tab); the API takes the integer its document says.
+    api = f"/idempotent/api/dags/{GUARDED}/attempts"
+    assert call(env, "GET", api, params=qs, headers=bearer(env)).status_code == 422
+    data = call(env, "GET", api, params={**qs, "map_index": "-1"}, headers=bearer(env)).json()
     (attempt,) = data["tries"]
     assert data["map_index"] == -1 and attempt["try_number"] == 1
     assert attempt["writes"][0]["status"] == "refused"
