@@ -405,6 +405,26 @@ def hostile(cases: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def conformance(cases: list[dict[str, Any]]) -> list[str]:
+    """The schemathesis run over the UI API's document: checks, callers, failures by kind."""
+    out = []
+    for c in (c for c in cases if c["case"] == "hostile/schemathesis_ui_api"):
+        d = c["details"]
+        kinds: Counter[str] = Counter()
+        for key, count in (d.get("failure_kinds") or {}).items():
+            kinds[key.rsplit(": ", 1)[-1]] += int(count)
+        failures = ", ".join(f"{k} {v}" for k, v in kinds.most_common()) or "none"
+        out.append(
+            f"OpenAPI conformance (schemathesis {d.get('schemathesis')}, {len(d.get('checks') or [])} "
+            f"checks: {', '.join(d.get('checks') or [])}), as {', '.join(d.get('users') or ['admin'])}: "
+            f"{d.get('inputs_tried')} requests to {d.get('operations')} operations "
+            f"({d.get('examples_per_variant')} examples per operation, variant, mode and user) in "
+            f"{d.get('seconds')} s; failures: {failures}; schema-valid requests refused by the guard "
+            f"(a message, not input problems): {sum((d.get('guard_refusals') or {}).values())}."
+        )
+    return ["", *out] if out else []
+
+
 def load_runs(cases: list[dict[str, Any]]) -> list[str]:
     group = [c for c in cases if c["suite"] == "load"]
     if not group:
@@ -577,6 +597,7 @@ def render(
         "its history column) are fixed and their tests now assert it plainly.",
         "",
         *hostile(cases),
+        *conformance(cases),
         "",
         "## Load",
         "",
