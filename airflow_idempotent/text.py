@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import sys
 import unicodedata
+from collections.abc import Iterable
 
 
 def invisible_character(text: str) -> tuple[int, str] | None:
@@ -37,15 +38,11 @@ def invisible_problem(text: str, what: str) -> str | None:
     )
 
 
-@functools.cache
-def invisible_class() -> str:
-    """Every Cf character, as the body of a regex character class (ranges; BMP characters as
-    `\\uXXXX`, others as themselves), read alike by Python's `re` and JSON Schema (ECMA 262): how a
-    document states the rule `invisible_character` applies."""
+def character_class(points: Iterable[int]) -> str:
+    """Code points (ascending) as the body of a regex character class, in ranges, read alike by
+    Python's `re` and JSON Schema (ECMA 262): BMP characters as `\\uXXXX`, others as themselves."""
     ranges: list[tuple[int, int]] = []
-    for point in range(sys.maxunicode + 1):
-        if unicodedata.category(chr(point)) != "Cf":
-            continue
+    for point in points:
         if ranges and ranges[-1][1] == point - 1:
             ranges[-1] = (ranges[-1][0], point)
         else:
@@ -57,4 +54,11 @@ def invisible_class() -> str:
     return "".join(one(a) if a == b else f"{one(a)}-{one(b)}" for a, b in ranges)
 
 
-__all__ = ["invisible_character", "invisible_class", "invisible_problem"]
+@functools.cache
+def invisible_class() -> str:
+    """Every Cf character as a character class body: how a document states the rule
+    `invisible_character` applies."""
+    return character_class(p for p in range(sys.maxunicode + 1) if unicodedata.category(chr(p)) == "Cf")
+
+
+__all__ = ["character_class", "invisible_character", "invisible_class", "invisible_problem"]

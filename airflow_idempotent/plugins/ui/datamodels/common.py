@@ -14,6 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
+from airflow_idempotent.text import character_class
+
 # What the routes accept. Airflow's own rule for DAG and task ids (KEY_REGEX), at most 250 chars.
 DAG_ID_RE = re.compile(r"^[\w.-]{1,250}$")
 TASK_ID_RE = DAG_ID_RE
@@ -94,18 +96,7 @@ def word_class() -> str:
     character class, for a JSON Schema pattern: ECMA 262's `\w` is ASCII only, and `\p{L}` is not
     a JSON Schema regex. BMP characters as `\uXXXX`, others as themselves."""
     text = "".join(chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
-    points = [ord(c) for c in re.findall(r"\w", text)]
-    ranges: list[tuple[int, int]] = []
-    for point in points:
-        if ranges and ranges[-1][1] == point - 1:
-            ranges[-1] = (ranges[-1][0], point)
-        else:
-            ranges.append((point, point))
-
-    def one(point: int) -> str:
-        return f"\\u{point:04X}" if point <= 0xFFFF else chr(point)
-
-    return "".join(one(a) if a == b else f"{one(a)}-{one(b)}" for a, b in ranges)
+    return character_class(ord(c) for c in re.findall(r"\w", text))
 
 
 #: A pattern of the routes' identifiers: one character class, 1 to N of them.
