@@ -17,7 +17,7 @@ in a PostgreSQL database of its own):
 
 The variants alternate within each repeat, in an order that rotates from one repeat to the next;
 every run is a rerun of a window the target already holds, preceded on PostgreSQL by
-``VACUUM (ANALYZE); CHECKPOINT``. Medians, minimums and the median of paired ratios are reported,
+``VACUUM (ANALYZE); CHECKPOINT``. Medians, minimum-maximum and the median of paired ratios are reported,
 with the operator's own statements timed one by one (the rest is Python: reflection, sqlglot,
 fingerprint, history). Results: bench/results/write-engines.md.
 """
@@ -368,13 +368,20 @@ def summary(a: list[float], b: list[float]) -> dict[str, float]:
     return {
         "a_med": statistics.median(a),
         "a_min": min(a),
+        "a_max": max(a),
         "b_med": statistics.median(b),
         "b_min": min(b),
+        "b_max": max(b),
         "ratio_med": statistics.median(a) / statistics.median(b),
         "ratio_min": min(a) / min(b),
         "paired": statistics.median(x / y for x, y in zip(a, b, strict=True)),
         "extra_ms": (statistics.median(a) - statistics.median(b)) * 1000,
     }
+
+
+def spread(s: dict[str, float], side: str) -> str:
+    """A side's median seconds with its minimum-maximum, as the table shows them."""
+    return f"{s[side + '_med']:.3f} ({s[side + '_min']:.3f}-{s[side + '_max']:.3f})"
 
 
 #: The statements the hand-written write runs too; the operator's other steps are its additions.
@@ -402,7 +409,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="postgres,mariadb,duckdb")
     parser.add_argument("--sizes", default="100000,1000000")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args()
     started = time.perf_counter()
@@ -450,8 +457,8 @@ def main() -> int:
                         step_text = ", ".join(f"{k} {v * 1000:.0f}" for k, v in med.items())
                         extra = added(times["operator"], measured) - hand_other
                         rows.append(
-                            f"| {kind} | {n:,} | {strategy} | {s['a_med']:.3f} ({s['a_min']:.3f}) | "
-                            f"{s['b_med']:.3f} ({s['b_min']:.3f}) | **{s['ratio_med']:.3f}** | "
+                            f"| {kind} | {n:,} | {strategy} | {spread(s, 'a')} | "
+                            f"{spread(s, 'b')} | **{s['ratio_med']:.3f}** | "
                             f"{s['ratio_min']:.3f} | {s['paired']:.3f} | "
                             f"**{(s['b_med'] + extra) / s['b_med']:.3f}** ({extra * 1000:.0f} ms) | "
                             f"{s['extra_ms']:.0f} | {step_text}; other {python * 1000:.0f} | "
@@ -470,8 +477,8 @@ def main() -> int:
                         )
                         s = summary(times["guarded"], times["plain"])
                         rows.append(
-                            f"| {kind} | {n:,} | guarded swap vs plain overwrite | {s['a_med']:.3f} "
-                            f"({s['a_min']:.3f}) | {s['b_med']:.3f} ({s['b_min']:.3f}) | "
+                            f"| {kind} | {n:,} | guarded swap vs plain overwrite | {spread(s, 'a')} | "
+                            f"{spread(s, 'b')} | "
                             f"**{s['ratio_med']:.3f}** | {s['ratio_min']:.3f} | {s['paired']:.3f} | | "
                             f"{s['extra_ms']:.0f} | | |"
                         )
@@ -509,7 +516,7 @@ def write(args: argparse.Namespace, rows: list[str], loads: list[str], took: flo
         f"{os.cpu_count()} the machine was busy with other work and the figures stretch); CPU steal "
         f"{steal:.0f}% of the run's CPU time (the hypervisor running others on these CPUs: figures "
         "stretch with it too, so compare ratios across runs, not seconds): medians of "
-        f"{args.repeats} alternating runs per cell after a warm-up, minimums in brackets, and the "
+        f"{args.repeats} alternating runs per cell after a warm-up, minimum-maximum in brackets, and the "
         "median of the paired ratios (operator / hand-written in the same repeat).",
         "",
         "| engine | window rows | strategy | operator (s) | hand-written (s) | ratio of medians | "
