@@ -300,23 +300,33 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
         raise
     commit = commit_of(conn, adapter, spec.table, tag)
-    row_count, checksum, before = window_stats(
-        adapter, conn, spec, info, commit.version, commit.read_version, window_binds(params)
-    )
+    return replaced(adapter, conn, spec, info, params, commit.version, commit.read_version, "Delta commit")
+
+
+def replaced(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    params: Mapping[str, Any],
+    version: int,
+    read_version: int | None,
+    what: str,
+) -> DeltaResult:
+    """The result of a window replaced by one commit of the table format (`version`: a Delta
+    version or an Iceberg snapshot id, `read_version` the one it replaced), its figures read at
+    that commit and logged (`what` names the commit's kind)."""
+    binds = window_binds(params)
+    row_count, checksum, before = window_stats(adapter, conn, spec, info, version, read_version, binds)
     log.info(
-        "replaced %s window %s in Delta commit %d: %d rows by %d",
+        "replaced %s window %s in %s %d: %d rows by %d",
         spec.table,
         spec.window.label(),
-        commit.version,
+        what,
+        version,
         before,
         row_count,
     )
-    return replaced(spec, commit.version, before, row_count, checksum)
-
-
-def replaced(spec: WriteSpec, version: int, before: int, row_count: int, checksum: str | None) -> DeltaResult:
-    """The result of a window replaced by one commit of the table format (`version`: a Delta
-    version or an Iceberg snapshot id): `before` rows out, `row_count` in."""
     return DeltaResult(
         "overwrite",
         spec.table,

@@ -240,19 +240,8 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         if OUTSIDE in str(err):  # refused in the statement, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
         raise
-    snapshot = snapshot_of(conn, adapter, spec.table, tag)
-    row_count, checksum, before = window_stats(
-        adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id, window_binds(params)
-    )
-    log.info(
-        "replaced %s window %s in Iceberg snapshot %d: %d rows by %d",
-        spec.table,
-        spec.window.label(),
-        snapshot.snapshot_id,
-        before,
-        row_count,
-    )
-    return replaced(spec, snapshot.snapshot_id, before, row_count, checksum)
+    snap = snapshot_of(conn, adapter, spec.table, tag)
+    return replaced(adapter, conn, spec, info, params, snap.snapshot_id, snap.parent_id, "Iceberg snapshot")
 
 
 def merge(
