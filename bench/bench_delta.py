@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator  # noqa: E402
-from airflow_idempotent.testing.spark_cluster import (  # noqa: E402
+from airflow_idempotent.spark.cluster import (  # noqa: E402
     DELTA_CONF,
     SPARK_JARS_DIR,
     SparkCluster,

@@ -39,9 +39,9 @@ import pendulum
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_idempotent import partition_switch  # noqa: E402
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
-from airflow_idempotent.testing.spark_cluster import SparkCluster  # noqa: E402
+from airflow_idempotent.spark import switch  # noqa: E402
+from airflow_idempotent.spark.cluster import SparkCluster  # noqa: E402
 
 SOURCE_ROWS = 3_000_000
 PER_DAY = 32_258  # 31 days of August: 999,998 rows
@@ -126,7 +126,7 @@ def main() -> None:
         context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
 
         marks: list[tuple[str, float]] = []
-        partition_switch.step_hook = lambda name: marks.append((name, time.perf_counter()))
+        switch.step_hook = lambda name: marks.append((name, time.perf_counter()))
 
         def run_operator() -> float:
             marks.clear()

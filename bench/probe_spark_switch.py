@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from airflow_idempotent.testing.spark_cluster import SparkCluster
+from airflow_idempotent.spark.cluster import SparkCluster
 
 DAYS = 31
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent.adapters.spark import MOVES_PER_SCRIPT, SCRIPTING_REFUSED, SparkAdapter, SparkEngine
 from airflow_idempotent.errors import InvalidIdentifierError
+from airflow_idempotent.spark.adapter import MOVES_PER_SCRIPT, SCRIPTING_REFUSED, SparkAdapter, SparkEngine
 
 DAYS = [date(2026, 8, 1) + timedelta(days=n) for n in range(31)]
 

@@ -165,7 +165,7 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     transactional_ddl: ClassVar[bool] = True
     # drop_temporary_keyword, update_join_style: the staging statements' flags (see `staging`)
     #: Several statements commit or roll back together. Without it an overwrite is the partition
-    #: switch of `airflow_idempotent.partition_switch` (stage, verify, switch in the catalog).
+    #: switch of `airflow_idempotent.spark.switch` (stage, verify, switch in the catalog).
     supports_transactions: ClassVar[bool] = True
     #: A merge (upsert) can be done on the engine's tables; `merge_refusal` says why not otherwise.
     supports_merge: ClassVar[bool] = True

@@ -79,7 +79,7 @@ class WarehouseHook(DbApiHook):
     @cached_property
     def adapter(self) -> EngineAdapter:
         if (self.connection.conn_type or "").lower() == "spark_connect":
-            from airflow_idempotent.adapters.spark import SparkAdapter  # needs the spark extra
+            from airflow_idempotent.spark.adapter import SparkAdapter  # needs the spark extra
 
             return SparkAdapter.from_connection(self.get_conn_id())
         return adapter_for(self.engine)

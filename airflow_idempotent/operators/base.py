@@ -11,7 +11,6 @@ from airflow.sdk import BaseOperator
 
 from airflow_idempotent import __version__
 from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, table_parts, validate_identifier
-from airflow_idempotent.adapters.spark import check_lookback_at_parse
 from airflow_idempotent.errors import FencedError
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import (
@@ -36,6 +35,7 @@ from airflow_idempotent.operators.assets import (
 )
 from airflow_idempotent.operators.guarded import GuardedWriteMixin
 from airflow_idempotent.operators.lookback import record_periods
+from airflow_idempotent.spark.adapter import check_lookback_at_parse
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,

@@ -1,6 +1,6 @@
 """The guarded half of `WindowWriteOperator`: a guarded DAG's write is staged, diffed, checked
 against the stop conditions, then swapped, reconciled or (replay) only compared (`guard.write`;
-on Spark `guard.spark_write`), after the backfill's size, the kill switch and the throttle allow it.
+on Spark `spark.guard`), after the backfill's size, the kill switch and the throttle allow it.
 Kept apart from the operator's base so each concept has one module."""
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ class GuardedWriteMixin(ApprovalMixin):
         write: Any = guarded_write
         if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
             write = self.approval_write(adapter, write, identity, target, spec.window, history)
-        if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (guard.spark_write)
-            from airflow_idempotent.guard.spark_write import guarded_switch
+        if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (spark.guard)
+            from airflow_idempotent.spark.guard import guarded_switch
 
             write = functools.partial(guarded_switch, store=history.store, target=target)
         try:

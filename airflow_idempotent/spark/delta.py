@@ -32,8 +32,8 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
-from airflow_idempotent.adapters.spark import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.errors import SchemaError
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.strategies import (
     WriteResult,

@@ -40,8 +40,8 @@ from typing import Any
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
-from airflow_idempotent.adapters.spark import SparkAdapter, SparkConnection, SparkTableInfo, inline_params
 from airflow_idempotent.errors import SchemaError
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo, inline_params
 from airflow_idempotent.spark.delta import (
     DeltaResult,
     checked_merge_source,

@@ -2,7 +2,7 @@
 
 A Delta table commits the window itself (`delta`), an Iceberg table in one snapshot of its own
 (`iceberg`); a parquet table gets the crash-safe partition
-switch (`airflow_idempotent.partition_switch`), and a merge into one is refused before anything is
+switch (`airflow_idempotent.spark.switch`), and a merge into one is refused before anything is
 written, since Spark refuses MERGE INTO on parquet tables. The format is read once per write, in
 the session that then writes a Delta or Iceberg table.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
 from airflow_idempotent.spark import delta, iceberg
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkTableInfo
 from airflow_idempotent.strategies import WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, targ
         if iceberg.is_iceberg(info):
             return iceberg.overwrite(adapter, conn, spec)
     from airflow_idempotent.history.store import HistoryStore
-    from airflow_idempotent.partition_switch import overwrite_by_switch
+    from airflow_idempotent.spark.switch import overwrite_by_switch
 
     return overwrite_by_switch(adapter, spec, HistoryStore.from_airflow(history_conn_id), target)
 

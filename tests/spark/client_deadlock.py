@@ -1,5 +1,5 @@
 """Run as `python -m tests.spark.client_deadlock URL MODE`: sessions opened by MODE ("provider":
-`adapters.spark.open_session`; "pyspark": pyspark's defaults), with the garbage collector made to
+`spark.adapter.open_session`; "pyspark": pyspark's defaults), with the garbage collector made to
 run at the one moment pyspark 4.1's Connect client deadlocks on: in a thread its release pool is
 starting, while a finished session waits in a reference cycle. Prints "done" if it got through.
 
@@ -15,7 +15,7 @@ import threading
 import uuid
 from typing import Any
 
-from airflow_idempotent.adapters.spark import SparkEngine, open_session
+from airflow_idempotent.spark.adapter import SparkEngine, open_session
 
 ROUNDS = 3
 

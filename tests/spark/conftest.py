@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.history import HistoryStore
-from airflow_idempotent.testing.spark_cluster import (
+from airflow_idempotent.spark.cluster import (
     DELTA_CONF,
     SPARK_JARS_DIR,
     SparkCluster,

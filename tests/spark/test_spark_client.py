@@ -2,7 +2,7 @@
 
 tests/spark/client_deadlock.py places a garbage collection where pyspark 4.1's Connect client
 deadlocks: pyspark's default sessions hang there (the control: the placement reaches the bug),
-the provider's (`adapters.spark.open_session`: executions not reattachable) get through.
+the provider's (`spark.adapter.open_session`: executions not reattachable) get through.
 """
 
 from __future__ import annotations

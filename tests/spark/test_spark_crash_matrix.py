@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent.partition_switch import STEPS
+from airflow_idempotent.spark.switch import STEPS
 from tests.spark.payouts_spark import (
     START,
     all_days,

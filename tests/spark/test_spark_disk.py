@@ -10,9 +10,9 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_idempotent.adapters.spark import SparkAdapter, SparkEngine
 from airflow_idempotent.history import HistoryStore, switches
-from airflow_idempotent.partition_switch import sweep
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine
+from airflow_idempotent.spark.switch import sweep
 from tests.spark.payouts_spark import START, all_days, context, create_payouts, day_truth, operator
 
 pytestmark = pytest.mark.spark

@@ -136,7 +136,7 @@ def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
     store = HistoryStore.from_airflow()
     dead = switches.unfinished(store, f"{spark_conn}:{table}")
     assert [p.status for p in dead] == [switches.STAGING]
-    with caplog.at_level(logging.INFO, logger="airflow_idempotent.partition_switch"):
+    with caplog.at_level(logging.INFO, logger="airflow_idempotent.spark.switch"):
         retry_began = time.monotonic()
         result = operator(
             spark_conn, table, granularity="month", parameters={"policy_version": "v2"}

@@ -18,7 +18,7 @@ import pytest
 
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
-from airflow_idempotent.testing.spark_cluster import ICEBERG_CATALOG
+from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from airflow_idempotent.adapters import spark as spark_adapter
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from airflow_idempotent.operators import MergeOperator
+from airflow_idempotent.spark import adapter as spark_adapter
 
 
 def merge(conn_id: str) -> MergeOperator:

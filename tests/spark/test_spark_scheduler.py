@@ -30,7 +30,7 @@ import pytest
 from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from airflow_idempotent.history import HistoryStore, switches
-from airflow_idempotent.testing.spark_cluster import SparkCluster
+from airflow_idempotent.spark.cluster import SparkCluster
 from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import AirflowCluster, airflow_cluster, e2e_dags, quiet  # noqa: F401  (fixtures)
 from tests.e2e.test_guarded_month import (

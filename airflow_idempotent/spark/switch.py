@@ -40,13 +40,6 @@ from typing import Any
 import pendulum
 
 from airflow_idempotent.adapters import adapter_for
-from airflow_idempotent.adapters.spark import (
-    ATTEMPTS_DIR,
-    STAGING_PREFIX,
-    TRASH_PREFIX,
-    SparkAdapter,
-    SparkTableInfo,
-)
 from airflow_idempotent.errors import (
     LockTimeoutError,
     RowsOutsideWindowError,
@@ -55,6 +48,13 @@ from airflow_idempotent.errors import (
 )
 from airflow_idempotent.history import switches
 from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.spark.adapter import (
+    ATTEMPTS_DIR,
+    STAGING_PREFIX,
+    TRASH_PREFIX,
+    SparkAdapter,
+    SparkTableInfo,
+)
 from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
 from airflow_idempotent.window import Window
 

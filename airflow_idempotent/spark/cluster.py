@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from airflow_idempotent.adapters.spark import open_session
+from airflow_idempotent.spark.adapter import open_session
 from airflow_idempotent.testing.ports import free_port
 
 __all__ = [
@@ -444,7 +444,7 @@ class SparkCluster:
     # ------------------------------------------------------------------ use
     def session(self, **options: str) -> Any:
         """A Spark Connect client session on this cluster (a new one per call), opened as the
-        provider opens its own (`adapters.spark.open_session`)."""
+        provider opens its own (`spark.adapter.open_session`)."""
         url = self.connect_url + "".join(f";{k}={v}" for k, v in options.items())
         return open_session(url)
 

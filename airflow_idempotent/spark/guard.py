@@ -1,7 +1,7 @@
 """Stage, diff, swap on an engine without transactions (Spark): the guard over the partition switch.
 
 The same contract as `guard.write.guarded_write`, whose transaction Spark cannot give: the
-window's rows are staged in a fresh per-attempt location by `partition_switch`, diffed there
+window's rows are staged in a fresh per-attempt location by `spark.switch`, diffed there
 with production by key in the cluster (rows added, removed, changed; each measure's sum before
 and after: no row passes through the worker), judged against the thresholds, and only then
 switched in. On a breach (or the kill switch) nothing is switched: the staging is dropped, the
@@ -22,7 +22,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.spark import SparkAdapter, SparkTableInfo
 from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
@@ -37,7 +36,8 @@ from airflow_idempotent.guard.write import (
     check_target_keys,
 )
 from airflow_idempotent.history.store import HistoryStore
-from airflow_idempotent.partition_switch import overwrite_by_switch
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkTableInfo
+from airflow_idempotent.spark.switch import overwrite_by_switch
 from airflow_idempotent.strategies import WriteSpec, check_keys, window_binds
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ What the engine cannot do is declared in flags the base and the strategies read:
 - no multi-statement transactions (`supports_transactions = False`): the writes go by the target's
   table format (`airflow_idempotent.spark.writes`): a Delta table commits the window itself (one
   REPLACE WHERE or MERGE INTO commit, `airflow_idempotent.spark.delta`); a parquet table gets the
-  crash-safe partition switch of `airflow_idempotent.partition_switch`, not DELETE + INSERT;
+  crash-safe partition switch of `airflow_idempotent.spark.switch`, not DELETE + INSERT;
 - no MERGE/DELETE/UPDATE on the parquet tables of Spark's catalog: a MergeOperator on one is
   refused once the catalog names its format, before anything is written (`merge_refusal`);
 - no lock of its own (`has_native_lock = False`): the (table, window) lock is held in the
