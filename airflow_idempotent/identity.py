@@ -6,6 +6,7 @@ same window are told apart the same way everywhere.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +53,20 @@ def result_counts(result: Counted | None) -> dict[str, Any]:
     if version is not None:  # a table format's own version of the commit (Delta), beside ours
         counts["message"] = f"{TABLE_VERSION_NOTE}{version}"
     return counts
+
+
+def with_counts(message: str | None, result: Counted | None) -> dict[str, Any]:
+    """`result_counts` with `message` kept beside the table version's note (one message field)."""
+    counts = result_counts(result)
+    note = counts.pop("message", None)
+    joined = "; ".join(m for m in (message, note) if m)
+    return {**counts, "message": joined or None}
+
+
+def table_version(message: str | None) -> int | None:
+    """The table format's version a write record's message names (`result_counts`), if any."""
+    found = re.search(rf"{re.escape(TABLE_VERSION_NOTE)}(-?\d+)", message or "")
+    return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, window_totals
+from airflow_idempotent.guard.diff import WindowDiff
+from airflow_idempotent.guard.results import GuardedResult
+from airflow_idempotent.identity import table_version, with_counts
 from tests.test_dagrun import airflow
 from tests.test_operators import DAY, day_truth
 
@@ -159,3 +162,19 @@ def run_scenario(warehouse: Any, dags: Path, env: dict[str, str], dag_id: str) -
     for w in writes:  # the recorded id is Airflow's, and its number is the one Airflow gave it
         assert number_of[w["dag_version_id"].replace("-", "")] == w["dag_version_number"]
     assert writes[0]["fingerprint"] == writes[1]["fingerprint"] != writes[2]["fingerprint"]
+
+
+def test_a_table_versions_note_is_kept_beside_a_message_and_read_back() -> None:
+    """A guarded write's message and the table format's version share the record's one field."""
+    diff = WindowDiff(10, 10, 0, 0, 3, 7)
+    result = GuardedResult.committed(
+        "swap", diff, "10:99", 10, None, deleted=10, inserted=10, table_version=42
+    )
+    fields = with_counts("approved by ana", result)
+    assert fields["message"] == "approved by ana; table version 42"
+    assert (fields["rows_deleted"], fields["rows_inserted"], fields["checksum"]) == (10, 10, "10:99")
+    assert table_version(fields["message"]) == 42
+    assert with_counts(None, result)["message"] == "table version 42"
+    plain = GuardedResult.committed("swap", diff, "10:99", 10, None, deleted=1, inserted=1)
+    assert with_counts(None, plain)["message"] is None and table_version(None) is None
+    assert table_version("replay reproduced the recorded checksum 2000:1") is None

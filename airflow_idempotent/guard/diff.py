@@ -6,7 +6,7 @@ Python against the thresholds: every limit the diff exceeds is named, with its f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -137,17 +137,21 @@ def diff_window(
     keys: Sequence[str],
     measures: Sequence[str],
     params: Mapping[str, Any],
+    production: Callable[[exp.Select], exp.Select] | None = None,
 ) -> WindowDiff:
     """Production's window against the staged rows in table `stage`: three set-based queries
-    (production's window, the staged rows, and the keys in both), in the write's transaction."""
+    (production's window, the staged rows, and the keys in both), in the write's transaction.
+    `production` rewrites the queries that read the target (a table format's replay reads it as of
+    the version the window's first write committed)."""
     assert spec.partition_column is not None
+    at = production or (lambda select: select)
     before = adapter.execute(
-        conn, adapter.window_sums(spec.table, spec.partition_column, measures), params
+        conn, at(adapter.window_sums(spec.table, spec.partition_column, measures)), params
     ).one()
     after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
     compare = [c for c in columns if c not in keys]
     matched, changed = adapter.execute(
-        conn, adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare), params
+        conn, at(adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare)), params
     ).one()
     rows_before, rows_after, matched, changed = int(before[0]), int(after[0]), int(matched), int(changed)
     return WindowDiff(

@@ -46,6 +46,8 @@ class GuardedResult:
     periods: tuple[PeriodResult, ...] = ()
     #: on a breach with `keep_on_breach`: where the staged rows wait for a decision
     kept: KeptStage | None = None
+    #: a table format's own version of the commit (a Delta version, an Iceberg snapshot id)
+    table_version: int | None = None
 
     @classmethod
     def refused(
@@ -87,6 +89,7 @@ class GuardedResult:
         inserted: int,
         updated: int = 0,
         periods: tuple[PeriodResult, ...] = (),
+        table_version: int | None = None,
     ) -> GuardedResult:
         """A swap or reconcile that committed: within the thresholds (or approved), so no breaches."""
         return cls(
@@ -102,6 +105,7 @@ class GuardedResult:
             rows_inserted=inserted,
             rows_updated=updated,
             periods=periods,
+            table_version=table_version,
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
-from airflow_idempotent.identity import AttemptIdentity, result_counts
+from airflow_idempotent.identity import AttemptIdentity, with_counts
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -312,8 +312,7 @@ class ApprovalMixin:
                 pending.policy_version,
                 pending.semantics,
                 diff=json.dumps(pending.diff, default=str),
-                message=message,
-                **result_counts(result),
+                **with_counts(message, result),
             )
         )
 

@@ -18,7 +18,7 @@ from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import BackfillIntent, GuardConfig, GuardRefusal, killswitch, sizes
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
-from airflow_idempotent.identity import AttemptIdentity, result_counts
+from airflow_idempotent.identity import AttemptIdentity, table_version, with_counts
 from airflow_idempotent.operators.approval import ApprovalMixin
 from airflow_idempotent.operators.lookback import record_periods
 from airflow_idempotent.strategies import PeriodResult, WriteSpec
@@ -134,10 +134,12 @@ class GuardedWriteMixin(ApprovalMixin):
             # a replay reproduces the run's own recorded write and changes nothing: no lookback in it
             spec = dataclasses.replace(spec, window=spec.periods[-1], periods=())
         expected: str | None = None
+        baseline: int | None = None  # the table format's version the window's first write committed
         if semantics == "replay":
             original = self.original_write(history, target, spec.window)
             policy = original.get("policy_version") or policy
             expected = original.get("checksum")
+            baseline = table_version(original.get("message"))
             if policy is not None and "policy_version" in spec.params:
                 spec = dataclasses.replace(spec, params={**spec.params, "policy_version": policy})
         elif intent is not None and intent.policy_version is not None:
@@ -176,18 +178,19 @@ class GuardedWriteMixin(ApprovalMixin):
                     policy,
                     semantics,
                     diff=json.dumps(result.diff.to_json(), default=str),
-                    message=message,
-                    **result_counts(result),
+                    **with_counts(message, result),
                 )
             )
 
         write: Any = guarded_write
         if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
             write = self.approval_write(adapter, write, identity, target, spec.window, history)
-        if not adapter.supports_transactions:  # Spark: stage, diff, switch partitions (spark.guard)
-            from airflow_idempotent.spark.guard import guarded_switch
+        if not adapter.supports_transactions:  # Spark: by the table's format (spark.guard)
+            from airflow_idempotent.spark.guard import guarded_spark_write
 
-            write = functools.partial(guarded_switch, store=history.store, target=target)
+            write = functools.partial(
+                guarded_spark_write, store=history.store, target=target, baseline_version=baseline
+            )
         try:
             result = write(
                 adapter,

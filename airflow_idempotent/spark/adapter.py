@@ -364,9 +364,10 @@ class SparkAdapter(EngineAdapter):
 
     # ------------------------------------------------------------------ the partition switch
     def staging_name(self, table: str, attempt: str) -> str:
-        schema, _ = split_table_name(table)
-        name = f"{STAGING_PREFIX}{attempt}"
-        return f"{schema}.{name}" if schema else name
+        """The attempt's staging table, in the target's catalog and schema (an Iceberg table's
+        staging lives in its own catalog, so it is of the same format)."""
+        catalog, schema, _ = table_parts(table)
+        return ".".join(p for p in (catalog, schema, f"{STAGING_PREFIX}{attempt}") if p)
 
     def create_staging_as(
         self,

@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import SOURCE_ALIAS
+from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
@@ -150,13 +150,44 @@ def at_version(select: exp.Select, version: int) -> exp.Select:
     out = select.copy()
     table = out.find(exp.Table)
     assert table is not None
-    table.set("version", exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(version)))
+    table.set("version", as_of(version))
     return out
+
+
+def as_of(version: int) -> exp.Version:
+    """``VERSION AS OF <version>``: time travel to a Delta version or an Iceberg snapshot id."""
+    return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(version))
 
 
 def check_delta(adapter: SparkAdapter, info: SparkTableInfo) -> None:
     if not is_delta(info):
         raise SchemaError(f"{info.qualified} is a {info.provider or 'non-Delta'} table, not a Delta table.")
+
+
+def target_rows(
+    adapter: SparkAdapter, info: SparkTableInfo, columns: Sequence[str], query: Any
+) -> exp.Select:
+    """SELECT <every column of the table, in its order> FROM (query): each cast to the table's type,
+    NULL for a column the query does not produce (what REPLACE WHERE and a guard's staging take)."""
+    types = info.spark_types or {}
+    produced = {c.lower() for c in columns}
+    projections = []
+    for col in info.columns.values():
+        kind = exp.DataType.build(types[col.name.lower()], dialect="spark")
+        value = adapter.column(col.name, SOURCE_ALIAS) if col.name.lower() in produced else exp.null()
+        projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
+    return exp.select(*projections).from_(adapter.source(query))
+
+
+def pinned(select: exp.Select, table: str, version: int) -> exp.Select:
+    """`select` reading `table` (wherever it appears, other tables untouched) as of `version`: a
+    Delta version or an Iceberg snapshot id (the guard's replay diffs against the first write's)."""
+    out = select.copy()
+    name = table_parts(table)[2].lower()
+    for node in out.find_all(exp.Table):
+        if node.name.lower() == name:
+            node.set("version", as_of(version))
+    return out
 
 
 def replace_where(
@@ -170,14 +201,7 @@ def replace_where(
     REPLACE WHERE takes no column list: the SELECT gives the target's columns by position, each
     cast to the target's type, NULL for a column the query does not produce."""
     assert spec.partition_column is not None
-    types = info.spark_types or {}
-    produced = {c.lower() for c in columns}
-    projections = []
-    for col in info.columns.values():
-        kind = exp.DataType.build(types[col.name.lower()], dialect="spark")
-        value = adapter.column(col.name, SOURCE_ALIAS) if col.name.lower() in produced else exp.null()
-        projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
-    select = exp.select(*projections).from_(adapter.source(spec.query))
+    select = target_rows(adapter, info, columns, spec.query)
     predicate = adapter.render(adapter.in_window(spec.partition_column))
     return f"INSERT INTO {adapter.qualified(spec.table)} REPLACE WHERE {predicate} {adapter.render(select)}"
 
@@ -188,9 +212,11 @@ def merge_into(
     columns: Sequence[str],
     keys: Sequence[str],
     delete_missing: bool,
+    changed_only: bool = False,
 ) -> str:
-    """MERGE INTO t USING (query) ON keys [AND <window on t>]: update matched rows, insert the rest,
-    and with `delete_missing` delete the window's rows the source lacks."""
+    """MERGE INTO t USING (query) ON keys [AND <window on t>]: update matched rows (with
+    `changed_only`, those whose values differ, NULL-safe: a reconcile touches only what changed),
+    insert the rest, and with `delete_missing` delete the window's rows the source lacks."""
     target = adapter.table(spec.table, TARGET_ALIAS)
     on: exp.Expr = exp.and_(
         *[
@@ -212,7 +238,17 @@ def merge_into(
         f"MERGE INTO {adapter.render(target)} USING {adapter.render(adapter.source(spec.query))} "
         f"ON {adapter.render(on)}"
     ]
-    if sets:
+    if sets and changed_only:
+        same = exp.and_(
+            *[
+                exp.NullSafeEQ(
+                    this=adapter.column(c, TARGET_ALIAS), expression=adapter.column(c, SOURCE_ALIAS)
+                )
+                for c in settable
+            ]
+        )
+        parts.append(f"WHEN MATCHED AND NOT ({adapter.render(same)}) THEN UPDATE SET {sets}")
+    elif sets:
         parts.append(f"WHEN MATCHED THEN UPDATE SET {sets}")
     parts.append(f"WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})")
     if delete_missing:
@@ -372,7 +408,12 @@ def checked_merge_source(
 
 
 def merge(
-    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    delete_missing: bool,
+    changed_only: bool = False,
 ) -> DeltaResult:
     """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
     info, columns, params, key_names = checked_merge_source(
@@ -382,7 +423,7 @@ def merge(
         spec.before_commit()
     earlier_commits(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
-    statement = merge_into(adapter, spec, columns, key_names, delete_missing)
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
     _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
     commit = commit_of(conn, adapter, spec.table, tag)
     row_count: int | None = None

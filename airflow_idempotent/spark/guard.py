@@ -11,12 +11,20 @@ attempt is recorded abandoned, and the GuardBreach carries the diff for the hist
 - ``replay``: compare the staged checksum with the recorded one and switch nothing;
 - ``reconcile`` is refused before anything runs: it touches only the changed rows with DELETE
   and UPDATE, which Spark refuses on parquet tables.
+
+A Delta or Iceberg table commits a window itself (`guarded_commit`): the rows are staged in a table
+of the target's format, checked and diffed there, and committed by ONE REPLACE WHERE (corrective)
+or MERGE INTO .. WHEN NOT MATCHED BY SOURCE .. DELETE (reconcile) from the staging, under the
+(table, window) lock in the history store. A replay diffs the staging against the table AS OF the
+version the window's first write committed (its record names it), so it answers "does this code
+reproduce what was written then", even after later corrections.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,9 +44,10 @@ from airflow_idempotent.guard.write import (
     check_target_keys,
 )
 from airflow_idempotent.history.store import HistoryStore
+from airflow_idempotent.spark import delta, iceberg
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkTableInfo
-from airflow_idempotent.spark.switch import overwrite_by_switch
-from airflow_idempotent.strategies import WriteSpec, check_keys, window_binds
+from airflow_idempotent.spark.switch import overwrite_by_switch, store_lock
+from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,36 @@ class _Replayed(Exception):
     def __init__(self, result: GuardedResult) -> None:
         super().__init__("replayed")
         self.result = result
+
+
+def inspect_stage(
+    adapter: SparkAdapter,
+    conn: Any,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    stage: str,
+    columns: list[str],
+    params: dict[str, Any],
+    keys: Sequence[str],
+    measures: Sequence[str],
+    thresholds: Thresholds,
+    completeness_sql: exp.Expr | None,
+    production: Callable[[exp.Select], exp.Select] | None = None,
+) -> tuple[WindowDiff, list[str]]:
+    """What the guard checks on staged rows before anything is committed, on every Spark path:
+    completeness, repeated or NULL keys and rows outside the window, keys the target holds in
+    another window; then the diff against production (`production`: how its queries read it).
+    The diff and the key columns as the table spells them."""
+    window_only = window_binds(params)
+    check_complete(adapter, conn, spec, completeness_sql, params, nothing="committed")
+    key_names = [info.column(k, "key column").name for k in keys]
+    wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
+    measure_names = list(dict.fromkeys(info.column(m, "measure column").name for m in wanted))
+    staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
+    check_keys(adapter, conn, staged, key_names, window_only)
+    check_target_keys(adapter, conn, spec, info, key_names, window_only)
+    diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only, production)
+    return diff, key_names
 
 
 def guarded_switch(
@@ -81,15 +120,9 @@ def guarded_switch(
     def inspect(
         conn: Any, stage: str, info: SparkTableInfo, columns: list[str], params: dict[str, Any], checksum: str
     ) -> None:
-        window_only = window_binds(params)
-        check_complete(adapter, conn, spec, completeness_sql, params, nothing="switched in")
-        key_names = [info.column(k, "key column").name for k in keys]
-        wanted = [*measures, *thresholds.max_measure_abs_change, *thresholds.max_measure_rel_change]
-        measure_names = list(dict.fromkeys(info.column(m, "measure column").name for m in wanted))
-        staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
-        check_keys(adapter, conn, staged, key_names, window_only)
-        check_target_keys(adapter, conn, spec, info, key_names, window_only)
-        diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+        diff, _ = inspect_stage(
+            adapter, conn, spec, info, stage, columns, params, keys, measures, thresholds, completeness_sql
+        )
         seen["diff"] = diff
         breaches = diff.breaches(thresholds)
         if mode == "replay":
@@ -124,4 +157,130 @@ def guarded_switch(
         expected_checksum,
         deleted=written.rows_deleted,
         inserted=written.rows_inserted,
+    )
+
+
+def guarded_spark_write(
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    thresholds: Thresholds,
+    mode: Mode,
+    expected_checksum: str | None = None,
+    completeness_sql: exp.Expr | None = None,
+    before_commit: Callable[[], None] | None = None,
+    *,
+    store: HistoryStore,
+    target: str,
+    baseline_version: int | None = None,
+) -> GuardedResult:
+    """The guarded write on Spark, by the table's format as the catalog names it: one commit of
+    the format's own on Delta and Iceberg (`guarded_commit`), the partition switch on parquet."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    with adapter.engine.connect() as conn:
+        info = adapter.describe(conn, spec.table)
+    args = (adapter, spec, keys, measures, thresholds, mode)
+    rest = (expected_checksum, completeness_sql, before_commit)
+    if delta.is_delta(info) or iceberg.is_iceberg(info):
+        return guarded_commit(*args, *rest, store=store, target=target, baseline_version=baseline_version)
+    return guarded_switch(*args, *rest, store=store, target=target)
+
+
+def guarded_commit(
+    adapter: SparkAdapter,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    thresholds: Thresholds,
+    mode: Mode,
+    expected_checksum: str | None = None,
+    completeness_sql: exp.Expr | None = None,
+    before_commit: Callable[[], None] | None = None,
+    *,
+    store: HistoryStore,
+    target: str,
+    baseline_version: int | None = None,
+) -> GuardedResult:
+    """Stage in the target's format, check and diff there, then one commit from the staging (see
+    the module); a breach, the kill switch or a replay commits nothing and drops the staging."""
+    check_guarded_args(spec, mode, keys, expected_checksum, completeness_sql)
+    store.migrate()
+    with (
+        store_lock(store, f"switch:{target}", spec.window, spec.lock_timeout),
+        adapter.engine.connect() as conn,
+    ):
+        info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+        assert isinstance(info, SparkTableInfo)
+        is_delta = delta.is_delta(info)
+        window_only = window_binds(params)
+        stage = adapter.staging_name(spec.table, uuid.uuid4().hex[:20])
+        rows = delta.target_rows(adapter, info, columns, spec.query)
+        using = "delta" if is_delta else "iceberg"
+        conn.sql(f"CREATE TABLE {adapter.qualified(stage)} USING {using} AS {adapter.render(rows)}", params)
+        try:
+            production = None
+            if mode == "replay" and baseline_version is not None:
+                version = baseline_version
+                production = lambda select: delta.pinned(select, spec.table, version)  # noqa: E731
+            every = list(info.columns)
+            diff, key_names = inspect_stage(
+                adapter,
+                conn,
+                spec,
+                info,
+                stage,
+                every,
+                params,
+                keys,
+                measures,
+                thresholds,
+                completeness_sql,
+                production,
+            )
+            breaches = diff.breaches(thresholds)
+            if mode == "replay":
+                query = adapter.window_checksum(
+                    stage, spec.partition_column or "", list(info.columns.values())
+                )
+                count, total = adapter.execute(conn, query, window_only).one()
+                checksum = adapter.checksum_text(int(count), total)
+                log.info(
+                    "replay of %s for window %s on %s: staged checksum %s, recorded %s (diffed against "
+                    "version %s); production unchanged",
+                    spec.table,
+                    spec.window.label(),
+                    using,
+                    checksum,
+                    expected_checksum,
+                    baseline_version,
+                )
+                return GuardedResult.replayed(mode, diff, checksum, int(count), breaches, expected_checksum)
+            if breaches:
+                result = GuardedResult.refused(mode, diff, breaches, expected_checksum)
+                raise GuardBreach(breach_message(spec, mode, breaches, nothing="committed"), result)
+            swap = dataclasses.replace(
+                spec,
+                query=adapter.select_columns(stage, every),
+                params={},
+                before_commit=before_commit or spec.before_commit,
+            )
+            fmt = delta if is_delta else iceberg
+            if mode == "reconcile":  # only the changed rows: one MERGE with the window's deletes
+                written = fmt.merge(adapter, conn, swap, key_names, True, changed_only=True)
+            else:
+                written = fmt.overwrite(adapter, conn, swap)
+        finally:
+            conn.sql(adapter.drop_table(stage))
+    return GuardedResult.committed(
+        mode,
+        diff,
+        written.checksum,
+        written.row_count,
+        expected_checksum,
+        deleted=written.rows_deleted,
+        inserted=written.rows_inserted,
+        updated=written.rows_updated,
+        table_version=written.table_version,
     )

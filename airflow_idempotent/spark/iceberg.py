@@ -245,7 +245,12 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
 
 
 def merge(
-    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, keys: Sequence[str], delete_missing: bool
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    keys: Sequence[str],
+    delete_missing: bool,
+    changed_only: bool = False,
 ) -> DeltaResult:
     """Upsert the SELECT's rows into an Iceberg table on `keys` in one MERGE INTO snapshot."""
     info, columns, params, key_names = checked_merge_source(
@@ -255,7 +260,7 @@ def merge(
         spec.before_commit()
     earlier_snapshots(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
-    statement = merge_into(adapter, spec, columns, key_names, delete_missing)
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
     binds = adapter.bindable(params)
 
     def run() -> None:

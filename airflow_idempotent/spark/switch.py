@@ -114,7 +114,7 @@ def _check_table(info: SparkTableInfo, partition_column: str) -> str:
 
 
 @contextlib.contextmanager
-def _store_lock(store: HistoryStore, key: str, window: Window, timeout: float) -> Iterator[None]:
+def store_lock(store: HistoryStore, key: str, window: Window, timeout: float) -> Iterator[None]:
     """The (key, window) lock, held in the history store's database for engines with none of their own.
 
     Held for minutes while the engine works, so a session lock (the store adapter's
@@ -194,7 +194,7 @@ def _recover(
         )
         mine = window.start == spec.window.start and window.end == spec.window.end
         try:  # the plan of another window: only if its attempt is dead (its lock is free)
-            held = contextlib.nullcontext() if mine else _store_lock(store, f"switch:{target}", window, 0.0)
+            held = contextlib.nullcontext() if mine else store_lock(store, f"switch:{target}", window, 0.0)
             with held:
                 _interrupt(adapter, plan.session_id)
                 if plan.status == switches.SWITCHING:
@@ -305,14 +305,14 @@ def overwrite_by_switch(
     attempt = attempt_id or uuid.uuid4().hex[:20]
     store.migrate()
     with (
-        _store_lock(store, f"switch:{target}", spec.window, spec.lock_timeout),
+        store_lock(store, f"switch:{target}", spec.window, spec.lock_timeout),
         adapter.engine.connect() as conn,
     ):
         _step("locked")
         info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
         assert isinstance(info, SparkTableInfo)
         column = _check_table(info, spec.partition_column)
-        with _store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
+        with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _recover(adapter, conn, store, spec, target, column)
         window_only = {k: params[k] for k in RESERVED_PARAMS}
         staging = adapter.staging_name(spec.table, attempt)
@@ -361,7 +361,7 @@ def overwrite_by_switch(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
         )
         _step("planned")
-        with _store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
+        with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _apply(adapter, conn, spec.table, column, ops)
         _step("switched")
         query = adapter.window_checksum(spec.table, column, list(info.columns))
