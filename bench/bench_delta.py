@@ -1,9 +1,13 @@
 #!/usr/bin/env python
-"""Delta Lake benchmark: the operators against the bare statement they commit, in the same run.
+"""Delta Lake and Iceberg benchmark: the operators against the bare statement, in the same run.
 
 Run on demand (it is not a test), on a quiet machine: ``python bench/bench_delta.py`` from the
-repository root, with the project's venv (the spark extra, Java 17) and Delta's jars (`make
-spark-jars`). It writes bench/results/delta.md.
+repository root, with the project's venv (the spark extra, Java 17) and the jars (`make
+spark-jars`). It writes bench/results/delta.md; ``--format iceberg`` writes
+bench/results/iceberg.md, its JDBC catalog in a PostgreSQL database of its own (127.0.0.1:5432,
+created and dropped by the run) and its tables in catalog ``ice``: the operator's overwrite
+(``INSERT INTO .. WITH (isolation-level serializable, ..) REPLACE WHERE`` with the partition
+column checked in the statement) against Iceberg's plain ``INSERT INTO .. REPLACE WHERE``.
 
 On a standalone cluster it starts itself on loopback (a master, two 1-core workers, a Spark
 Connect server with Delta's extension; ``--cluster-dir`` attaches to one already running), from a
@@ -23,6 +27,7 @@ Every measured run is a rerun of the window (the target already holds it). Goal:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,6 +50,7 @@ from airflow_idempotent.spark.cluster import (  # noqa: E402
     SPARK_JARS_DIR,
     SparkCluster,
     delta_jars,
+    iceberg_conf,
 )
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -68,6 +75,35 @@ BARE_MERGE = (
     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
 )
 TABLES = ("bench_sales", "bench_delta_op", "bench_delta_bare", "bench_delta_merge", "bench_delta_bare_merge")
+#: Iceberg's tables live in the JDBC catalog `ice`, namespace `bench`.
+ICE = "ice.bench."
+
+
+def named(statement: str, fmt: str) -> str:
+    """A statement or DDL for `fmt`: Iceberg's tables are in catalog `ice` and USING iceberg."""
+    if fmt == "delta":
+        return statement
+    for name in TABLES[1:]:
+        statement = statement.replace(f" {name} ", f" {ICE}{name} ")
+    return statement.replace("USING delta", "USING iceberg")
+
+
+@contextlib.contextmanager
+def catalog_database() -> Any:
+    """A PostgreSQL database for Iceberg's JDBC catalog, dropped at the end (trust auth, loopback)."""
+
+    name = f"idem_bench_ice_{os.getpid()}"
+    admin = sa.create_engine(
+        "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"jdbc:postgresql://127.0.0.1:5432/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def timed(run: Any) -> float:
@@ -80,15 +116,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measured runs of each path (ABAB)")
     parser.add_argument("--cluster-dir", help="attach to a running cluster (its base directory)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "delta.md"))
+    parser.add_argument("--format", choices=("delta", "iceberg"), default="delta")
+    parser.add_argument("--out", help="results file (default bench/results/<format>.md)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="idem_bench_delta_"))
+    with contextlib.ExitStack() as stack:
+        conf = dict(DELTA_CONF)
+        work = Path(tempfile.mkdtemp(prefix=f"idem_bench_{args.format}_"))
+        if args.format == "iceberg":
+            conf.update(iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg"))
+        run_bench(args, conf, work)
+
+
+def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> None:
+    fmt = args.format
+    out = args.out or str(ROOT / "bench" / "results" / f"{fmt}.md")
     began = time.monotonic()
     if args.cluster_dir:
         cluster = SparkCluster.attach(args.cluster_dir)
     else:
         jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
-        cluster = SparkCluster.start(work / "spark", extra_conf=DELTA_CONF, jars=jars)
+        cluster = SparkCluster.start(work / "spark", extra_conf=conf, jars=jars)
     started = time.monotonic() - began
     os.environ["AIRFLOW_CONN_BENCH_SPARK"] = json.dumps(
         {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
@@ -105,11 +152,14 @@ def main() -> None:
         "bare MERGE INTO": [],
     }
     try:
+        prefix = ICE if fmt == "iceberg" else ""
+        if fmt == "iceberg":
+            spark.sql("CREATE NAMESPACE IF NOT EXISTS ice.bench")
         for name in TABLES:
-            spark.sql(f"DROP TABLE IF EXISTS {name}")
+            spark.sql(f"DROP TABLE IF EXISTS {prefix if name != TABLES[0] else ''}{name}")
         spark.sql(SOURCE_SQL)
         for name in TABLES[1:]:
-            spark.sql(TARGET_DDL.format(name=name))
+            spark.sql(named(TARGET_DDL.format(name=f"{prefix}{name}"), fmt))
         common: dict[str, Any] = {
             "conn_id": "bench_spark",
             "partition_column": "sale_date",
@@ -117,16 +167,18 @@ def main() -> None:
             "granularity": "month",
             "emit_asset": False,
         }
-        overwrite = PartitionOverwriteOperator(task_id="bench_overwrite", table="bench_delta_op", **common)
+        overwrite = PartitionOverwriteOperator(
+            task_id="bench_overwrite", table=f"{prefix}bench_delta_op", **common
+        )
         merge = MergeOperator(
-            task_id="bench_merge", table="bench_delta_merge", key_columns=["sale_id"], **common
+            task_id="bench_merge", table=f"{prefix}bench_delta_merge", key_columns=["sale_id"], **common
         )
         context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
         paths = {
             "PartitionOverwriteOperator": lambda: overwrite.execute(context),  # type: ignore[arg-type]
-            "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(BARE_REPLACE),
+            "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
             "MergeOperator": lambda: merge.execute(context),  # type: ignore[arg-type]
-            "bare MERGE INTO": lambda: spark.sql(BARE_MERGE),
+            "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
         }
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
@@ -134,7 +186,7 @@ def main() -> None:
             for name, run in paths.items():
                 times[name].append(timed(run))
         for name in TABLES[1:]:
-            rows = spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0]
+            rows = spark.sql(f"SELECT count(*) FROM {prefix}{name}").collect()[0][0]
             assert rows == 31 * PER_DAY, (name, rows)
     finally:
         spark.stop()
@@ -146,14 +198,16 @@ def main() -> None:
     overwrite_ratio = med["PartitionOverwriteOperator"] / med["bare INSERT INTO .. REPLACE WHERE"]
     merge_ratio = med["MergeOperator"] / med["bare MERGE INTO"]
     lines = [
-        "# Delta Lake write benchmark",
+        f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
-        f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py` "
+        f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py "
+        f"--format {fmt} --runs {args.runs}` "
         f"({args.runs} measured runs of each path, in turn, after one warm-up each).",
         "",
         f"A 1,000,000-row window ({31 * PER_DAY:,} rows: 31 days of {PER_DAY:,}) rewritten from a "
-        "3,000,000-row source into a Delta table partitioned by day, on a standalone cluster on loopback "
-        f"(a master, two 1-core 1 GiB workers, a Spark Connect server with Delta's extension; {how}).",
+        f"3,000,000-row source into a{' Delta' if fmt == 'delta' else 'n Iceberg'} table partitioned by day, "
+        "on a standalone cluster on loopback (a master, two 1-core 1 GiB workers, a Spark Connect server "
+        f"with Delta's and Iceberg's extensions; {how}).",
         "",
         "| path | median s | min s | max s | runs |",
         "|---|---:|---:|---:|---:|",
@@ -171,7 +225,7 @@ def main() -> None:
         f"{at_start['pyspark']}; load average {at_start['load_at_start']} at the start, {at_end} at the end.",
         "",
     ]
-    Path(args.out).write_text("\n".join(lines))
+    Path(out).write_text("\n".join(lines))
     print("\n".join(lines))
 
 

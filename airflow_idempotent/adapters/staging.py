@@ -15,6 +15,8 @@ from typing import ClassVar, Literal
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
+from airflow_idempotent.adapters.schema import ColumnInfo, TableInfo
+
 
 class StagingStatements:
     """Builders of the staging statements; `table`, `column` and `in_window` come from EngineAdapter."""
@@ -37,6 +39,11 @@ class StagingStatements:
         raise NotImplementedError
 
     def in_window(self, partition_column: str, table: str | None = None) -> exp.Expr:
+        raise NotImplementedError
+
+    def insert_select(
+        self, table: str, columns: Sequence[str], query: exp.Expr, partition: ColumnInfo | None = None
+    ) -> exp.Insert:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ stage, diff, swap
@@ -80,6 +87,13 @@ class StagingStatements:
             expression=select,
             properties=exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None,
         )
+
+    def stage_window(
+        self, name: str, table: str, info: TableInfo, columns: Sequence[str], query: exp.Expr
+    ) -> list[exp.Expr]:
+        """A preview's staging of a window's rows, typed like the target: a temporary table and its
+        INSERT .. SELECT, in a transaction the preview rolls back (Spark: a cached view)."""
+        return [self.create_staging(name, table, columns), self.insert_select(name, columns, query)]
 
     def drop_staging(self, name: str, temporary: bool = True) -> exp.Drop:
         """Drop a staging table without ending the transaction (see `drop_temporary_keyword`);

@@ -2,9 +2,10 @@
 
 One read-only transaction that is always rolled back: the target's window is checksummed, the
 task's SELECT (rendered as the run renders it) goes into a TEMPORARY staging table typed like the
-target, the guard's diff (`guard.diff.diff_window`) compares it with production by key, a few keys
-of each kind are sampled, and the staging table is dropped. Nothing is written to the target,
-the history store or Airflow: no row passes through Python, and the target stays byte-identical.
+target (on Spark, which has no transaction, a cached temporary view of the session), the guard's
+diff (`guard.diff.diff_window`) compares it with production by key, a few keys of each kind are
+sampled, and the staging is dropped. Nothing is written to the target, the history store or
+Airflow: no row passes through Python, and the target stays byte-identical.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def preview_write(
     partition = spec.partition_column
     stage = staging_name()
     with adapter.engine.connect() as conn:
-        transaction = conn.begin()
+        # rolled back at the end; Spark has no transaction, and its staging is a session's cached view
+        transaction = conn.begin() if adapter.supports_transactions else None
         created = False
         try:
             adapter.prepare_connection(conn)
@@ -130,9 +132,9 @@ def preview_write(
                 row = adapter.execute(conn, completeness_sql, params).first()
                 complete = row is not None and sql_true(row[0])
 
-            adapter.execute(conn, adapter.create_staging(stage, spec.table, columns), {})
             created = True
-            adapter.execute(conn, adapter.insert_select(stage, columns, spec.query), params)
+            for statement in adapter.stage_window(stage, spec.table, info, columns, spec.query):
+                adapter.execute(conn, statement, params)
             staged = dataclasses.replace(spec, query=adapter.select_columns(stage, columns))
             if key_names:
                 check_keys(adapter, conn, staged, key_names, window_only)
@@ -160,7 +162,8 @@ def preview_write(
             if created:  # MariaDB keeps a temporary table past ROLLBACK
                 with contextlib.suppress(Exception):
                     adapter.execute(conn, adapter.drop_staging(stage), {})
-            transaction.rollback()
+            if transaction is not None:
+                transaction.rollback()
     return WritePreview(
         table=spec.table,
         window=spec.window.label(),

@@ -384,25 +384,47 @@ class SparkAdapter(EngineAdapter):
         then are the target's partitions. Every column is cast to the target's type, so the
         staged files are what the target would store; the partition column comes last.
         """
-        types = info.spark_types or {}
         ordered = [c for c in columns if c.lower() != partition_column.lower()]
         ordered.append(info.column(partition_column, "partition_column").name)
-        select = exp.select(
-            *[
-                exp.alias_(
-                    exp.cast(
-                        self.column(c, SOURCE_ALIAS), exp.DataType.build(types[c.lower()], dialect="spark")
-                    ),
-                    exp.to_identifier(c, quoted=True),
-                )
-                for c in ordered
-            ]
-        ).from_(self.source(query))
+        select = self.typed_rows(info, ordered, query)
         return (
             f"CREATE TABLE {self.qualified(staging)} USING parquet "
             f"PARTITIONED BY ({self.ident(ordered[-1])}) LOCATION {self.literal(location)} "
             f"AS {self.render(select)}"
         )
+
+    def typed_rows(
+        self,
+        info: SparkTableInfo,
+        columns: Sequence[str],
+        query: exp.Expr,
+        produced: Sequence[str] | None = None,
+    ) -> exp.Select:
+        """SELECT `columns` FROM (query), each cast to the target's type, so staged rows are what
+        the target would store and checksums compare like with like; NULL for a column the query
+        does not produce (`produced`: the query's columns, all of `columns` by default)."""
+        types = info.spark_types or {}
+        given = {c.lower() for c in (columns if produced is None else produced)}
+        projections = []
+        for name in columns:
+            value = self.column(name, SOURCE_ALIAS) if name.lower() in given else exp.null()
+            kind = exp.DataType.build(types[name.lower()], dialect="spark")
+            projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(name, quoted=True)))
+        return exp.select(*projections).from_(self.source(query))
+
+    def stage_window(
+        self, name: str, table: str, info: TableInfo, columns: Sequence[str], query: exp.Expr
+    ) -> list[exp.Expr]:
+        """A preview's staging: a cached temporary view of the typed rows (``CACHE TABLE .. AS``),
+        computed once and gone with the session; Spark has no transaction to roll a table back in."""
+        assert isinstance(info, SparkTableInfo)
+        return [
+            exp.Cache(this=exp.to_table(name), lazy=False, expression=self.typed_rows(info, columns, query))
+        ]
+
+    def drop_staging(self, name: str, temporary: bool = True) -> exp.Drop:
+        """A preview's staging is a temporary view (`stage_window`)."""
+        return exp.Drop(kind="VIEW", this=exp.to_table(name), exists=True)
 
     def list_partitions(self, conn: Any, table: str, partition_column: str) -> dict[str, str]:
         """The table's partition values of `partition_column` -> their location (catalog only)."""

@@ -164,21 +164,6 @@ def check_delta(adapter: SparkAdapter, info: SparkTableInfo) -> None:
         raise SchemaError(f"{info.qualified} is a {info.provider or 'non-Delta'} table, not a Delta table.")
 
 
-def target_rows(
-    adapter: SparkAdapter, info: SparkTableInfo, columns: Sequence[str], query: Any
-) -> exp.Select:
-    """SELECT <every column of the table, in its order> FROM (query): each cast to the table's type,
-    NULL for a column the query does not produce (what REPLACE WHERE and a guard's staging take)."""
-    types = info.spark_types or {}
-    produced = {c.lower() for c in columns}
-    projections = []
-    for col in info.columns.values():
-        kind = exp.DataType.build(types[col.name.lower()], dialect="spark")
-        value = adapter.column(col.name, SOURCE_ALIAS) if col.name.lower() in produced else exp.null()
-        projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
-    return exp.select(*projections).from_(adapter.source(query))
-
-
 def pinned(select: exp.Select, table: str, version: int) -> exp.Select:
     """`select` reading `table` (wherever it appears, other tables untouched) as of `version`: a
     Delta version or an Iceberg snapshot id (the guard's replay diffs against the first write's)."""
@@ -201,7 +186,7 @@ def replace_where(
     REPLACE WHERE takes no column list: the SELECT gives the target's columns by position, each
     cast to the target's type, NULL for a column the query does not produce."""
     assert spec.partition_column is not None
-    select = target_rows(adapter, info, columns, spec.query)
+    select = adapter.typed_rows(info, list(info.columns), spec.query, produced=columns)
     predicate = adapter.render(adapter.in_window(spec.partition_column))
     return f"INSERT INTO {adapter.qualified(spec.table)} REPLACE WHERE {predicate} {adapter.render(select)}"
 

@@ -216,7 +216,7 @@ def guarded_commit(
         is_delta = delta.is_delta(info)
         window_only = window_binds(params)
         stage = adapter.staging_name(spec.table, uuid.uuid4().hex[:20])
-        rows = delta.target_rows(adapter, info, columns, spec.query)
+        rows = adapter.typed_rows(info, list(info.columns), spec.query, produced=columns)
         using = "delta" if is_delta else "iceberg"
         conn.sql(f"CREATE TABLE {adapter.qualified(stage)} USING {using} AS {adapter.render(rows)}", params)
         try:
