@@ -16,6 +16,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+import pendulum
 import pytest
 import sqlalchemy as sa
 from airflow.sdk.exceptions import TaskAwaitingInput
@@ -418,3 +419,98 @@ def test_a_timeout_after_an_approval_stops_the_rest_but_not_the_approved_window(
     assert last[str(day_3)]["message"].startswith("approved by carol but NOT swapped (not_swapped): ")
     three = approvals.of_attempt(history, identity(third))
     assert three is not None and three.status == "not_swapped" and "kill switch" in (three.comment or "")
+
+
+# ------------------------------------------------------- an approved swap that fails, then its retry
+
+
+def hold_the_window(op: Any) -> Any:
+    """Another writer holding DAY's (payouts, window) lock: the approved swap, with lock_timeout=1,
+    fails with Airflow's retryable LockTimeoutError, a real failure that passes."""
+    from airflow_idempotent.hooks.warehouse import WarehouseHook
+    from airflow_idempotent.window import Window
+
+    start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
+    adapter = WarehouseHook(conn_id=op.conn_id).adapter
+    return adapter.locked_transaction("payouts", Window(start, start.add(days=1), "test"), 5)
+
+
+def try_of(ctx: dict[str, Any], number: int, max_tries: int) -> dict[str, Any]:
+    """The context of try `number` of the task instance of `ctx` (Airflow retries up to `max_tries`)."""
+    ti = TI(ctx["run_id"])
+    ti.try_number, ti.max_tries = number, max_tries  # type: ignore[attr-defined]
+    return {**ctx, "ti": ti, "task_instance": ti}
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+@pytest.mark.parametrize("retry_policy", ["v2", "v1"], ids=["same-code", "other-code"])
+def test_an_approved_swap_that_fails_transiently_is_swapped_by_the_retry_without_asking_again(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor, retry_policy: str
+) -> None:
+    """Issue 31: the reviewer approves, the swap then fails for a reason that passes (another writer
+    holds the window past lock_timeout) and Airflow retries. The retry running the approved code
+    swaps exactly the approved rows without a new request; a retry running other code (another
+    policy: another fingerprint) does not carry the approval: it diffs again (v1 over v1 changes
+    nothing, so it writes without a breach) and the approved rows are dropped."""
+    from airflow.exceptions import AirflowException
+
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    first = try_of(breached_backfill(2), 1, max_tries=1)
+    park(first)
+    pending = approvals.of_attempt(history, identity(first))
+    assert pending is not None and len(supervisor.sent) == 1
+    op = guarded(guard=APPROVE_GUARD, policy="v2", lock_timeout=1)
+    with hold_the_window(op), pytest.raises(AirflowException, match="lock"):
+        op.approval_complete(first, response("Approve", comment="signed off"))
+    assert table_checksum(loaded.engine, "payouts") == before  # nothing swapped
+    waiting = approvals.of_attempt(history, identity(first))
+    assert waiting is not None and (waiting.status, waiting.decided_by, waiting.comment) == (
+        "swap_retry",
+        "alice",
+        "signed off",
+    )
+    assert pending.stage_table in tables(loaded.engine)  # kept for the retry
+
+    retry = try_of(first, 2, max_tries=1)
+    out = guarded(guard=APPROVE_GUARD, policy=retry_policy).execute(retry)  # no TaskAwaitingInput
+    assert len(supervisor.sent) == 1  # nobody is asked again
+    assert approvals.of_attempt(history, identity(retry)) is None
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]
+    decided = approvals.of_attempt(history, identity(first))
+    write = history.writes(target="warehouse:payouts", try_number=2)[-1]
+    assert write["status"] == "written"
+    if retry_policy == "v2":
+        assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+        assert out["approved_by"] == "alice" and out["diff"]["changed"] == len(expensive(DAY))
+        assert decided is not None and (decided.status, decided.comment) == ("approved", "signed off")
+        assert (
+            write["message"]
+            == "approved by alice: signed off (try 1; swapped by try 2 after its swap failed)"
+        )
+    else:
+        assert table_checksum(loaded.engine, "payouts") == before  # v1 again: unchanged
+        assert decided is not None and decided.status == "not_swapped"
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+def test_an_approved_swap_that_fails_on_the_last_try_drops_the_approved_rows(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor
+) -> None:
+    """No retry left (max_tries 0): nothing would swap the kept rows later, so they are dropped
+    and the approval is not_swapped, as before."""
+    from airflow.exceptions import AirflowException
+
+    guarded(guard=APPROVE_GUARD).execute(scheduled(DAY, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    last = try_of(breached_backfill(2), 1, max_tries=0)
+    park(last)
+    pending = approvals.of_attempt(history, identity(last))
+    assert pending is not None
+    op = guarded(guard=APPROVE_GUARD, policy="v2", lock_timeout=1)
+    with hold_the_window(op), pytest.raises(AirflowException, match="lock"):
+        op.approval_complete(last, response("Approve"))
+    assert table_checksum(loaded.engine, "payouts") == before
+    decided = approvals.of_attempt(history, identity(last))
+    assert decided is not None and decided.status == "not_swapped"
+    assert pending.stage_table not in tables(loaded.engine)

@@ -231,6 +231,67 @@ def test_every_route_asked_by_alice_shows_no_data_of_a_dag_she_may_not_read(env:
 
 
 # --------------------------------------------------------------------------------------------
+# A DAG that does not exist: 404 naming it, to a caller allowed on it; 403 like B to alice
+# --------------------------------------------------------------------------------------------
+
+#: A well-formed DAG id no DAG file defines.
+UNKNOWN = "no_such_dag_31"
+
+
+def test_every_dag_route_answers_404_for_an_unknown_dag_and_alice_403_as_for_b(env: UiEnv) -> None:
+    """Every route with a DAG in its path (pages and API), asked as each route's own test asks it
+    about B, but about a DAG that does not exist: the admin (who may reach any DAG) gets 404
+    naming it, as its document says; alice gets exactly the answer she gets about B (an existing
+    DAG she may not read), so she cannot tell the two apart. Nothing is logged or written."""
+    spec = env.call("GET", "/idempotent/api/openapi.json").json()["paths"]
+    before = _backfills_of(env, DAG_A), _backfills_of(env, DAG_B)
+    problems: list[str] = []
+    asked = set()
+    for method, template in app_routes():
+        if "{dag_id}" not in template:
+            continue
+        asked.add((method, template))
+        documented = template.removeprefix("/idempotent").replace("{backfill_id:int}", "{backfill_id}")
+        if documented in spec:
+            assert "404" in spec[documented][method.lower()]["responses"], (method, template)
+        for method_, path, body, named in requests_for(env, method, template):
+            if named != DAG_B:
+                continue
+            unknown = path.replace(f"/dags/{DAG_B}/", f"/dags/{UNKNOWN}/")
+            admin = env.call(method_, unknown, body, follow_redirects=False)
+            if admin.status_code != 404 or f"DAG {UNKNOWN} not found" not in admin.text:
+                problems.append(f"admin {method_} {unknown}: {admin.status_code} {admin.text[:200]}")
+            elif "/api/" in unknown and "check the DAG id" not in admin.json()["detail"]:
+                problems.append(f"admin {method_} {unknown}: {admin.json()}")
+            b_answer = env.call(method_, path, body, user="alice", follow_redirects=False)
+            mine = env.call(method_, unknown, body, user="alice", follow_redirects=False)
+            same = (mine.status_code, mine.text) == (b_answer.status_code, b_answer.text)
+            if not same or mine.status_code != 403:
+                problems.append(
+                    f"alice {method_} {unknown}: {mine.status_code} {mine.text[:120]} but about B: "
+                    f"{b_answer.status_code} {b_answer.text[:120]}"
+                )
+    assert len(asked) >= 12, asked  # history, attempts, guard, backfill routes, rerun; pages too
+    assert not problems, "\n".join(problems)
+    assert (_backfills_of(env, DAG_A), _backfills_of(env, DAG_B)) == before
+
+
+def test_the_history_and_attempts_of_an_unknown_dag_are_404_not_an_empty_list(env: UiEnv) -> None:
+    """The history store may hold records of any DAG id: the routes say the DAG is unknown, while
+    the DAG that exists and wrote nothing for this query answers its empty list."""
+    attempts = "attempts?run_id=r1&task_id=write_payouts"
+    for tail in ("history", attempts, f"history?task_id={B_TASK}"):
+        answer = env.call("GET", f"/idempotent/api/dags/{UNKNOWN}/{tail}")
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["detail"].startswith(f"DAG {UNKNOWN} not found: check the DAG id"), answer.text
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/{attempts}").json()["tries"] == []
+    assert env.call("GET", f"/idempotent/api/dags/{DAG_A}/history?task_id=nothing").json()["windows"] == []
+    page = env.call("GET", f"/idempotent/dags/{UNKNOWN}/history", headers={"Accept": "text/html"})
+    assert page.status_code == 404 and "text/html" in page.headers["content-type"], page.text[:300]
+    assert f"DAG {UNKNOWN} not found" in page.text
+
+
+# --------------------------------------------------------------------------------------------
 # Creating a backfill of a DAG the caller may not read: Airflow's 403, never the guard's verdict
 # --------------------------------------------------------------------------------------------
 

@@ -4,13 +4,15 @@ One row per attempt (its natural key, like a window write's): the staged table h
 the diff was computed from, its count and checksum, production's window count and checksum when
 the diff was taken, the diff itself (with sample keys) and the breaches. `status` goes pending ->
 approved (then swapped), rejected, timed_out, or from approved to stale (the data changed since
-the diff) or not_swapped (the swap failed otherwise: a kill switch, the warehouse). The
+the diff) or not_swapped (the swap failed otherwise: a kill switch, the warehouse), or to
+swap_retry (the swap failed for a reason that may pass: the task's retry swaps it, unasked). The
 decision (who, when, comment) is written here before anything is swapped, so nothing reaches
 production without an approval recorded in history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +31,13 @@ NOT_SWAPPED = "not_swapped"
 #: still pending when a newer attempt wrote the same window (the task cleared, marked, rerun): its
 #: kept rows are dropped, and a late answer to its request swaps nothing
 SUPERSEDED = "superseded"
+#: approved, but the swap failed for a reason that may pass (the warehouse, a lock held past the
+#: task's lock_timeout) while the task had a retry left: the kept rows stay, and the task's retry
+#: swaps them without asking again if its code is the approved one (`carried`); then approved
+SWAP_RETRY = "swap_retry"
 DECIDED = (APPROVED, REJECTED, TIMED_OUT, STALE)
+#: Kept rows still waiting for something: a decision, or the retry that swaps an approval.
+WAITING = (PENDING, SWAP_RETRY)
 
 
 class Approval(Base):
@@ -205,18 +213,49 @@ def decide(
     return at
 
 
-def mark(store: HistoryStore, identity: AttemptIdentity, status: str, comment: str) -> None:
+def mark(store: HistoryStore, identity: AttemptIdentity, status: str, comment: str | None) -> None:
     """Change a decided approval's status (an approval whose data changed becomes stale)."""
     with store.engine.begin() as conn:
         conn.execute(_table().update().where(*_key(identity)).values(status=status, comment=comment))
 
 
+def carried(
+    store: HistoryStore, identity: AttemptIdentity, target: str, window_start: datetime, window_end: datetime
+) -> tuple[AttemptIdentity, PendingApproval] | None:
+    """The approval an earlier try of this task instance got for this target and window, whose swap
+    failed for a reason that may pass (`SWAP_RETRY`): (that try's identity, its approval), the
+    latest such try; None when there is none."""
+    store.migrate()
+    table = _table()
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(table)
+            .where(
+                table.c.dag_id == identity.dag_id,
+                table.c.run_id == identity.run_id,
+                table.c.task_id == identity.task_id,
+                table.c.map_index == identity.map_index,
+                table.c.try_number < identity.try_number,
+                table.c.target == target,
+                table.c.window_start == window_start,
+                table.c.window_end == window_end,
+                table.c.status == SWAP_RETRY,
+            )
+            .order_by(table.c.try_number.desc())
+            .limit(1)
+        ).first()
+    if row is None:
+        return None
+    return dataclasses.replace(identity, try_number=int(row.try_number)), _pending(row._mapping)
+
+
 def supersede(
     store: HistoryStore, identity: AttemptIdentity, target: str, window_start: datetime, window_end: datetime
 ) -> list[str]:
-    """Mark the pending approvals of this target and window made by other attempts superseded and
-    return their kept tables (for the caller to drop): a newer attempt's diff is the one a person
-    decides on, and an attempt that was cleared or marked by hand is never resumed to drop its own."""
+    """Mark the pending approvals of this target and window made by other attempts (and those
+    approved but waiting for their task's retry to swap them) superseded and return their kept
+    tables (for the caller to drop): a newer attempt's diff is the one a person decides on, and an
+    attempt that was cleared or marked by hand is never resumed to drop its own."""
     store.migrate()
     table = _table()
     mine = sa.and_(*_key(identity))
@@ -226,7 +265,7 @@ def supersede(
                 table.c.target == target,
                 table.c.window_start == window_start,
                 table.c.window_end == window_end,
-                table.c.status == PENDING,
+                table.c.status.in_(WAITING),
                 sa.not_(mine),
             )
         ).all()
@@ -235,7 +274,7 @@ def supersede(
         for row_id, stage in rows:  # only those still pending now: a decision made meanwhile stands
             done = conn.execute(
                 table.update()
-                .where(table.c.id == row_id, table.c.status == PENDING)
+                .where(table.c.id == row_id, table.c.status.in_(WAITING))
                 .values(status=SUPERSEDED, decided_at=utcnow(), comment=note)
             )
             if done.rowcount == 1:

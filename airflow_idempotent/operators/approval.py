@@ -23,6 +23,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import killswitch
 from airflow_idempotent.guard.approval import (
@@ -41,6 +43,7 @@ from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.results import GuardBreach
 from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
+from airflow_idempotent.history.fences import AttemptFence
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
 from airflow_idempotent.identity import AttemptIdentity, with_counts
@@ -203,18 +206,115 @@ class ApprovalMixin:
             self.refuse_decided(event, identity, history, spec, pending, by, comment, backfill, adapter)
         # the approval is recorded before anything is swapped (and a store that cannot take it stops here)
         approved_at = approvals.decide(store, identity, approvals.APPROVED, by, comment, _responded_at(event))
-        spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill, approved_at)
+        return self.swap_decided(
+            context, identity, identity, history, adapter, spec, pending, approved_at, by, comment
+        )
+
+    def swap_carried(
+        self,
+        context: Context,
+        adapter: EngineAdapter,
+        identity: AttemptIdentity,
+        history: SafeHistory,
+        target: str,
+        spec: WriteSpec,
+        digest: str,
+    ) -> dict[str, Any] | None:
+        """A retry whose earlier try was approved but failed to swap for a reason that may pass
+        (`approvals.SWAP_RETRY`): swap the rows the person approved, without asking again, when
+        this try runs the approved code (the same fingerprint: SQL, parameters, policy, DAG
+        version); `swap_approved` then checks the kept rows and production's window are as
+        diffed. None when there is nothing to carry, or it no longer applies (its kept rows
+        dropped, recorded): the write then diffs again and asks a person."""
+        store = history.store
+        found = approvals.carried(store, identity, target, spec.window.start, spec.window.end)
+        if found is None:
+            return None
+        earlier, pending = found
+        keys = {"dag_id": earlier.dag_id, "run_id": earlier.run_id, "task_id": earlier.task_id}
+        recorded = store.writes(
+            **keys, map_index=earlier.map_index, try_number=earlier.try_number, target=target
+        )
+        if not recorded or recorded[-1].get("fingerprint") != digest:
+            why = "its SQL, parameters, policy or DAG version differ from the approved try's"
+            approvals.mark(store, earlier, approvals.NOT_SWAPPED, pending.comment)
+            drop_kept(adapter, pending.stage_table)
+            self.log.warning(
+                "the approval of %s by try %s is not carried over: %s; diffing again",
+                pending.window_label,
+                earlier.try_number,
+                why,
+            )
+            return None
+        self.log.info(
+            "try %s of %s was approved by %s and its swap failed: swapping the approved rows %s",
+            earlier.try_number,
+            pending.window_label,
+            pending.decided_by or "unknown",
+            pending.stage_table,
+        )
+        approved_at = pending.decided_at or pending.requested_at
+        return self.swap_decided(
+            context,
+            earlier,
+            identity,
+            history,
+            adapter,
+            spec,
+            pending,
+            approved_at,
+            pending.decided_by,
+            pending.comment,
+        )
+
+    def swap_decided(
+        self,
+        context: Context,
+        owner: AttemptIdentity,
+        identity: AttemptIdentity,
+        history: SafeHistory,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        pending: PendingApproval,
+        approved_at: datetime.datetime,
+        by: str | None,
+        comment: str | None,
+    ) -> dict[str, Any]:
+        """Swap an approval (`owner`'s: this attempt's, or an earlier try's carried over) and record
+        it as this attempt's write; a failure that may pass with a retry left keeps the rows for
+        the retry (`approvals.SWAP_RETRY`), any other drops them, recorded as stale or not_swapped."""
+        store = history.store
+        backfill = identity.run_type == "backfill"
+        # carried over to a retry: that retry's fence too (no newer try of the task started writing)
+        fence = (
+            AttemptFence(store, identity, target_of(self), spec.lock_windows) if owner != identity else None
+        )
+        spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill, approved_at, fence)
         try:
             result = swap_approved(adapter, spec, self.key_columns, pending)
         except Exception as err:  # stale data, the kill switch, the warehouse: approved, not swapped
+            # Airflow retries it (not a refusal: stale data, a kill switch, a fence), and a retry is left
+            if not isinstance(err, AirflowFailException) and _retry_comes(context):
+                approvals.mark(store, owner, approvals.SWAP_RETRY, comment)
+                reason = (
+                    f"approved by {by or 'unknown'}; the swap failed ({type(err).__name__}: {err}): the "
+                    "task's retry swaps the approved rows without asking again"
+                )
+                self.record_decided(
+                    history, identity, target_of(self), spec, pending, "refused", reason, comment
+                )
+                raise
             status = approvals.STALE if isinstance(err, StaleApproval) else approvals.NOT_SWAPPED
-            approvals.mark(store, identity, status, f"{comment or ''} [{status}: {err}]".strip())
+            approvals.mark(store, owner, status, f"{comment or ''} [{status}: {err}]".strip())
             drop_kept(adapter, pending.stage_table)
             reason = f"approved by {by or 'unknown'} but NOT swapped ({status}): {err}"
             self.record_decided(history, identity, target_of(self), spec, pending, "refused", reason, comment)
             raise
         drop_kept(adapter, pending.stage_table)
         note = f"approved by {by or 'unknown'}" + (f": {comment}" if comment else "")
+        if owner != identity:  # carried over: the approval is swapped now
+            approvals.mark(store, owner, approvals.APPROVED, comment)
+            note += f" (try {owner.try_number}; swapped by try {identity.try_number} after its swap failed)"
         later = [
             s for s in killswitch.active_switches(store, identity.dag_id, backfill) if s.set_at >= approved_at
         ]
@@ -328,21 +428,33 @@ def _with_kill_switch(
     dag_id: str,
     backfill: bool,
     approved_at: datetime.datetime,
+    fence: AttemptFence | None = None,
 ) -> WriteSpec:
     """The spec whose last word before commit is the kill switch (fail closed, as in a backfill),
     counting only switches set before the approval: a stop (another window's timeout, the Stop
-    action) that comes after a person approved this window does not undo the decision."""
-    return dataclasses.replace(
-        spec,
-        before_commit=lambda: op.check_kill_switch(
+    action) that comes after a person approved this window does not undo the decision; then the
+    attempt's `fence`, if given."""
+
+    def before_commit() -> None:
+        op.check_kill_switch(
             history,
             dag_id,
             backfill,
             fail_closed=True,
             when="before swapping an approved window",
             set_before=approved_at,
-        ),
-    )
+        )
+        if fence is not None:
+            fence.check()
+
+    return dataclasses.replace(spec, before_commit=before_commit)
+
+
+def _retry_comes(context: Context) -> bool:
+    """Whether Airflow retries this task instance if this try fails (retries left: Airflow's
+    `is_eligible_to_retry`)."""
+    ti = context["task_instance"]
+    return int(getattr(ti, "try_number", 0) or 0) <= int(getattr(ti, "max_tries", 0) or 0)
 
 
 def _responded_at(event: Mapping[str, Any]) -> datetime.datetime | None:

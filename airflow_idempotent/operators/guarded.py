@@ -184,6 +184,10 @@ class GuardedWriteMixin(ApprovalMixin):
 
         write: Any = guarded_write
         if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
+            if adapter.supports_transactions and not spec.periods:  # an earlier try's approval, unswapped
+                carried = self.swap_carried(context, adapter, identity, history, target, spec, digest)
+                if carried is not None:
+                    return carried
             write = self.approval_write(adapter, write, identity, target, spec.window, history)
         if not adapter.supports_transactions:  # Spark: by the table's format (spark.guard)
             from airflow_idempotent.spark.guard import guarded_spark_write

@@ -1,7 +1,8 @@
 """The FastAPI dependencies the routes share: Airflow's metadata session, the history store, the
-path's DAG and backfill (404 when unknown), and a JSON body parsed only once the caller is
-authenticated (its size bounded before anything reads it, `security.BodyLimit`; its nesting here,
-before Airflow's audit step or a model parses it).
+path's DAG and backfill (404 when unknown: `require_dag`, which every DAG route's access check
+asks), and a JSON body parsed only once the caller is authenticated (its size bounded before
+anything reads it, `security.BodyLimit`; its nesting here, before Airflow's audit step or a model
+parses it).
 
 Airflow is imported when a route first runs, not when this module is: the plugin that mounts the
 app is also loaded by schedulers and workers, which never serve these routes.
@@ -64,18 +65,40 @@ def history_store(request: Request) -> HistoryStore:
 StoreDep = Annotated[HistoryStore, Depends(history_store)]
 
 
+def dag_not_found(dag_id: str) -> HTTPException:
+    """The 404 of every DAG route for a DAG the API server does not have."""
+    return HTTPException(
+        404,
+        f"DAG {dag_id} not found: check the DAG id (case matters) and that Airflow has parsed the "
+        "DAG's file (the DAG is in Airflow's DAG list, without an import error)",
+    )
+
+
+def require_dag(session: Session, dag_id: str) -> None:
+    """404 unless the API server has the DAG: a serialized DAG of that id, as `load_dag` reads it.
+
+    Every route with a DAG in its path asks this once the caller's access to that DAG passed
+    (`security.dag_access`), so only a caller allowed on the DAG can tell an unknown DAG from one
+    they may not reach: anyone else gets the same 403 for both."""
+    import sqlalchemy as sa
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    if not session.scalar(sa.select(sa.exists().where(SerializedDagModel.dag_id == dag_id))):
+        raise dag_not_found(dag_id)
+
+
 def load_dag(session: Session, dag_id: str) -> Any:
     """The DAG as the API server has it (serialized), or 404."""
     from airflow.models.serialized_dag import SerializedDagModel
 
     serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
-    if serdag is None:
-        raise HTTPException(404, f"DAG {dag_id} not found")
+    if serdag is None:  # removed since `require_dag` found it
+        raise dag_not_found(dag_id)
     return serdag.dag
 
 
 def path_dag(dag_id: DagIdPath, session: SessionDep) -> Any:
-    """The path's DAG, looked up once its access dependency passed: every DAG route's 404."""
+    """The path's DAG, looked up once its access dependency passed (and found it: `require_dag`)."""
     return load_dag(session, dag_id)
 
 

@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from airflow_idempotent.plugins.ui.datamodels import DAG_ID_RE, MAX_BODY, NOT_A_DAG_ID, InputError
-from airflow_idempotent.plugins.ui.dependencies import JsonDocumentDep, SessionDep
+from airflow_idempotent.plugins.ui.dependencies import JsonDocumentDep, SessionDep, require_dag
 
 CSRF_HEADER = "X-Idempotent-CSRF"
 CSRF_SALT = "airflow-idempotent-ui-csrf"
@@ -53,10 +53,14 @@ UserDep = Annotated[Any, Depends(current_user)]
 def dag_access(method: str, entity: str) -> Callable[..., Any]:
     """Airflow's `requires_access_dag(method, entity)` for the DAG in the path (or ?dag_id=).
 
-    Every DAG route depends on it, so the path's DAG id is validated here, before access is asked.
+    Every DAG route depends on it, so the path's DAG id is validated here, before access is asked,
+    and the path's DAG must exist after it was granted (`require_dag`: 404 naming the DAG). Access
+    first: a caller who may not reach the DAG gets Airflow's 403 whether it exists or not (FAB and
+    the other per-DAG auth managers refuse an unknown DAG's id like any other they do not grant).
+    A ?dag_id= filter (the nav history) is a filter, not a DAG route: an unknown one matches nothing.
     """
 
-    def check(request: Request, user: UserDep) -> Any:
+    def check(request: Request, user: UserDep, session: SessionDep) -> Any:
         from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
         from airflow.api_fastapi.core_api.security import requires_access_dag
 
@@ -66,17 +70,19 @@ def dag_access(method: str, entity: str) -> Callable[..., Any]:
         if dag_id is not None and not DAG_ID_RE.fullmatch(dag_id):
             raise InputError([(where, "dag_id", NOT_A_DAG_ID)])
         requires_access_dag(method, DagAccessEntity[entity])(request, user)  # type: ignore[arg-type]
+        if where == "path" and dag_id is not None:
+            require_dag(session, dag_id)
         return user
 
     check.__name__ = f"requires_access_dag_{method.lower()}_{entity.lower()}"
     return check
 
 
-def history_access(request: Request, user: UserDep) -> Any:
+def history_access(request: Request, user: UserDep, session: SessionDep) -> Any:
     """The nav history page: a DAG filter needs access to that DAG; without one, the user sees
     the DAGs they may read (`history_scope`)."""
     if request.query_params.get("dag_id"):
-        return dag_access("GET", "RUN")(request, user)
+        return dag_access("GET", "RUN")(request, user, session)
     return user
 
 

@@ -149,7 +149,10 @@ ERRORS = {
         "Forbidden: a token Airflow rejects, no access to the DAG for this action, or (a state "
         "change) a cross-site request or a missing, another user's or ended session's CSRF token."
     ),
-    404: "No such DAG, or no such backfill of this DAG.",
+    404: (
+        "No such DAG (the API server has no serialized DAG of that id), or no such backfill of this "
+        "DAG. Said only to a caller allowed on the DAG: anyone else gets 403, known DAG or not."
+    ),
     409: (
         "Conflict: a kill switch covers the DAG's backfills, another backfill of the DAG runs, or "
         "the backfill already completed."
