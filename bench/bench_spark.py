@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
-from airflow_idempotent.spark import switch  # noqa: E402
+from airflow_idempotent.spark import steps  # noqa: E402
 from airflow_idempotent.spark.cluster import SparkCluster  # noqa: E402
 
 SOURCE_ROWS = 3_000_000
@@ -126,7 +126,7 @@ def main() -> None:
         context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
 
         marks: list[tuple[str, float]] = []
-        switch.step_hook = lambda name: marks.append((name, time.perf_counter()))
+        steps.step_hook = lambda name: marks.append((name, time.perf_counter()))
 
         def run_operator() -> float:
             marks.clear()

@@ -35,6 +35,7 @@ from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.spark.retry import retry_conflicts
+from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
     WriteResult,
     WriteSpec,
@@ -313,6 +314,7 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         spec.before_commit()  # the statement is the commit: the kill switch's last word is now
     earlier_commits(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+    step("checked")
     try:
         statement = replace_where(adapter, info, columns, spec)
         _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
@@ -320,6 +322,7 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         if REPLACE_WHERE_MISMATCH in str(err):  # refused by Delta, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
         raise
+    step("committed")
     commit = commit_of(conn, adapter, spec.table, tag)
     return replaced(adapter, conn, spec, info, params, commit.version, commit.read_version, "Delta commit")
 
@@ -409,7 +412,9 @@ def merge(
     earlier_commits(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
     statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
+    step("checked")
     _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+    step("committed")
     commit = commit_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
     checksum: str | None = None

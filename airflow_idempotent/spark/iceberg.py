@@ -51,6 +51,7 @@ from airflow_idempotent.spark.delta import (
     window_stats,
 )
 from airflow_idempotent.spark.retry import retry_conflicts
+from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
 
 log = logging.getLogger(__name__)
@@ -234,12 +235,14 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         with tagged(conn, tag):
             conn.sql(statement)
 
+    step("checked")
     try:
         retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     except Exception as err:
         if OUTSIDE in str(err):  # refused in the statement, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
         raise
+    step("committed")
     snap = snapshot_of(conn, adapter, spec.table, tag)
     return replaced(adapter, conn, spec, info, params, snap.snapshot_id, snap.parent_id, "Iceberg snapshot")
 
@@ -268,7 +271,9 @@ def merge(
         with tagged(conn, tag):
             conn.sql(statement, binds)
 
+    step("checked")
     retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+    step("committed")
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
     checksum: str | None = None

@@ -55,6 +55,7 @@ from airflow_idempotent.spark.adapter import (
     SparkAdapter,
     SparkTableInfo,
 )
+from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
 from airflow_idempotent.window import Window
 
@@ -62,10 +63,8 @@ log = logging.getLogger(__name__)
 
 #: Table formats with a transaction log of their own, whose partitions the switch must not move.
 TABLE_FORMATS = ("delta", "iceberg")
-#: The protocol's steps, in order, as `step_hook` sees them (the crash matrix kills at each).
+#: The protocol's steps, in order, as `steps.step_hook` sees them (the crash matrix kills at each).
 STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
-#: Called with each step's name as it is reached (tests, tracing); None in production.
-step_hook: Callable[[str], None] | None = None
 #: Looks at a verified staging before anything is switched (the guard's diff); raising refuses the
 #: write, drops the staging and abandons its plan: (conn, staging, info, columns, params, checksum).
 Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], None]
@@ -73,11 +72,6 @@ Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], N
 _WHOLE_TABLE = Window(
     start=pendulum.datetime(1970, 1, 1, tz="UTC"), end=pendulum.datetime(1970, 1, 2, tz="UTC"), source="lock"
 )
-
-
-def _step(name: str) -> None:
-    if step_hook is not None:
-        step_hook(name)
 
 
 def _days(window: Window) -> tuple[date, date]:
@@ -170,16 +164,16 @@ def _apply(
     moves = [(d, where[d.isoformat()]) for d in ([*added, *moved] if replay else moved)]
     if added:
         conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
-        _step("switched_one")
+        step("switched_one")
     elif moves:
         conn.sql(adapter.set_location(table, partition_column, *moves[0]))
-        _step("switched_one")
+        step("switched_one")
         moves = moves[1:]
     adapter.move_partitions(conn, table, partition_column, moves)
     if dropped:
         conn.sql(adapter.drop_partitions(table, partition_column, dropped))
         if not added and not moved:
-            _step("switched_one")
+            step("switched_one")
     conn.sql(adapter.refresh(table))
 
 
@@ -308,7 +302,7 @@ def overwrite_by_switch(
         store_lock(store, f"switch:{target}", spec.window, spec.lock_timeout),
         adapter.engine.connect() as conn,
     ):
-        _step("locked")
+        step("locked")
         info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
         assert isinstance(info, SparkTableInfo)
         column = _check_table(info, spec.partition_column)
@@ -320,9 +314,9 @@ def overwrite_by_switch(
         switches.begin(
             store, attempt, target, spec.window.start, spec.window.end, conn.session_id, staging, location
         )
-        _step("recorded")
+        step("recorded")
         conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
-        _step("staged")
+        step("staged")
         # one round trip: the staging's rows and checksum per day, and what the target's window reads now
         scanned = conn.sql(
             adapter.staged_and_replaced(staging, spec.table, column, list(info.columns)), window_only
@@ -343,7 +337,7 @@ def overwrite_by_switch(
         inserted = sum(n for _, n, _ in stats)
         total = sum((Decimal(s) for _, _, s in stats), Decimal(0))
         checksum = adapter.checksum_text(inserted, total)
-        _step("verified")
+        step("verified")
         try:
             if inspect is not None:
                 inspect(conn, staging, info, columns, params, checksum)
@@ -360,10 +354,10 @@ def overwrite_by_switch(
         switches.set_status(
             store, attempt, switches.SWITCHING, operations=ops, row_count=inserted, checksum=checksum
         )
-        _step("planned")
+        step("planned")
         with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _apply(adapter, conn, spec.table, column, ops)
-        _step("switched")
+        step("switched")
         query = adapter.window_checksum(spec.table, column, list(info.columns))
         count, after = adapter.execute(conn, query, window_only).one()
         holds = adapter.checksum_text(int(count), after)
@@ -374,7 +368,7 @@ def overwrite_by_switch(
             )
         switches.set_status(store, attempt, switches.DONE)
         conn.sql(adapter.drop_table(staging))
-        _step("done")
+        step("done")
         sweep(adapter, conn, store, target, spec.table, column, attempt, replaced)
     log.info(
         "switched %s window %s: %d partition operation(s), %d rows replaced by %d (checksum %s)",

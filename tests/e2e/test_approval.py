@@ -187,7 +187,8 @@ def wait_done(cluster: AirflowCluster, day: date, state: str, dag_id: str = DAG_
 
 def where_is_the_task(cluster: AirflowCluster, day: date, dag_id: str) -> str:
     """The task's state and every try's, e.g. "awaiting_input on try 2 (try 1 failed)": a resumed
-    (approved) attempt that failed is retried, and the retry diffs again and waits for a new answer."""
+    (approved) attempt that failed is retried: on a failure Airflow retries, the retry swaps the
+    approved rows when it runs the same code; otherwise it diffs again and waits for a new answer."""
     try:
         run = run_of(cluster, day, dag_id)
         if run is None:

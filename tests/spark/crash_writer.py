@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
-from airflow_idempotent.spark import switch
+from airflow_idempotent.spark import steps
 from tests.spark.payouts_spark import START, context, operator
 
 #: A SELECT of the month that spends ~12 s (idle machine) in a scalar subquery: sha2 over 20M ids.
@@ -55,7 +55,7 @@ def main() -> None:
             Path(action.split("=", 1)[1]).write_text(name)
             time.sleep(20)
 
-    switch.step_hook = at
+    steps.step_hook = at
     # the test's go, once its table is set up; no go (the test ended or failed first): write nothing
     if os.environ.get("IDEM_WRITER_WAIT") == "1" and sys.stdin.readline().strip() != "go":
         return

@@ -1,0 +1,155 @@
+"""Crashes of a Delta or Iceberg write, then a rerun: the window old or new, never half, 0 lost, 0 duplicated.
+
+Each case kills the month's overwrite (v1 -> v2, 60,000 rows) of a Delta table and of an Iceberg
+table at once, both writers started together so the pair costs one case's time: SIGKILL of the
+task right after its commit landed (nothing recorded yet), SIGKILL while its commit statement runs
+in the cluster (a slow SELECT keeps it there), and SIGKILL of the Spark Connect server during the
+commit. After each, every day of the month is whole under v1 or under v2 and one rerun gives the
+month under v2. Figures from the scenario's formula (`day_truth`) and SQL written here; each
+case is recorded for RELIABILITY.md (`reliability`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.payouts_spark import START, context, insert_month, operator
+from tests.spark.test_spark_crash_matrix import V1, V2, go, measure, start_writer
+from tests.spark.test_spark_delta import create_delta_payouts
+from tests.spark.test_spark_faults import end, wait_for
+from tests.spark.test_spark_iceberg import create_iceberg_payouts, ice
+
+pytestmark = pytest.mark.spark
+
+FORMATS = ("delta", "iceberg")
+WHOLE = {"missing_days": 0, "mixed_days": 0, "rows_lost": 0, "duplicates": 0}
+
+
+def whole(measured: dict[str, Any]) -> bool:
+    """No day missing or mixed, no row lost or duplicated."""
+    return all(measured[k] == v for k, v in WHOLE.items())
+
+
+def names(case: str) -> dict[str, str]:
+    """The case's Delta and Iceberg tables (the writers are started with them, before they exist)."""
+    return {"delta": f"payouts_crash_{case}", "iceberg": ice(f"payouts_crash_{case}")}
+
+
+def tables(spark: Any, case: str) -> dict[str, str]:
+    """A Delta and an Iceberg payouts table for `case`, each holding the month under v1."""
+    made = names(case)
+    create_delta_payouts(spark, made["delta"])
+    create_iceberg_payouts(spark, f"payouts_crash_{case}")
+    for table in made.values():
+        insert_month(spark, table, "v1")
+    return made
+
+
+def rerun(conn_id: str, table: str) -> dict[str, Any]:
+    return operator(conn_id, table, granularity="month", parameters={"policy_version": "v2"}).execute(
+        context(START)
+    )
+
+
+def record(reliability: Any, suite: str, point: str, fmt: str, left: dict[str, Any], after: dict[str, Any],
+           note: str) -> None:  # fmt: skip
+    reliability.record(
+        suite=suite,
+        case=f"{suite}/spark/overwrite_{fmt}/{point}",
+        database="spark",
+        strategy=f"overwrite_{fmt}",
+        crash_point=point,
+        reruns=1,
+        rows_lost=left["rows_lost"] + after["rows_lost"],
+        duplicates=left["duplicates"] + after["duplicates"],
+        outcome="ok"
+        if {**left, **WHOLE} == left and {**after, **WHOLE, "new_days": 30} == after
+        else "broken",
+        crashes=[note],
+        attempts=["killed", "completed"],
+        after_crash=left,
+    )
+
+
+def run_together(writers: dict[str, subprocess.Popen[bytes]]) -> dict[str, tuple[int, bytes]]:
+    """Let every writer go at once, then read each one's output to its end: exit code, stderr."""
+    for proc in writers.values():
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    done = {}
+    for fmt, proc in writers.items():
+        _, err = proc.communicate(timeout=300)
+        done[fmt] = (proc.returncode, err)
+    return done
+
+
+def check_then_rerun(spark: Any, conn_id: str, made: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+    """What each table holds after the crash, then after one rerun (asserted whole, then v2)."""
+    out = {}
+    for fmt, table in made.items():
+        left = measure(spark, table)
+        assert whole(left), (fmt, left)
+        result = rerun(conn_id, table)
+        assert result["row_count"] == 60000
+        after = measure(spark, table)
+        assert after == {**WHOLE, "new_days": 30}, (fmt, after)
+        out[fmt] = (left, after)
+    return out
+
+
+@pytest.mark.parametrize(("point", "step", "action", "slow"), [
+    ("sigkill_after_commit", "committed", "kill", False),
+    ("sigkill_during_commit", "checked", "after=4", True),
+])  # fmt: skip
+def test_sigkill_of_the_task_around_the_commit_then_rerun(
+    spark, spark_conn, reliability, point: str, step: str, action: str, slow: bool
+) -> None:
+    extra = ["slow"] if slow else []
+    writers = {fmt: start_writer(spark_conn, t, step, action, *extra) for fmt, t in names(point).items()}
+    made = tables(spark, point)  # while the writers import Airflow and the provider
+    for fmt, (code, err) in run_together(writers).items():
+        assert code == -9, (fmt, code, err[-3000:])
+    time.sleep(1.0)  # a statement the killed client sent may still be finishing on the server
+    if step == "committed":  # the commit landed before the kill: the month is v2, not yet recorded
+        assert all(measure(spark, t)["new_days"] == 30 for t in made.values())
+    for fmt, (left, after) in check_then_rerun(spark, spark_conn, made).items():
+        record(reliability, "crash", point, fmt, left, after, f"SIGKILL at {step} ({action})")
+
+
+def test_connect_server_sigkill_during_the_commit_then_rerun(
+    spark_cluster, spark_conn, tmp_path: Path, reliability
+) -> None:
+    if not spark_cluster.daemons:
+        pytest.skip("attached to a cluster this session does not own: its server cannot be restarted")
+    markers = {fmt: tmp_path / f"reached_{fmt}" for fmt in FORMATS}
+    writers: dict[str, subprocess.Popen[bytes]] = {
+        fmt: start_writer(spark_conn, t, "checked", f"mark={markers[fmt]}", "slow")
+        for fmt, t in names("server").items()
+    }
+    client = spark_cluster.session()
+    made = tables(client, "server")
+    client.stop()
+    for proc in writers.values():
+        go(proc)  # the test kills the server while they run: their output is read after
+    for fmt, proc in writers.items():
+        wait_for(markers[fmt], proc)
+    time.sleep(3.0)  # both commit statements are running on the server
+    spark_cluster.kill_connect()
+    ended = {fmt: end(proc, timeout=2) for fmt, proc in writers.items()}
+    restart = spark_cluster.start_connect()
+    fresh = spark_cluster.session()
+    try:
+        results = check_then_rerun(fresh, spark_conn, made)
+    finally:
+        fresh.stop()
+    for fmt, (left, after) in results.items():
+        note = f"Connect server SIGKILL during the commit, restarted in {restart:.1f} s; writer {ended[fmt]}"
+        record(reliability, "fault", "server_sigkill_during_commit", fmt, left, after, note)
+    assert all(left["new_days"] in (0, 30) for left, _ in results.values())
+    assert V1 != V2
