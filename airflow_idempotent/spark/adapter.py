@@ -424,7 +424,7 @@ class SparkAdapter(EngineAdapter):
 
     def drop_staging(self, name: str, temporary: bool = True) -> exp.Drop:
         """A preview's staging is a temporary view (`stage_window`)."""
-        return exp.Drop(kind="VIEW", this=exp.to_table(name), exists=True)
+        return exp.Drop(kind="VIEW", tables=[self.table(name)], exists=True)
 
     def list_partitions(self, conn: Any, table: str, partition_column: str) -> dict[str, str]:
         """The table's partition values of `partition_column` -> their location (catalog only)."""
