@@ -978,3 +978,98 @@ def test_a_failure_alert_and_a_batch_cursor_are_information(tmp_path: Path) -> N
     assert _rules(report.findings) == [("IDEM004", "since_mark"), ("IDEM006", "report")]
     assert ("IDEM006", "alert") in _rules(report.information)
     assert ("IDEM004", "next_batch") in _rules(report.information)
+
+
+# Round 2 of issue 35: shapes of the tuning repositories (written here, never copied).
+
+
+def test_one_table_name_in_two_databases_is_two_tables(tmp_path: Path) -> None:
+    code = (
+        "from airflow.providers.microsoft.mssql.operators.mssql import MsSqlOperator\n\n"
+        "with DAG('etl_dbs', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    MsSqlOperator(task_id='mark_a', mssql_conn_id='dwh', database='lake_a',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    MsSqlOperator(task_id='mark_b', mssql_conn_id='dwh', database='lake_b',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    MsSqlOperator(task_id='mark_b_again', mssql_conn_id='dwh', database='LAKE_B',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    for db in ['lake_c', 'lake_d']:\n"
+        "        MsSqlOperator(task_id=f'loop_{db}', mssql_conn_id='dwh', database=DBS[db],\n"
+        "                      sql='UPDATE etl_tables SET name = upper(name)')\n"
+    )
+    report = _lint(tmp_path, code)
+    # lake_a's writer is alone; lake_b is written by two tasks (its name's case does not matter);
+    # the loop's databases are only known at run time: each task's own, never paired
+    shared = sorted(f.task_id for f in report.findings if f.rule == "IDEM007")
+    assert shared == ["mark_b", "mark_b_again"]
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM002") == [
+        "mark_a",
+        "mark_b",
+        "mark_b_again",
+    ]
+
+
+def test_flags_two_tasks_set_to_literals_are_information_a_data_update_is_not(tmp_path: Path) -> None:
+    lock = _sql_dag(
+        "locked",
+        ("take_lock", "UPDATE dag_lock SET available = False"),
+        ("release_lock", "UPDATE dag_lock SET available = TRUE, holder = NULL"),
+        ("refresh", "UPDATE prices SET price = 0 WHERE day = '{{ ds }}'"),
+        ("reprice", "UPDATE prices AS p SET price = s.price FROM staged AS s WHERE p.id = s.id"),
+    )
+    report = _lint(tmp_path, lock)
+    assert _rules(report.findings) == [("IDEM007", "refresh"), ("IDEM007", "reprice")]
+    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
+        ("IDEM007", "release_lock"),
+        ("IDEM007", "take_lock"),
+    ]
+    assert "flags set to literals" in report.information[0].message
+
+
+def test_a_duration_since_a_start_pulled_from_xcom_is_no_window(tmp_path: Path) -> None:
+    code = (
+        "from datetime import timedelta\n\n\n"
+        "def took(ti, **_):\n"
+        "    started = ti.xcom_pull(key='started')\n"
+        "    elapsed = datetime.now() - started\n"
+        "    ti.xcom_push(key='duration', value=int(elapsed.total_seconds()))\n\n\n"
+        "def seconds(ti, **_):\n"
+        "    return (datetime.now() - ti.xcom_pull(key='started')).seconds\n\n\n"
+        "def window(ti, **_):\n"
+        "    lookback = ti.xcom_pull(key='lookback')\n"
+        "    since = datetime.now() - lookback\n"
+        "    return since.isoformat()\n"
+    )
+    report = _py_dag(tmp_path, code, ["took", "seconds", "window"])
+    # a datetime minus a span is a datetime (no total_seconds / seconds): only `window` is a window
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "window")]
+
+
+def test_module_level_calls_of_an_imported_clock_helper_are_read_in_each_file(tmp_path: Path) -> None:
+    helper = (
+        "import datetime\n\n\n"
+        "def last_month():\n"
+        "    first = datetime.date.today().replace(day=1)\n"
+        "    return (first - datetime.timedelta(days=1)).strftime('%Y%m')\n\n\n"
+        "def fixed():\n"
+        "    return '202401'\n"
+    )
+    body = (
+        "from periods_35 import fixed, last_month\n"
+        "period = last_month()\n"
+        "other = fixed()\n"
+        "with DAG('{name}', schedule='@monthly', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    SQLExecuteQueryOperator(task_id='load', conn_id='wh',\n"
+        "        sql=f\"DELETE FROM m_{name} WHERE period = '{period}'; \"\n"
+        '            f"INSERT INTO m_{name} SELECT * FROM s_{other}")\n'
+    )
+    (tmp_path / "periods_35.py").write_text(helper)
+    (tmp_path / "monthly_b.py").write_text(_HEAD + body.replace("{name}", "monthly_b"))
+    report = _lint(tmp_path, body.replace("{name}", "monthly_a"), name="monthly_a.py")
+    # line 7 = the 5 lines of _HEAD + 2; one finding per file (module-level code of two files is two
+    # owners), a relative window (the clock shifted by a day inside the helper); fixed() reads no clock
+    assert sorted((Path(f.file).name, f.rule, f.line, f.dag_id) for f in report.findings) == [
+        ("monthly_a.py", "IDEM004", 7, None),
+        ("monthly_b.py", "IDEM004", 7, None),
+    ]
+    assert "last_month() (which calls datetime.date.today())" in report.findings[0].message

@@ -40,6 +40,7 @@ __all__ = [
     "check_code",
     "check_dag_code_clock",
     "check_start_date_helpers",
+    "clock_helper",
 ]
 
 #: Sensor arguments that name the moment to wait for: a clock there is the point, not a window.
@@ -292,11 +293,15 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
         parent_of = parents(body)
         for root in roots:
             for node in walk_no_defs(root):
-                if (
-                    not isinstance(node, ast.Call)
-                    or id(node) in seen
-                    or (name := clock_call(node, scope)) is None
-                ):
+                if not isinstance(node, ast.Call) or id(node) in seen:
+                    continue
+                name = clock_call(node, scope)
+                shifted = False
+                if name is None and (helper := clock_helper(node, scope)) is not None:
+                    name, shifted = helper
+                    if context_of(node, parent_of) == START_DATE_CONTEXT:
+                        continue  # check_start_date_helpers
+                if name is None:
                     continue
                 seen.add(id(node))
                 if any(first <= node.lineno <= last for first, last in spans):
@@ -305,6 +310,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 use = clock_use(node, body, parent_of)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
+                use = "relative" if shifted and use == "used" else use
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
                 if context == START_DATE_CONTEXT and dag is None and collector.dags:
                     if all(d.kwargs.get("start_date") is not None for d in collector.dags):
@@ -322,6 +328,28 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
                 )
+
+
+def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
+    """A call of a function of the repository (this file or a module it imports from) that returns a
+    value computed from the clock (``periode = get_periode()`` whose body reads ``date.today()``):
+    the name to report (``get_periode() (which calls date.today())``) and whether the clock is
+    shifted by a span in it (a relative window). None for other calls."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    found = scope.function(call.func.id)
+    if found is None or isinstance(found[0], ast.Lambda) or not _own_module(found[1]):
+        return None
+    fn, fn_scope = found
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+        return None
+    fn_parents = parents(fn)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
+            use = clock_use(node, fn, fn_parents)
+            if use in ("used", "relative"):
+                return f"{call.func.id}() (which calls {inner})", use == "relative"
+    return None
 
 
 def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:

@@ -39,9 +39,12 @@ class Recorder:
         self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
     ) -> None:
         """Record a finding of `rule` (`fix` defaults to the rule's fix); with a `cause`, only the first
-        finding of that rule and cause for the same task (or DAG) is kept."""
+        finding of that rule and cause for the same task (or DAG, or file: module-level code of two
+        files is two owners) is kept."""
         if cause is not None:
-            owner = (kwargs.get("dag_id"), kwargs.get("task_id"), kwargs.get("anchors", ()))
+            dag_id, task_id = kwargs.get("dag_id"), kwargs.get("task_id")
+            alone = file if dag_id is None and task_id is None else None
+            owner = (dag_id, task_id, kwargs.get("anchors", ()), alone)
             key = (*owner, rule, cause)
             if key in self._causes:
                 return

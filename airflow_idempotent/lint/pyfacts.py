@@ -212,7 +212,11 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _de
     node: ast.AST = call
     parent = parents.get(node)
     while parent is not None and not isinstance(parent, ast.stmt):
-        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and _elapsed(parent, node, body):
+        if (
+            isinstance(parent, ast.BinOp)
+            and isinstance(parent.op, ast.Sub)
+            and (_elapsed(parent, node, body) or _duration(parent, body, parents))
+        ):
             return "output"  # clock - clock: how long a call took, no window (t0 = now(); ..; now() - t0)
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub) and _span(parent, node):
             return "relative"
@@ -260,6 +264,31 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
     ]
     return bool(bound) and all(
         isinstance(v, ast.Call) and _clock_call_name(dotted(v.func)) is not None for v in bound
+    )
+
+
+#: What only a duration has (``timedelta.total_seconds()``): a datetime shifted by a span has none.
+_DURATION_ATTRS = frozenset({"total_seconds", "seconds", "microseconds"})
+
+
+def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """``now() - started`` whose result is read as a duration (``.total_seconds()``, ``.seconds``),
+    directly or through the one name it is assigned to: elapsed time (the start pulled from XCom,
+    say), not a window ("now minus a span" is a datetime, which has no ``total_seconds``)."""
+    parent = parents.get(binop)
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in _DURATION_ATTRS
+    if not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
+        return False
+    target = parent.targets[0]
+    if not isinstance(target, ast.Name):
+        return False
+    name = target.id
+    uses = [
+        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(uses) and all(
+        isinstance(attr := parents.get(use), ast.Attribute) and attr.attr in _DURATION_ATTRS for use in uses
     )
 
 

@@ -136,6 +136,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                         check.unit,
                         write.columns,
                         write.sets,
+                        write.constant,
                     )
                 )
 

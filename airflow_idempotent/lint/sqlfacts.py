@@ -21,7 +21,7 @@ from airflow_idempotent.errors import SqlParseError
 from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
-from airflow_idempotent.lint.sqlsets import accumulating, set_columns, target_names
+from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
 
 __all__ = [
     "ClockRead",
@@ -75,6 +75,8 @@ class SqlWrite:
     columns: tuple[str, ...] = ()
     #: the columns an UPDATE or an upsert's DO UPDATE sets (empty: unknown, or the whole row)
     sets: tuple[str, ...] = ()
+    #: an UPDATE that sets only literals (a flag or lock: a rerun writes the same values)
+    constant: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
                 prepared.original(w.offset),
                 w.columns,
                 w.sets,
+                w.constant,
             )
             for w in one.writes
         ]
@@ -374,7 +377,11 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
                     SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset, sets=sets)
                 )
             else:
-                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}", result.offset, sets=sets))
+                constant = constant_sets(stmt.expressions) and not stmt.args.get("from_")
+                update = SqlWrite(
+                    table, "update", f"UPDATE {table}", result.offset, sets=sets, constant=constant
+                )
+                result.writes.append(update)
     elif isinstance(stmt, exp.Select | exp.Union):
         for select in stmt.find_all(exp.Select):
             if any(isinstance(e, exp.Max) or e.find(exp.Max) for e in select.expressions):
