@@ -1073,3 +1073,45 @@ def test_module_level_calls_of_an_imported_clock_helper_are_read_in_each_file(tm
         ("monthly_b.py", "IDEM004", 7, None),
     ]
     assert "last_month() (which calls datetime.date.today())" in report.findings[0].message
+
+
+def test_rows_older_than_a_cutoff_are_information_the_last_n_days_are_a_window(tmp_path: Path) -> None:
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "cutoffs",
+            ("purge", "DELETE FROM events WHERE created_at < now() - interval '30 days'"),
+            ("expire", "UPDATE jobs SET expires_at = '{{ ds }}' WHERE CURRENT_DATE - 30 > created_on"),
+            ("recent", "INSERT INTO recent_events SELECT * FROM events WHERE ts >= now() - interval '1 day'"),
+        ),
+    )
+    # created_at < cutoff and cutoff > created_on: upper bounds (retention, expiry); ts >= ..: the last day
+    assert _rules([f for f in report.findings if f.rule == "IDEM004"]) == [("IDEM004", "recent")]
+    assert _rules([f for f in report.information if f.rule == "IDEM004"]) == [
+        ("IDEM004", "expire"),
+        ("IDEM004", "purge"),
+    ]
+
+
+def test_a_cleanup_function_and_a_slack_report_read_the_clock_as_information(tmp_path: Path) -> None:
+    code = (
+        "from datetime import date, timedelta\n"
+        "from pathlib import Path\n\n\n"
+        "def cleanup_old_backups(**_):\n"
+        "    oldest = date.today() - timedelta(days=7)\n"
+        "    for f in Path('/backup').glob('*.gz'):\n"
+        "        if date.fromtimestamp(f.stat().st_mtime) < oldest:\n"
+        "            f.unlink()\n\n\n"
+        "def info_slack(client, **_):\n"
+        "    day = date.today()\n"
+        "    client.chat_postMessage(channel='#data', text=f'runs on {day}')\n\n\n"
+        "def load_recent(hook, **_):\n"
+        "    since = date.today() - timedelta(days=7)\n"
+        "    return hook.get_records('SELECT * FROM src WHERE day >= %s', parameters=[since])\n"
+    )
+    report = _py_dag(tmp_path, code, ["cleanup_old_backups", "info_slack", "load_recent"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "load_recent")]
+    assert sorted((f.rule, f.task_id) for f in report.information) == [
+        ("IDEM003", "info_slack"),
+        ("IDEM004", "cleanup_old_backups"),
+    ]

@@ -21,6 +21,7 @@ from airflow_idempotent.lint.pyfacts import (
     SQL_METHODS,
     START_DATE_CONTEXT,
     clock_call,
+    clock_owner_purpose,
     clock_use,
     context_of,
     keyed,
@@ -103,6 +104,20 @@ def check_code(check: TaskCheck) -> None:
                         node.lineno,
                         f"{clock} in its code is only the fallback when the run's params or conf name "
                         "no value: a rerun with the value given reads the same window",
+                    )
+                elif use in ("used", "relative") and (purpose := clock_owner_purpose(fn)) is not None:
+                    check.info(
+                        "IDEM004" if use == "relative" else "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in {getattr(fn, 'name', 'its code')}() "
+                        + (
+                            "is a retention cutoff (the function cleans up or expires what is older): a "
+                            "late run removes as much, and what one run leaves the next one takes"
+                            if purpose == "retention"
+                            else "only dates a chat message: a rerun posts about another day, and "
+                            "writes nothing"
+                        ),
                     )
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")

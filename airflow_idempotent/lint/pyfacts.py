@@ -21,6 +21,7 @@ __all__ = [
     "SQL_METHODS",
     "START_DATE_CONTEXT",
     "clock_call",
+    "clock_owner_purpose",
     "clock_use",
     "context_of",
     "is_log_call",
@@ -320,3 +321,21 @@ def looks_like_sql(text: str) -> bool:
     return bool(
         re.match(r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop)\b", text, re.I)
     )
+
+
+#: A function that deletes, expires or archives what is older than a cutoff (``_cleanup_old_backups``).
+_RETENTION_NAME = re.compile(r"clean_?up|purge|prune|retention|housekeep|expire|(?:delete|remove)_old", re.I)
+#: A function whose work is a chat message (``info_slack``): the clock dates a report, no data.
+_MESSAGE_NAME = re.compile(r"slack", re.I)
+
+
+def clock_owner_purpose(fn: ast.AST) -> str | None:
+    """Why a clock read in `fn` decides no data window, from the function's name: ``"retention"``
+    (it cleans up or expires what is older than a cutoff: a late run deletes as much, and what one
+    run leaves the next one takes) or ``"message"`` (it posts a chat report); else None."""
+    name = getattr(fn, "name", "")
+    if _RETENTION_NAME.search(name):
+        return "retention"
+    if _MESSAGE_NAME.search(name):
+        return "message"
+    return None

@@ -54,6 +54,16 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
             hit, text = read.finding, _shown(read.finding)
             file, line = located.place(read.offset if read.offset is not None else stmt.offset)
             acked = allowed is not None and hit.function in allowed
+            if read.relative and read.cutoff:
+                check.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"{text} shifted by a span is only an upper bound (rows older than a cutoff, as "
+                    "retention, archival or expiry select them): a late run takes as much or more, and "
+                    "what one run leaves the next one takes",
+                )
+                continue
             if read.relative:
                 facts.windows.append(
                     WindowRef("relative", f'The clock: "the last N" before {text} in its SQL.')

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
+from airflow_idempotent.lint.benign import dedup_engine, older_than, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
@@ -88,6 +88,7 @@ class ClockRead:
     relative: bool  # shifted by a span: "the last N hours"
     filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
     column: str | None = None  # the column the read is written to, when it is that value itself
+    cutoff: bool = False  # shifted, and only the upper bound of a column: "older than N" (retention)
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
             for w in one.writes
         ]
         one.reads = [
-            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column)
+            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column, r.cutoff)
             for r in one.reads
         ]
         facts.statements.append(one)
@@ -543,7 +544,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node)))
+        cutoff = relative and older_than(node)
+        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node), cutoff))
     return reads
 
 
