@@ -638,7 +638,7 @@ def test_days_ago_start_with_catchup_off_is_information(tmp_path: Path) -> None:
 def test_days_ago_in_default_args_counts_unless_the_dag_sets_its_own_start(tmp_path: Path) -> None:
     body = (
         "default_args = {'owner': 'data', 'start_date': days_ago(2)}\n"
-        "dag = DAG('uses_default', default_args=default_args, schedule_interval='*/5 * * * *')\n"
+        "dag = DAG('uses_default', default_args=default_args, schedule='*/5 * * * *')\n"
         "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
     )
     report = _lint(tmp_path, body)
@@ -655,7 +655,7 @@ def test_start_date_from_a_helper_of_the_repository_that_reads_the_clock(tmp_pat
     )
     body = (
         "from helpers_35 import start_from\n"
-        "dag = DAG('helped', start_date=start_from(3), schedule_interval='@daily')\n"
+        "dag = DAG('helped', start_date=start_from(3), schedule='@daily')\n"
         "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
     )
     report = _lint(tmp_path, body, **{"helpers_35.py": helper})
@@ -810,10 +810,10 @@ def test_implicit_catchup_follows_the_deployment_default(tmp_path: Path) -> None
     (dags / "implicit.py").write_text(
         "from datetime import datetime\n\nfrom airflow import DAG\n"
         "from airflow.operators.bash import BashOperator\n\n"
-        "with DAG('implicit', schedule_interval='@daily', start_date=datetime(2023, 1, 1)):\n"
+        "with DAG('implicit', schedule='@daily', start_date=datetime(2023, 1, 1)):\n"
         "    BashOperator(task_id='t', bash_command='echo {{ ds }}')\n"
     )
-    assert lint_paths([tmp_path]).findings == []  # no setting known: not judged
+    assert lint_paths([tmp_path]).findings == []  # schedule= (Airflow 3's spelling), no setting known
     assert [(f.rule, f.line) for f in lint_paths([tmp_path], catchup_default=True).findings] == [
         ("IDEM005", 6)
     ]
@@ -1115,3 +1115,23 @@ def test_a_cleanup_function_and_a_slack_report_read_the_clock_as_information(tmp
         ("IDEM003", "info_slack"),
         ("IDEM004", "cleanup_old_backups"),
     ]
+
+
+def test_an_airflow_2_dag_without_catchup_takes_airflow_2s_default(tmp_path: Path) -> None:
+    def dag(dag_id: str, args: str) -> str:
+        return (
+            f"dag_{dag_id} = DAG({dag_id!r}, start_date=datetime(2024, 1, 1), {args})\n"
+            f"SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag_{dag_id})\n"
+        )
+
+    body = (
+        dag("old", "schedule_interval='@daily'")
+        + dag("old_off", "schedule_interval='@daily', catchup=False")
+        + dag("new", "schedule='@daily'")
+    )
+    report = _lint(tmp_path, body)
+    # schedule_interval= exists only in Airflow 2, whose catchup_by_default is on; schedule= may be
+    # Airflow 3 (default off): not judged without the deployment's setting
+    assert [(f.rule, f.dag_id, f.line) for f in report.findings] == [("IDEM005", "old", 6)]
+    assert "Airflow 2's: the DAG spells schedule_interval=" in report.findings[0].message
+    assert lint_paths([tmp_path], catchup_default=False).findings == []
