@@ -1135,3 +1135,20 @@ def test_an_airflow_2_dag_without_catchup_takes_airflow_2s_default(tmp_path: Pat
     assert [(f.rule, f.dag_id, f.line) for f in report.findings] == [("IDEM005", "old", 6)]
     assert "Airflow 2's: the DAG spells schedule_interval=" in report.findings[0].message
     assert lint_paths([tmp_path], catchup_default=False).findings == []
+
+
+def test_a_clock_read_in_an_imported_helper_is_reported_where_it_is_written(tmp_path: Path) -> None:
+    helper = (
+        "from datetime import datetime, timedelta\n\n\n"
+        "def since_yesterday(hook):\n"
+        "    since = datetime.now() - timedelta(days=1)\n"
+        "    return hook.get_records('SELECT * FROM src WHERE ts >= %s', parameters=[since])\n"
+    )
+    code = (
+        "from clock_helper_35 import since_yesterday\n\n\ndef load(hook, **_):\n    since_yesterday(hook)\n"
+    )
+    report = _py_dag(tmp_path, code, ["load"], **{"clock_helper_35.py": helper})
+    # line 5 of the helper's own file, not line 5 of the DAG file
+    assert [(f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings] == [
+        ("IDEM004", "load", "clock_helper_35.py", 5)
+    ]

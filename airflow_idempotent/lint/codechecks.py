@@ -56,7 +56,6 @@ def check_code(check: TaskCheck) -> None:
     if not task.functions:
         return
     facts.saw_code = True
-    file = task.scope.source.display
     seen: set[int] = set()
     queue: list[tuple[ast.AST, Scope]] = [
         (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
@@ -67,6 +66,7 @@ def check_code(check: TaskCheck) -> None:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
+        file = scope.source.display  # a helper or custom operator of another module is read there
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
@@ -132,7 +132,7 @@ def check_code(check: TaskCheck) -> None:
                         check_sql(check, located, project=False)
                 continue
             if method in ("insert_rows", "to_sql"):
-                _python_write(check, node, method, scope)
+                _python_write(check, node, method, scope, file)
                 continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
@@ -211,7 +211,7 @@ def _state_use(
     return True
 
 
-def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -> None:
+def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
     """hook.insert_rows(table, rows[, replace=True]) and DataFrame.to_sql(name, con, if_exists=...)."""
     kwargs = keywords(node)
     name_arg = "table" if method == "insert_rows" else "name"
@@ -228,9 +228,7 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -
         mode = scope.literal(kwargs.get("if_exists"))
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
-    check.facts.writes.append(
-        Write(shown.lower(), how, detail, check.file, node.lineno, check.conn, check.unit)
-    )
+    check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
 
 
 def _own_module(scope: Scope) -> bool:
