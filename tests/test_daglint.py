@@ -1152,3 +1152,24 @@ def test_a_clock_read_in_an_imported_helper_is_reported_where_it_is_written(tmp_
     assert [(f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings] == [
         ("IDEM004", "load", "clock_helper_35.py", 5)
     ]
+
+
+def test_a_relative_window_in_a_dag_run_only_when_triggered_is_information(tmp_path: Path) -> None:
+    sql = "INSERT INTO recent SELECT * FROM events WHERE ts >= now() - interval '7 days'"
+    manual = (
+        "with DAG('by_hand', schedule=None, start_date=datetime(2024, 1, 1), catchup=False):\n"
+        f"    SQLExecuteQueryOperator(task_id='load', conn_id='wh', sql={sql!r})\n"
+        "    SQLExecuteQueryOperator(task_id='stamp', conn_id='wh',\n"
+        "        sql='INSERT INTO marks SELECT now(), count(*) FROM events ON CONFLICT DO NOTHING')\n"
+    )
+    scheduled = _sql_dag("daily", ("load", sql.replace("recent", "recent_daily")))
+    report = _lint(tmp_path, manual + scheduled)
+    # schedule=None: no scheduled window to miss, the 7-day window is information; the clock written
+    # by `stamp` is still IDEM001 (only relative windows change), and the daily DAG's window is IDEM004
+    assert sorted((f.rule, f.dag_id, f.task_id) for f in report.findings) == [
+        ("IDEM001", "by_hand", "stamp"),
+        ("IDEM002", "by_hand", "load"),
+        ("IDEM002", "daily", "load"),
+        ("IDEM004", "daily", "load"),
+    ]
+    assert [(f.rule, f.dag_id) for f in report.information if f.rule == "IDEM004"] == [("IDEM004", "by_hand")]

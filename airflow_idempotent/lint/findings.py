@@ -15,7 +15,7 @@ from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, WindowRef
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
-from airflow_idempotent.lint.schedule import start_date_moot
+from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.source import Located
 
@@ -99,6 +99,19 @@ class Recorder:
                 anchors=anchors,
             )
             return WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
+        if relative and not start_date and dag is not None and manual_only(dag):
+            self.info(
+                "IDEM004",
+                file,
+                line,
+                f'the window is "the last N" before {name} in {where}, but the DAG runs only when '
+                "triggered (schedule=None): no scheduled window is missed, and each run is started for "
+                "the span it reads",
+                dag_id=owner.dag_id if owner is not None else None,
+                task_id=task.task_id if task is not None else None,
+                anchors=anchors,
+            )
+            return WindowRef("relative", f'The clock: "the last N" before {name} in {where} (run by hand).')
         if start_date:
             rule = "IDEM003"
             message = (
