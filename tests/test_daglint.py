@@ -638,7 +638,7 @@ def test_days_ago_start_with_catchup_off_is_information(tmp_path: Path) -> None:
 def test_days_ago_in_default_args_counts_unless_the_dag_sets_its_own_start(tmp_path: Path) -> None:
     body = (
         "default_args = {'owner': 'data', 'start_date': days_ago(2)}\n"
-        "dag = DAG('uses_default', default_args=default_args, schedule_interval='*/5 * * * *')\n"
+        "dag = DAG('uses_default', default_args=default_args, schedule='*/5 * * * *')\n"
         "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
     )
     report = _lint(tmp_path, body)
@@ -655,7 +655,7 @@ def test_start_date_from_a_helper_of_the_repository_that_reads_the_clock(tmp_pat
     )
     body = (
         "from helpers_35 import start_from\n"
-        "dag = DAG('helped', start_date=start_from(3), schedule_interval='@daily')\n"
+        "dag = DAG('helped', start_date=start_from(3), schedule='@daily')\n"
         "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
     )
     report = _lint(tmp_path, body, **{"helpers_35.py": helper})
@@ -810,10 +810,10 @@ def test_implicit_catchup_follows_the_deployment_default(tmp_path: Path) -> None
     (dags / "implicit.py").write_text(
         "from datetime import datetime\n\nfrom airflow import DAG\n"
         "from airflow.operators.bash import BashOperator\n\n"
-        "with DAG('implicit', schedule_interval='@daily', start_date=datetime(2023, 1, 1)):\n"
+        "with DAG('implicit', schedule='@daily', start_date=datetime(2023, 1, 1)):\n"
         "    BashOperator(task_id='t', bash_command='echo {{ ds }}')\n"
     )
-    assert lint_paths([tmp_path]).findings == []  # no setting known: not judged
+    assert lint_paths([tmp_path]).findings == []  # schedule= (Airflow 3's spelling), no setting known
     assert [(f.rule, f.line) for f in lint_paths([tmp_path], catchup_default=True).findings] == [
         ("IDEM005", 6)
     ]
@@ -978,3 +978,198 @@ def test_a_failure_alert_and_a_batch_cursor_are_information(tmp_path: Path) -> N
     assert _rules(report.findings) == [("IDEM004", "since_mark"), ("IDEM006", "report")]
     assert ("IDEM006", "alert") in _rules(report.information)
     assert ("IDEM004", "next_batch") in _rules(report.information)
+
+
+# Round 2 of issue 35: shapes of the tuning repositories (written here, never copied).
+
+
+def test_one_table_name_in_two_databases_is_two_tables(tmp_path: Path) -> None:
+    code = (
+        "from airflow.providers.microsoft.mssql.operators.mssql import MsSqlOperator\n\n"
+        "with DAG('etl_dbs', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    MsSqlOperator(task_id='mark_a', mssql_conn_id='dwh', database='lake_a',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    MsSqlOperator(task_id='mark_b', mssql_conn_id='dwh', database='lake_b',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    MsSqlOperator(task_id='mark_b_again', mssql_conn_id='dwh', database='LAKE_B',\n"
+        "                  sql='INSERT INTO etl_tables SELECT name FROM src')\n"
+        "    for db in ['lake_c', 'lake_d']:\n"
+        "        MsSqlOperator(task_id=f'loop_{db}', mssql_conn_id='dwh', database=DBS[db],\n"
+        "                      sql='UPDATE etl_tables SET name = upper(name)')\n"
+    )
+    report = _lint(tmp_path, code)
+    # lake_a's writer is alone; lake_b is written by two tasks (its name's case does not matter);
+    # the loop's databases are only known at run time: each task's own, never paired
+    shared = sorted(f.task_id for f in report.findings if f.rule == "IDEM007")
+    assert shared == ["mark_b", "mark_b_again"]
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM002") == [
+        "mark_a",
+        "mark_b",
+        "mark_b_again",
+    ]
+
+
+def test_flags_two_tasks_set_to_literals_are_information_a_data_update_is_not(tmp_path: Path) -> None:
+    lock = _sql_dag(
+        "locked",
+        ("take_lock", "UPDATE dag_lock SET available = False"),
+        ("release_lock", "UPDATE dag_lock SET available = TRUE, holder = NULL"),
+        ("refresh", "UPDATE prices SET price = 0 WHERE day = '{{ ds }}'"),
+        ("reprice", "UPDATE prices AS p SET price = s.price FROM staged AS s WHERE p.id = s.id"),
+    )
+    report = _lint(tmp_path, lock)
+    assert _rules(report.findings) == [("IDEM007", "refresh"), ("IDEM007", "reprice")]
+    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
+        ("IDEM007", "release_lock"),
+        ("IDEM007", "take_lock"),
+    ]
+    assert "flags set to literals" in report.information[0].message
+
+
+def test_a_duration_since_a_start_pulled_from_xcom_is_no_window(tmp_path: Path) -> None:
+    code = (
+        "from datetime import timedelta\n\n\n"
+        "def took(ti, **_):\n"
+        "    started = ti.xcom_pull(key='started')\n"
+        "    elapsed = datetime.now() - started\n"
+        "    ti.xcom_push(key='duration', value=int(elapsed.total_seconds()))\n\n\n"
+        "def seconds(ti, **_):\n"
+        "    return (datetime.now() - ti.xcom_pull(key='started')).seconds\n\n\n"
+        "def window(ti, **_):\n"
+        "    lookback = ti.xcom_pull(key='lookback')\n"
+        "    since = datetime.now() - lookback\n"
+        "    return since.isoformat()\n"
+    )
+    report = _py_dag(tmp_path, code, ["took", "seconds", "window"])
+    # a datetime minus a span is a datetime (no total_seconds / seconds): only `window` is a window
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "window")]
+
+
+def test_module_level_calls_of_an_imported_clock_helper_are_read_in_each_file(tmp_path: Path) -> None:
+    helper = (
+        "import datetime\n\n\n"
+        "def last_month():\n"
+        "    first = datetime.date.today().replace(day=1)\n"
+        "    return (first - datetime.timedelta(days=1)).strftime('%Y%m')\n\n\n"
+        "def fixed():\n"
+        "    return '202401'\n"
+    )
+    body = (
+        "from periods_35 import fixed, last_month\n"
+        "period = last_month()\n"
+        "other = fixed()\n"
+        "with DAG('{name}', schedule='@monthly', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    SQLExecuteQueryOperator(task_id='load', conn_id='wh',\n"
+        "        sql=f\"DELETE FROM m_{name} WHERE period = '{period}'; \"\n"
+        '            f"INSERT INTO m_{name} SELECT * FROM s_{other}")\n'
+    )
+    (tmp_path / "periods_35.py").write_text(helper)
+    (tmp_path / "monthly_b.py").write_text(_HEAD + body.replace("{name}", "monthly_b"))
+    report = _lint(tmp_path, body.replace("{name}", "monthly_a"), name="monthly_a.py")
+    # line 7 = the 5 lines of _HEAD + 2; one finding per file (module-level code of two files is two
+    # owners), a relative window (the clock shifted by a day inside the helper); fixed() reads no clock
+    assert sorted((Path(f.file).name, f.rule, f.line, f.dag_id) for f in report.findings) == [
+        ("monthly_a.py", "IDEM004", 7, None),
+        ("monthly_b.py", "IDEM004", 7, None),
+    ]
+    assert "last_month() (which calls datetime.date.today())" in report.findings[0].message
+
+
+def test_rows_older_than_a_cutoff_are_information_the_last_n_days_are_a_window(tmp_path: Path) -> None:
+    report = _lint(
+        tmp_path,
+        _sql_dag(
+            "cutoffs",
+            ("purge", "DELETE FROM events WHERE created_at < now() - interval '30 days'"),
+            ("expire", "UPDATE jobs SET expires_at = '{{ ds }}' WHERE CURRENT_DATE - 30 > created_on"),
+            ("recent", "INSERT INTO recent_events SELECT * FROM events WHERE ts >= now() - interval '1 day'"),
+        ),
+    )
+    # created_at < cutoff and cutoff > created_on: upper bounds (retention, expiry); ts >= ..: the last day
+    assert _rules([f for f in report.findings if f.rule == "IDEM004"]) == [("IDEM004", "recent")]
+    assert _rules([f for f in report.information if f.rule == "IDEM004"]) == [
+        ("IDEM004", "expire"),
+        ("IDEM004", "purge"),
+    ]
+
+
+def test_a_cleanup_function_and_a_slack_report_read_the_clock_as_information(tmp_path: Path) -> None:
+    code = (
+        "from datetime import date, timedelta\n"
+        "from pathlib import Path\n\n\n"
+        "def cleanup_old_backups(**_):\n"
+        "    oldest = date.today() - timedelta(days=7)\n"
+        "    for f in Path('/backup').glob('*.gz'):\n"
+        "        if date.fromtimestamp(f.stat().st_mtime) < oldest:\n"
+        "            f.unlink()\n\n\n"
+        "def info_slack(client, **_):\n"
+        "    day = date.today()\n"
+        "    client.chat_postMessage(channel='#data', text=f'runs on {day}')\n\n\n"
+        "def load_recent(hook, **_):\n"
+        "    since = date.today() - timedelta(days=7)\n"
+        "    return hook.get_records('SELECT * FROM src WHERE day >= %s', parameters=[since])\n"
+    )
+    report = _py_dag(tmp_path, code, ["cleanup_old_backups", "info_slack", "load_recent"])
+    assert [(f.rule, f.task_id) for f in report.findings] == [("IDEM004", "load_recent")]
+    assert sorted((f.rule, f.task_id) for f in report.information) == [
+        ("IDEM003", "info_slack"),
+        ("IDEM004", "cleanup_old_backups"),
+    ]
+
+
+def test_an_airflow_2_dag_without_catchup_takes_airflow_2s_default(tmp_path: Path) -> None:
+    def dag(dag_id: str, args: str) -> str:
+        return (
+            f"dag_{dag_id} = DAG({dag_id!r}, start_date=datetime(2024, 1, 1), {args})\n"
+            f"SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag_{dag_id})\n"
+        )
+
+    body = (
+        dag("old", "schedule_interval='@daily'")
+        + dag("old_off", "schedule_interval='@daily', catchup=False")
+        + dag("new", "schedule='@daily'")
+    )
+    report = _lint(tmp_path, body)
+    # schedule_interval= exists only in Airflow 2, whose catchup_by_default is on; schedule= may be
+    # Airflow 3 (default off): not judged without the deployment's setting
+    assert [(f.rule, f.dag_id, f.line) for f in report.findings] == [("IDEM005", "old", 6)]
+    assert "Airflow 2's: the DAG spells schedule_interval=" in report.findings[0].message
+    assert lint_paths([tmp_path], catchup_default=False).findings == []
+
+
+def test_a_clock_read_in_an_imported_helper_is_reported_where_it_is_written(tmp_path: Path) -> None:
+    helper = (
+        "from datetime import datetime, timedelta\n\n\n"
+        "def since_yesterday(hook):\n"
+        "    since = datetime.now() - timedelta(days=1)\n"
+        "    return hook.get_records('SELECT * FROM src WHERE ts >= %s', parameters=[since])\n"
+    )
+    code = (
+        "from clock_helper_35 import since_yesterday\n\n\ndef load(hook, **_):\n    since_yesterday(hook)\n"
+    )
+    report = _py_dag(tmp_path, code, ["load"], **{"clock_helper_35.py": helper})
+    # line 5 of the helper's own file, not line 5 of the DAG file
+    assert [(f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings] == [
+        ("IDEM004", "load", "clock_helper_35.py", 5)
+    ]
+
+
+def test_a_relative_window_in_a_dag_run_only_when_triggered_is_information(tmp_path: Path) -> None:
+    sql = "INSERT INTO recent SELECT * FROM events WHERE ts >= now() - interval '7 days'"
+    manual = (
+        "with DAG('by_hand', schedule=None, start_date=datetime(2024, 1, 1), catchup=False):\n"
+        f"    SQLExecuteQueryOperator(task_id='load', conn_id='wh', sql={sql!r})\n"
+        "    SQLExecuteQueryOperator(task_id='stamp', conn_id='wh',\n"
+        "        sql='INSERT INTO marks SELECT now(), count(*) FROM events ON CONFLICT DO NOTHING')\n"
+    )
+    scheduled = _sql_dag("daily", ("load", sql.replace("recent", "recent_daily")))
+    report = _lint(tmp_path, manual + scheduled)
+    # schedule=None: no scheduled window to miss, the 7-day window is information; the clock written
+    # by `stamp` is still IDEM001 (only relative windows change), and the daily DAG's window is IDEM004
+    assert sorted((f.rule, f.dag_id, f.task_id) for f in report.findings) == [
+        ("IDEM001", "by_hand", "stamp"),
+        ("IDEM002", "by_hand", "load"),
+        ("IDEM002", "daily", "load"),
+        ("IDEM004", "daily", "load"),
+    ]
+    assert [(f.rule, f.dag_id) for f in report.information if f.rule == "IDEM004"] == [("IDEM004", "by_hand")]

@@ -392,3 +392,18 @@ def test_dialect_name_is_case_insensitive() -> None:
 def test_sqlite_date_function_with_explicit_clock_argument_reports_the_argument() -> None:
     findings = find_nondeterminism("SELECT strftime('%s', current_timestamp) AS ts", "sqlite")
     assert [f.function for f in findings] == ["current_timestamp"]
+
+
+def test_an_update_that_sets_only_literals_is_marked_constant() -> None:
+    from airflow_idempotent.lint import sql_writes
+
+    cases = {
+        "UPDATE dag_lock SET available = False": True,
+        "UPDATE jobs SET status = 'done', error = NULL WHERE day = '2024-01-01'": True,
+        "UPDATE jobs SET status = other_status": False,
+        "UPDATE jobs SET tries = 1 + 1": False,
+        "UPDATE jobs AS j SET status = 'done' FROM staged AS s WHERE j.id = s.id": False,
+    }
+    for sql, constant in cases.items():
+        (write,) = sql_writes(sql, "postgres")
+        assert (write.how, write.constant) == ("update", constant), sql

@@ -11,7 +11,7 @@ import re
 
 from sqlglot import exp
 
-__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "pending_tables", "written_column"]
+__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "older_than", "pending_tables", "written_column"]
 
 #: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
@@ -96,3 +96,17 @@ def pending_tables(select: exp.Expression) -> list[str]:
                 if name not in out:
                     out.append(name)
     return out
+
+
+def older_than(node: exp.Expression) -> bool:
+    """The clock read is the upper bound of a column: ``created_at < now() - interval '30 days'``
+    (or ``now() - .. > created_at``): rows older than a cutoff, as retention, archival or expiry
+    select them. A late run selects as much or more, and what one run leaves the next one takes: no
+    window is missed (a lower bound, ``>= now() - ..``, is "the last N" and stays IDEM004)."""
+    compare = node.find_ancestor(exp.LT, exp.LTE, exp.GT, exp.GTE)
+    if compare is None or compare.find_ancestor(exp.Where, exp.Join, exp.Having) is None:
+        return False
+    on_right = any(n is node for n in compare.expression.walk())
+    column = compare.this if on_right else compare.expression
+    upper = isinstance(compare, exp.LT | exp.LTE) if on_right else isinstance(compare, exp.GT | exp.GTE)
+    return upper and isinstance(column, exp.Column)

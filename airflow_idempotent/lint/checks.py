@@ -64,8 +64,12 @@ _CLEARING = frozenset({"delete", "truncate", "replace", "drop"})
 
 def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None) -> None:
     """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one; a
-    DAG without ``catchup=`` takes the deployment's `default` (none known: not judged)."""
+    DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG that spells
+    ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on; else not
+    judged."""
     node = dag.kwargs.get("catchup")
+    if node is None and default is None and "schedule_interval" in dag.kwargs:
+        default = CatchupDefault(True, "Airflow 2's: the DAG spells schedule_interval=, gone in Airflow 3")
     catchup = dag.scope.literal(node) if node is not None else (default.on if default else None)
     if catchup is not True:
         return

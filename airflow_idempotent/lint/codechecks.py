@@ -21,6 +21,7 @@ from airflow_idempotent.lint.pyfacts import (
     SQL_METHODS,
     START_DATE_CONTEXT,
     clock_call,
+    clock_owner_purpose,
     clock_use,
     context_of,
     keyed,
@@ -40,6 +41,7 @@ __all__ = [
     "check_code",
     "check_dag_code_clock",
     "check_start_date_helpers",
+    "clock_helper",
 ]
 
 #: Sensor arguments that name the moment to wait for: a clock there is the point, not a window.
@@ -54,7 +56,6 @@ def check_code(check: TaskCheck) -> None:
     if not task.functions:
         return
     facts.saw_code = True
-    file = task.scope.source.display
     seen: set[int] = set()
     queue: list[tuple[ast.AST, Scope]] = [
         (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
@@ -65,6 +66,7 @@ def check_code(check: TaskCheck) -> None:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
+        file = scope.source.display  # a helper or custom operator of another module is read there
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
@@ -103,6 +105,20 @@ def check_code(check: TaskCheck) -> None:
                         f"{clock} in its code is only the fallback when the run's params or conf name "
                         "no value: a rerun with the value given reads the same window",
                     )
+                elif use in ("used", "relative") and (purpose := clock_owner_purpose(fn)) is not None:
+                    check.info(
+                        "IDEM004" if use == "relative" else "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in {getattr(fn, 'name', 'its code')}() "
+                        + (
+                            "is a retention cutoff (the function cleans up or expires what is older): a "
+                            "late run removes as much, and what one run leaves the next one takes"
+                            if purpose == "retention"
+                            else "only dates a chat message: a rerun posts about another day, and "
+                            "writes nothing"
+                        ),
+                    )
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
@@ -116,7 +132,7 @@ def check_code(check: TaskCheck) -> None:
                         check_sql(check, located, project=False)
                 continue
             if method in ("insert_rows", "to_sql"):
-                _python_write(check, node, method, scope)
+                _python_write(check, node, method, scope, file)
                 continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
@@ -195,7 +211,7 @@ def _state_use(
     return True
 
 
-def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -> None:
+def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
     """hook.insert_rows(table, rows[, replace=True]) and DataFrame.to_sql(name, con, if_exists=...)."""
     kwargs = keywords(node)
     name_arg = "table" if method == "insert_rows" else "name"
@@ -212,9 +228,7 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope) -
         mode = scope.literal(kwargs.get("if_exists"))
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
-    check.facts.writes.append(
-        Write(shown.lower(), how, detail, check.file, node.lineno, check.conn, check.unit)
-    )
+    check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
 
 
 def _own_module(scope: Scope) -> bool:
@@ -292,11 +306,15 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
         parent_of = parents(body)
         for root in roots:
             for node in walk_no_defs(root):
-                if (
-                    not isinstance(node, ast.Call)
-                    or id(node) in seen
-                    or (name := clock_call(node, scope)) is None
-                ):
+                if not isinstance(node, ast.Call) or id(node) in seen:
+                    continue
+                name = clock_call(node, scope)
+                shifted = False
+                if name is None and (helper := clock_helper(node, scope)) is not None:
+                    name, shifted = helper
+                    if context_of(node, parent_of) == START_DATE_CONTEXT:
+                        continue  # check_start_date_helpers
+                if name is None:
                     continue
                 seen.add(id(node))
                 if any(first <= node.lineno <= last for first, last in spans):
@@ -305,6 +323,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 use = clock_use(node, body, parent_of)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
+                use = "relative" if shifted and use == "used" else use
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
                 if context == START_DATE_CONTEXT and dag is None and collector.dags:
                     if all(d.kwargs.get("start_date") is not None for d in collector.dags):
@@ -322,6 +341,28 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
                 )
+
+
+def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
+    """A call of a function of the repository (this file or a module it imports from) that returns a
+    value computed from the clock (``periode = get_periode()`` whose body reads ``date.today()``):
+    the name to report (``get_periode() (which calls date.today())``) and whether the clock is
+    shifted by a span in it (a relative window). None for other calls."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    found = scope.function(call.func.id)
+    if found is None or isinstance(found[0], ast.Lambda) or not _own_module(found[1]):
+        return None
+    fn, fn_scope = found
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+        return None
+    fn_parents = parents(fn)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
+            use = clock_use(node, fn, fn_parents)
+            if use in ("used", "relative"):
+                return f"{call.func.id}() (which calls {inner})", use == "relative"
+    return None
 
 
 def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:

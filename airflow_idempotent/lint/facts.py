@@ -52,6 +52,8 @@ class Write:
     columns: tuple[str, ...] = ()
     #: the columns an UPDATE or an upsert's DO UPDATE sets (empty: unknown, or the whole row)
     sets: tuple[str, ...] = ()
+    #: an UPDATE that sets only literals (a flag or lock: a rerun writes the same values)
+    constant: bool = False
 
     @property
     def resolved(self) -> bool:

@@ -15,7 +15,7 @@ from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, WindowRef
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
-from airflow_idempotent.lint.schedule import start_date_moot
+from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.source import Located
 
@@ -39,9 +39,12 @@ class Recorder:
         self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
     ) -> None:
         """Record a finding of `rule` (`fix` defaults to the rule's fix); with a `cause`, only the first
-        finding of that rule and cause for the same task (or DAG) is kept."""
+        finding of that rule and cause for the same task (or DAG, or file: module-level code of two
+        files is two owners) is kept."""
         if cause is not None:
-            owner = (kwargs.get("dag_id"), kwargs.get("task_id"), kwargs.get("anchors", ()))
+            dag_id, task_id = kwargs.get("dag_id"), kwargs.get("task_id")
+            alone = file if dag_id is None and task_id is None else None
+            owner = (dag_id, task_id, kwargs.get("anchors", ()), alone)
             key = (*owner, rule, cause)
             if key in self._causes:
                 return
@@ -96,6 +99,19 @@ class Recorder:
                 anchors=anchors,
             )
             return WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
+        if relative and not start_date and dag is not None and manual_only(dag):
+            self.info(
+                "IDEM004",
+                file,
+                line,
+                f'the window is "the last N" before {name} in {where}, but the DAG runs only when '
+                "triggered (schedule=None): no scheduled window is missed, and each run is started for "
+                "the span it reads",
+                dag_id=owner.dag_id if owner is not None else None,
+                task_id=task.task_id if task is not None else None,
+                anchors=anchors,
+            )
+            return WindowRef("relative", f'The clock: "the last N" before {name} in {where} (run by hand).')
         if start_date:
             rule = "IDEM003"
             message = (

@@ -21,6 +21,7 @@ __all__ = [
     "SQL_METHODS",
     "START_DATE_CONTEXT",
     "clock_call",
+    "clock_owner_purpose",
     "clock_use",
     "context_of",
     "is_log_call",
@@ -212,7 +213,11 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _de
     node: ast.AST = call
     parent = parents.get(node)
     while parent is not None and not isinstance(parent, ast.stmt):
-        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and _elapsed(parent, node, body):
+        if (
+            isinstance(parent, ast.BinOp)
+            and isinstance(parent.op, ast.Sub)
+            and (_elapsed(parent, node, body) or _duration(parent, body, parents))
+        ):
             return "output"  # clock - clock: how long a call took, no window (t0 = now(); ..; now() - t0)
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub) and _span(parent, node):
             return "relative"
@@ -263,6 +268,31 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
     )
 
 
+#: What only a duration has (``timedelta.total_seconds()``): a datetime shifted by a span has none.
+_DURATION_ATTRS = frozenset({"total_seconds", "seconds", "microseconds"})
+
+
+def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """``now() - started`` whose result is read as a duration (``.total_seconds()``, ``.seconds``),
+    directly or through the one name it is assigned to: elapsed time (the start pulled from XCom,
+    say), not a window ("now minus a span" is a datetime, which has no ``total_seconds``)."""
+    parent = parents.get(binop)
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in _DURATION_ATTRS
+    if not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
+        return False
+    target = parent.targets[0]
+    if not isinstance(target, ast.Name):
+        return False
+    name = target.id
+    uses = [
+        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(uses) and all(
+        isinstance(attr := parents.get(use), ast.Attribute) and attr.attr in _DURATION_ATTRS for use in uses
+    )
+
+
 def _span(binop: ast.BinOp, node: ast.AST) -> bool:
     """The other side of ``clock +/- other`` is a span: timedelta(..), a duration, a name or number."""
     other = binop.right if binop.left is node else binop.left
@@ -291,3 +321,21 @@ def looks_like_sql(text: str) -> bool:
     return bool(
         re.match(r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop)\b", text, re.I)
     )
+
+
+#: A function that deletes, expires or archives what is older than a cutoff (``_cleanup_old_backups``).
+_RETENTION_NAME = re.compile(r"clean_?up|purge|prune|retention|housekeep|expire|(?:delete|remove)_old", re.I)
+#: A function whose work is a chat message (``info_slack``): the clock dates a report, no data.
+_MESSAGE_NAME = re.compile(r"slack", re.I)
+
+
+def clock_owner_purpose(fn: ast.AST) -> str | None:
+    """Why a clock read in `fn` decides no data window, from the function's name: ``"retention"``
+    (it cleans up or expires what is older than a cutoff: a late run deletes as much, and what one
+    run leaves the next one takes) or ``"message"`` (it posts a chat report); else None."""
+    name = getattr(fn, "name", "")
+    if _RETENTION_NAME.search(name):
+        return "retention"
+    if _MESSAGE_NAME.search(name):
+        return "message"
+    return None

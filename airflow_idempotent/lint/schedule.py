@@ -25,6 +25,7 @@ __all__ = [
     "Schedule",
     "cron_period",
     "dag_schedule",
+    "manual_only",
     "read_schedule",
     "start_date_moot",
     "static_date",
@@ -71,6 +72,16 @@ class Schedule:
 def dag_schedule(dag: DagDef) -> Schedule | None:
     """The DAG's `schedule=` (or Airflow 2's `schedule_interval=`), read as `read_schedule` does."""
     return read_schedule(dag.scope, dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval")))
+
+
+def manual_only(dag: DagDef) -> bool:
+    """The DAG says ``schedule=None`` (or ``schedule_interval=None``): it runs only when triggered, by
+    hand or by another DAG, so no scheduled window is ever missed or created late."""
+    node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
+    if node is None:
+        return False
+    value, _ = dag.scope.value(node)
+    return isinstance(value, ast.Constant) and value.value is None
 
 
 def start_date_moot(dag: DagDef, clock: str) -> str | None:

@@ -7,7 +7,11 @@ safe) when the pair is one of the shapes reviewers of public DAG repositories ne
 DAG; writers that are all keyed (upserts, merges, inserts the key or engine deduplicates) or
 prune what the keyed writer does not send (upsert-then-prune); writers that each replace only their
 own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert); writers that update or upsert
-disjoint sets of columns.
+disjoint sets of columns; writers that only set literals (a shared helper's lock or flag table:
+``UPDATE dag_run SET available = False`` at a DAG's start, ``= True`` at its end).
+
+Tables are scoped by connection and by the operator's ``database=`` / ``schema=`` (`transfers.task_conn`):
+one table name in two databases is two tables.
 """
 
 from __future__ import annotations
@@ -85,7 +89,15 @@ def _benign(
         return True  # a task that only clears the table, and its loader
     if _disjoint_columns(facts_of[id(ta)], facts_of[id(tb)], wa.table):
         return True
+    if _constant_only(facts_of[id(ta)], wa.table) and _constant_only(facts_of[id(tb)], wb.table):
+        return True  # flags or a lock both set to literals: each rerun writes the same values again
     return _safe(ta, wa.table, facts_of[id(ta)], clears) and _safe(tb, wb.table, facts_of[id(tb)], clears)
+
+
+def _constant_only(facts: TaskFacts, table: str) -> bool:
+    """The task's writes of `table` are all UPDATEs that set literals only."""
+    writes = [w for w in facts.writes if w.table == table]
+    return bool(writes) and all(w.how == "update" and w.constant for w in writes)
 
 
 def _disjoint_columns(a: TaskFacts, b: TaskFacts, table: str) -> bool:
@@ -144,7 +156,8 @@ def check_shared_targets(
                     task.scope.source.display,
                     task.line,
                     f"{table} is also written by {names}, but each leaves the other's rows alone on a "
-                    "rerun (a clear and its loader, keyed writers, or each its own slice)",
+                    "rerun (a clear and its loader, keyed writers, each its own slice, or flags set to "
+                    "literals)",
                     dag_id=task.dag_id,
                     task_id=task.task_id,
                     anchors=((write.file, write.line),),

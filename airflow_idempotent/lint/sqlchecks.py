@@ -14,6 +14,7 @@ from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import RUN_NAMES, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
+from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
 from airflow_idempotent.lint.sqlfacts import Prepared, analyse_sql, prepare_sql
@@ -54,6 +55,27 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
             hit, text = read.finding, _shown(read.finding)
             file, line = located.place(read.offset if read.offset is not None else stmt.offset)
             acked = allowed is not None and hit.function in allowed
+            dag = check.task.dag
+            if read.relative and not acked and dag is not None and manual_only(dag):
+                check.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"the window is taken relative to the clock ({text} shifted by a span), but the DAG "
+                    "runs only when triggered (schedule=None): no scheduled window is missed, and each "
+                    "run is started for the span it reads",
+                )
+                continue
+            if read.relative and read.cutoff:
+                check.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"{text} shifted by a span is only an upper bound (rows older than a cutoff, as "
+                    "retention, archival or expiry select them): a late run takes as much or more, and "
+                    "what one run leaves the next one takes",
+                )
+                continue
             if read.relative:
                 facts.windows.append(
                     WindowRef("relative", f'The clock: "the last N" before {text} in its SQL.')
@@ -136,6 +158,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                         check.unit,
                         write.columns,
                         write.sets,
+                        write.constant,
                     )
                 )
 

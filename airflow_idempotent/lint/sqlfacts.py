@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint.benign import dedup_engine, pending_tables, written_column
+from airflow_idempotent.lint.benign import dedup_engine, older_than, pending_tables, written_column
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
-from airflow_idempotent.lint.sqlsets import accumulating, set_columns, target_names
+from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
 
 __all__ = [
     "ClockRead",
@@ -75,6 +75,8 @@ class SqlWrite:
     columns: tuple[str, ...] = ()
     #: the columns an UPDATE or an upsert's DO UPDATE sets (empty: unknown, or the whole row)
     sets: tuple[str, ...] = ()
+    #: an UPDATE that sets only literals (a flag or lock: a rerun writes the same values)
+    constant: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ClockRead:
     relative: bool  # shifted by a span: "the last N hours"
     filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
     column: str | None = None  # the column the read is written to, when it is that value itself
+    cutoff: bool = False  # shifted, and only the upper bound of a column: "older than N" (retention)
 
 
 @dataclass(frozen=True)
@@ -247,11 +250,12 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
                 prepared.original(w.offset),
                 w.columns,
                 w.sets,
+                w.constant,
             )
             for w in one.writes
         ]
         one.reads = [
-            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column)
+            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column, r.cutoff)
             for r in one.reads
         ]
         facts.statements.append(one)
@@ -374,7 +378,11 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
                     SqlWrite(table, "accumulate", f"UPDATE {table} SET {found}", result.offset, sets=sets)
                 )
             else:
-                result.writes.append(SqlWrite(table, "update", f"UPDATE {table}", result.offset, sets=sets))
+                constant = constant_sets(stmt.expressions) and not stmt.args.get("from_")
+                update = SqlWrite(
+                    table, "update", f"UPDATE {table}", result.offset, sets=sets, constant=constant
+                )
+                result.writes.append(update)
     elif isinstance(stmt, exp.Select | exp.Union):
         for select in stmt.find_all(exp.Select):
             if any(isinstance(e, exp.Max) or e.find(exp.Max) for e in select.expressions):
@@ -536,7 +544,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node)))
+        cutoff = relative and older_than(node)
+        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node), cutoff))
     return reads
 
 

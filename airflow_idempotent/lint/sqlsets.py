@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-__all__ = ["accumulating", "set_columns", "target_names"]
+__all__ = ["accumulating", "constant_sets", "set_columns", "target_names"]
 
 #: Wrappers that keep a column's own value: ``COALESCE(x, 0) + ..`` still adds to x.
 _SELF_WRAPPERS = (exp.Coalesce,)
@@ -31,6 +31,17 @@ def set_columns(assignments: Sequence[exp.Expression]) -> tuple[str, ...]:
         if isinstance(eq, exp.EQ) and isinstance(eq.this, exp.Column)
     ]
     return tuple(sorted(set(names))) if names and len(names) == len(assignments) else ()
+
+
+def constant_sets(assignments: Sequence[exp.Expression]) -> bool:
+    """Every ``SET`` assigns a literal (``available = False``, ``status = 'done'``, ``x = NULL``): a
+    rerun writes the same values again (a flag or lock, not data)."""
+    return bool(assignments) and all(
+        isinstance(eq, exp.EQ)
+        and isinstance(eq.this, exp.Column)
+        and isinstance(eq.expression, exp.Boolean | exp.Literal | exp.Null)
+        for eq in assignments
+    )
 
 
 def accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str | None:

@@ -34,6 +34,8 @@ _CONN_ARGS = (
     "oracle_conn_id",
     "gcp_conn_id",
 )
+#: Operator arguments that choose the database (or schema) unqualified table names live in.
+_DATABASE_ARGS = ("database", "schema")
 #: The connection an operator uses when its connection argument is left out.
 _DEFAULT_CONNS = {
     "S3ToRedshiftOperator": "redshift_default",
@@ -56,12 +58,22 @@ _BIGQUERY_DISPOSITION = {"WRITE_APPEND": "append", "WRITE_TRUNCATE": "replace", 
 
 
 def task_conn(task: TaskDef) -> str | None:
-    """The connection id a task writes through (its argument, or the operator's default)."""
-    for name in _CONN_ARGS:
-        value = task.scope.literal(task.kwargs.get(name))
-        if isinstance(value, str):
-            return value
-    return _DEFAULT_CONNS.get(task.operator)
+    """The connection id a task writes through (its argument, or the operator's default), scoped by
+    the operator's ``database=`` / ``schema=`` when it names one (``conn/database``): one table name
+    in two databases is two tables. A database only known at run time (``database=d["name"]`` in a
+    loop) is the task's own, never paired with another task's."""
+    conn = next(
+        (v for name in _CONN_ARGS if isinstance(v := task.scope.literal(task.kwargs.get(name)), str)),
+        _DEFAULT_CONNS.get(task.operator),
+    )
+    for name in _DATABASE_ARGS:
+        node = task.kwargs.get(name)
+        if node is None:
+            continue
+        value = task.scope.literal(node)
+        where = value.lower() if isinstance(value, str) else f"<{name} of {task.task_id}>"
+        return f"{conn or ''}/{where}"
+    return conn
 
 
 def dialect_hint(operator: str, conn_id: str | None) -> str | None:
