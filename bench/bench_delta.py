@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator  # noqa: E402
+from airflow_idempotent.spark import steps  # noqa: E402
 from airflow_idempotent.spark.cluster import (  # noqa: E402
     DELTA_CONF,
     SPARK_JARS_DIR,
@@ -145,6 +147,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     )
     spark = cluster.session()
     at_start = machine()
+    phases: dict[str, dict[str, list[float]]] = {}
     times: dict[str, list[float]] = {
         "PartitionOverwriteOperator": [],
         "bare INSERT INTO .. REPLACE WHERE": [],
@@ -174,14 +177,31 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             task_id="bench_merge", table=f"{prefix}bench_delta_merge", key_columns=["sale_id"], **common
         )
         context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
+        marks: list[tuple[str, float]] = []
+        steps.step_hook = lambda name: marks.append((name, time.perf_counter()))
+
+        def stepped(operator: Any) -> Any:
+            """The operator's run, its time between the commit's steps kept by path and step."""
+
+            def run() -> None:
+                marks.clear()
+                marks.append(("start", time.perf_counter()))
+                operator.execute(context)
+                marks.append(("end (history, fence, return)", time.perf_counter()))
+                for a, b in itertools.pairwise(marks):
+                    phases.setdefault(operator.task_id, {}).setdefault(b[0], []).append(b[1] - a[1])
+
+            return run
+
         paths = {
-            "PartitionOverwriteOperator": lambda: overwrite.execute(context),  # type: ignore[arg-type]
+            "PartitionOverwriteOperator": stepped(overwrite),
             "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
-            "MergeOperator": lambda: merge.execute(context),  # type: ignore[arg-type]
+            "MergeOperator": stepped(merge),
             "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
         }
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
+        phases.clear()
         for _ in range(args.runs):
             for name, run in paths.items():
                 times[name].append(timed(run))
@@ -218,6 +238,19 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         "",
         f"Overwrite: operator / bare statement (medians) **{overwrite_ratio:.2f}x**; "
         f"merge: **{merge_ratio:.2f}x**.",
+        "",
+        "The operators' time by step (median of the measured runs; `prepared`: the table described and "
+        "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
+        "before the commit; `committed`: the statement itself; `counted`: the commit found in the "
+        "table's history and the window's count and checksum read at its version):",
+        "",
+        "| operator | step | median s |",
+        "|---|---|---:|",
+        *[
+            f"| {task} | {name} | {statistics.median(v):.2f} |"
+            for task, named in phases.items()
+            for name, v in named.items()
+        ],
         "",
         "## Machine",
         "",

@@ -135,8 +135,8 @@ def main() -> None:
             result = operator.execute(context)  # type: ignore[arg-type]
             elapsed = time.perf_counter() - t
             marks.append(("end (sweep, history, return)", t + elapsed))
-            steps = [(b[0], b[1] - a[1]) for a, b in itertools.pairwise(marks)]
-            for name, seconds in steps:
+            spans = [(b[0], b[1] - a[1]) for a, b in itertools.pairwise(marks)]
+            for name, seconds in spans:
                 phases.setdefault(name, []).append(seconds)
             assert result["row_count"] == 31 * PER_DAY, result
             return elapsed

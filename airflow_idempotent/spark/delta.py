@@ -310,6 +310,7 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
     info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
     check_delta(adapter, info)
+    step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()  # the statement is the commit: the kill switch's last word is now
     earlier_commits(conn, adapter, spec)
@@ -342,6 +343,7 @@ def replaced(
     that commit and logged (`what` names the commit's kind)."""
     binds = window_binds(params)
     row_count, checksum, before = window_stats(adapter, conn, spec, info, version, read_version, binds)
+    step("counted")
     log.info(
         "replaced %s window %s in %s %d: %d rows by %d",
         spec.table,
@@ -407,6 +409,7 @@ def merge(
     info, columns, params, key_names = checked_merge_source(
         adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found)
     )
+    step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()
     earlier_commits(conn, adapter, spec)
@@ -424,6 +427,7 @@ def merge(
         )
         if not spec.checksum:
             row_count = None
+    step("counted")
     result = DeltaResult(
         "merge",
         spec.table,

@@ -223,6 +223,7 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
     info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
     check_iceberg(info)
+    step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()  # the statement is the commit: the kill switch's last word is now
     earlier_snapshots(conn, adapter, spec)
@@ -259,6 +260,7 @@ def merge(
     info, columns, params, key_names = checked_merge_source(
         adapter, conn, spec, keys, delete_missing, check_iceberg
     )
+    step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()
     earlier_snapshots(conn, adapter, spec)
@@ -283,6 +285,7 @@ def merge(
         )
         if not spec.checksum:
             row_count = None
+    step("counted")
     prefix = "spark.merge-into.num-target-rows-"
     result = DeltaResult(
         "merge",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: A Delta commit's or Iceberg snapshot's steps: its rows checked, nothing committed yet
-#: ("checked"); the commit landed, its figures not yet read nor recorded ("committed").
-COMMIT_STEPS = ("checked", "committed")
+#: A Delta commit's or Iceberg snapshot's steps: the table and SELECT read ("prepared"); its rows
+#: checked, nothing committed yet ("checked"); the commit landed, its figures not yet read nor
+#: recorded ("committed"); its count and checksum read at the commit's version ("counted").
+COMMIT_STEPS = ("prepared", "checked", "committed", "counted")
 #: Called with each step's name as it is reached (tests, tracing); None in production.
 step_hook: Callable[[str], None] | None = None
 
