@@ -106,8 +106,9 @@ class ApprovalMixin:
             raise GuardRefusal(
                 'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
                 f"until a person decides; {self.conn_id!r} is a Spark connection, whose guarded write "
-                'switches partitions instead: nothing was written. Declare on_breach="refuse" for this '
-                "DAG (the default)."
+                "does not keep its staging for a decision yet (it switches a parquet table's partitions, "
+                "or commits a Delta or Iceberg table from a staging it drops): nothing was written. "
+                'Declare on_breach="refuse" for this DAG (the default).'
             )
         keep = kept_stage_name(identity, target, window.label())
 
