@@ -60,6 +60,8 @@ REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"
 CONCURRENT = ("DELTA_CONCURRENT", "ConcurrentAppendException", "ConcurrentDeleteReadException")
 #: How many commits back the table's history is searched for a tag.
 HISTORY_DEPTH = 100
+#: The commits searched first: this statement's is nearly always the newest.
+RECENT_DEPTH = 5
 
 
 def is_delta(info: SparkTableInfo) -> bool:
@@ -123,10 +125,12 @@ def tagged_commits(
 
 
 def commit_of(conn: SparkConnection, adapter: SparkAdapter, table: str, tag: str) -> Commit:
-    """The commit this statement made, found by its tag."""
-    for commit in history(conn, adapter, table):
-        if commit.user_metadata == tag:
-            return commit
+    """The commit this statement made, found by its tag: among the last few commits first (each
+    commit searched is a JSON file read), the last HISTORY_DEPTH when others landed since."""
+    for depth in (RECENT_DEPTH, HISTORY_DEPTH):
+        for commit in history(conn, adapter, table, depth):
+            if commit.user_metadata == tag:
+                return commit
     raise SchemaError(
         f"the commit of this write is not among the last {HISTORY_DEPTH} commits of {table}: more than "
         f"{HISTORY_DEPTH} commits landed since; its count and checksum cannot be read from its version."
@@ -264,10 +268,12 @@ def window_stats(
     version: int,
     read_version: int | None,
     window_only: Mapping[str, Any],
+    replaced_rows: Callable[[int], int] | None = None,
 ) -> tuple[int, str | None, int]:
     """The window's rows and checksum at the commit's `version`, and its rows at the version the
     commit read (`read_version`: what it replaced), both by time travel (``VERSION AS OF``: a Delta
-    version or an Iceberg snapshot id), never a later state."""
+    version or an Iceberg snapshot id), never a later state. `replaced_rows` (the window's new row
+    count -> the rows it replaced), when the commit's own metrics say it, saves the second scan."""
     assert spec.partition_column is not None
     if spec.checksum:
         query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
@@ -277,8 +283,8 @@ def window_stats(
         query = adapter.count_window(spec.table, spec.partition_column)
         count = adapter.execute(conn, at_version(query, version), window_only).scalar_one()
         checksum = None
-    before = 0
-    if read_version is not None:
+    before = 0 if replaced_rows is None else replaced_rows(int(count))
+    if read_version is not None and replaced_rows is None:
         counting = at_version(adapter.count_window(spec.table, spec.partition_column), read_version)
         before = int(adapter.execute(conn, counting, window_only).scalar_one())
     return int(count), checksum, before
@@ -325,7 +331,18 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         raise
     step("committed")
     commit = commit_of(conn, adapter, spec.table, tag)
-    return replaced(adapter, conn, spec, info, params, commit.version, commit.read_version, "Delta commit")
+    deleted = commit.metrics.get("numDeletedRows")  # what REPLACE WHERE removed (Delta 2.x and later)
+    return replaced(
+        adapter,
+        conn,
+        spec,
+        info,
+        params,
+        commit.version,
+        commit.read_version,
+        "Delta commit",
+        None if deleted is None else lambda _: int(deleted),
+    )
 
 
 def replaced(
@@ -337,12 +354,16 @@ def replaced(
     version: int,
     read_version: int | None,
     what: str,
+    replaced_rows: Callable[[int], int] | None = None,
 ) -> DeltaResult:
     """The result of a window replaced by one commit of the table format (`version`: a Delta
     version or an Iceberg snapshot id, `read_version` the one it replaced), its figures read at
-    that commit and logged (`what` names the commit's kind)."""
+    that commit and logged (`what` names the commit's kind; `replaced_rows` as the commit's
+    metrics give it, else counted at `read_version`)."""
     binds = window_binds(params)
-    row_count, checksum, before = window_stats(adapter, conn, spec, info, version, read_version, binds)
+    row_count, checksum, before = window_stats(
+        adapter, conn, spec, info, version, read_version, binds, replaced_rows
+    )
     step("counted")
     log.info(
         "replaced %s window %s in %s %d: %d rows by %d",

@@ -33,7 +33,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,16 @@ class Snapshot:
     @property
     def tag(self) -> str | None:
         return self.summary.get(TAG_KEY)
+
+    def replaced_rows(self) -> Callable[[int], int] | None:
+        """The window's rows an overwrite snapshot removed, from its summary, given the window's new
+        rows: the removed files' records less those copied back (a file only partly in the window
+        is rewritten, its other rows added again): deleted - added + new. None (count them) when
+        the snapshot added delete files, whose rows the summary does not split this way."""
+        if self.metric("added-delete-files"):
+            return None
+        deleted, added = self.metric("deleted-records"), self.metric("added-records")
+        return lambda new: deleted - added + new
 
 
 def metadata_table(adapter: SparkAdapter, table: str, which: str) -> str:
@@ -245,7 +255,17 @@ def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> 
         raise
     step("committed")
     snap = snapshot_of(conn, adapter, spec.table, tag)
-    return replaced(adapter, conn, spec, info, params, snap.snapshot_id, snap.parent_id, "Iceberg snapshot")
+    return replaced(
+        adapter,
+        conn,
+        spec,
+        info,
+        params,
+        snap.snapshot_id,
+        snap.parent_id,
+        "Iceberg snapshot",
+        snap.replaced_rows(),
+    )
 
 
 def merge(
