@@ -443,9 +443,9 @@ def merge(
     row_count: int | None = None
     checksum: str | None = None
     if spec.partition_column is not None:
-        row_count, checksum, _ = window_stats(
-            adapter, conn, spec, info, commit.version, commit.read_version, window_binds(params)
-        )
+        # the merge's own metrics say what it changed: no count at the version it read (None)
+        binds = window_binds(params)
+        row_count, checksum, _ = window_stats(adapter, conn, spec, info, commit.version, None, binds)
         if not spec.checksum:
             row_count = None
     step("counted")

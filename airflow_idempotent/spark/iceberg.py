@@ -300,8 +300,9 @@ def merge(
     row_count: int | None = None
     checksum: str | None = None
     if spec.partition_column is not None:
+        # the merge's own metrics say what it changed: no count at the snapshot it read (None)
         row_count, checksum, _ = window_stats(
-            adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id, window_binds(params)
+            adapter, conn, spec, info, snapshot.snapshot_id, None, window_binds(params)
         )
         if not spec.checksum:
             row_count = None
