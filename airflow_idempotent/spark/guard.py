@@ -271,8 +271,8 @@ def guarded_commit(
                 written = fmt.merge(adapter, conn, swap, key_names, True, changed_only=True)
             else:
                 written = fmt.overwrite(adapter, conn, swap)
-        finally:
-            conn.sql(adapter.drop_table(stage))
+        finally:  # an Iceberg table's files stay on a plain DROP: PURGE deletes them with it
+            conn.sql(adapter.drop_table(stage) + ("" if is_delta else " PURGE"))
     return GuardedResult.committed(
         mode,
         diff,

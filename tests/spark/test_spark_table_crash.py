@@ -57,7 +57,7 @@ def rerun(conn_id: str, table: str) -> dict[str, Any]:
 
 
 def record(reliability: Any, suite: str, point: str, fmt: str, left: dict[str, Any], after: dict[str, Any],
-           note: str) -> None:  # fmt: skip
+           note: str, recorded: bool) -> None:  # fmt: skip
     reliability.record(
         suite=suite,
         case=f"{suite}/spark/overwrite_{fmt}/{point}",
@@ -73,6 +73,7 @@ def record(reliability: Any, suite: str, point: str, fmt: str, left: dict[str, A
         crashes=[note],
         attempts=["killed", "completed"],
         after_crash=left,
+        history_complete=recorded,
     )
 
 
@@ -89,8 +90,9 @@ def run_together(writers: dict[str, subprocess.Popen[bytes]]) -> dict[str, tuple
     return done
 
 
-def check_then_rerun(spark: Any, conn_id: str, made: dict[str, str]) -> dict[str, tuple[dict, dict]]:
-    """What each table holds after the crash, then after one rerun (asserted whole, then v2)."""
+def check_then_rerun(spark: Any, conn_id: str, made: dict[str, str]) -> dict[str, tuple[dict, dict, bool]]:
+    """What each table holds after the crash, then after one rerun (asserted whole, then v2), and
+    whether the rerun's write was recorded."""
     out = {}
     for fmt, table in made.items():
         left = measure(spark, table)
@@ -99,7 +101,7 @@ def check_then_rerun(spark: Any, conn_id: str, made: dict[str, str]) -> dict[str
         assert result["row_count"] == 60000
         after = measure(spark, table)
         assert after == {**WHOLE, "new_days": 30}, (fmt, after)
-        out[fmt] = (left, after)
+        out[fmt] = (left, after, result.get("ordinal") is not None)
     return out
 
 
@@ -118,8 +120,8 @@ def test_sigkill_of_the_task_around_the_commit_then_rerun(
     time.sleep(1.0)  # a statement the killed client sent may still be finishing on the server
     if step == "committed":  # the commit landed before the kill: the month is v2, not yet recorded
         assert all(measure(spark, t)["new_days"] == 30 for t in made.values())
-    for fmt, (left, after) in check_then_rerun(spark, spark_conn, made).items():
-        record(reliability, "crash", point, fmt, left, after, f"SIGKILL at {step} ({action})")
+    for fmt, (left, after, recorded) in check_then_rerun(spark, spark_conn, made).items():
+        record(reliability, "crash", point, fmt, left, after, f"SIGKILL at {step} ({action})", recorded)
 
 
 def test_connect_server_sigkill_during_the_commit_then_rerun(
@@ -148,8 +150,8 @@ def test_connect_server_sigkill_during_the_commit_then_rerun(
         results = check_then_rerun(fresh, spark_conn, made)
     finally:
         fresh.stop()
-    for fmt, (left, after) in results.items():
+    for fmt, (left, after, recorded) in results.items():
         note = f"Connect server SIGKILL during the commit, restarted in {restart:.1f} s; writer {ended[fmt]}"
-        record(reliability, "fault", "server_sigkill_during_commit", fmt, left, after, note)
-    assert all(left["new_days"] in (0, 30) for left, _ in results.values())
+        record(reliability, "fault", "server_sigkill_during_commit", fmt, left, after, note, recorded)
+    assert all(left["new_days"] in (0, 30) for left, _, _ in results.values())
     assert V1 != V2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from datetime import date, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,7 +56,7 @@ def stagings(spark: Any, table: str) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_guard_on_a_table_format_breach_corrective_replay_reconcile(
-    spark, spark_conn, history: HistoryStore, fmt: str
+    spark, spark_cluster, spark_conn, history: HistoryStore, fmt: str
 ) -> None:
     if fmt == "delta":
         table = "payouts_tguard"
@@ -123,3 +124,7 @@ def test_guard_on_a_table_format_breach_corrective_replay_reconcile(
     assert (out["rows_updated"], out["rows_inserted"], out["rows_deleted"]) == (len(expensive(other)), 0, 0)
     assert all_days(spark, table) == {d: day_truth(d, "v2") for d in DAYS}
     assert not stagings(spark, table)
+    if fmt == "iceberg":  # no staging's files stay behind (an Iceberg table's stay on a plain DROP;
+        # PURGE deletes every file and leaves a local disk's empty directories)
+        staged = (Path(spark_cluster.base_dir) / "iceberg").glob("*/_idem_stg_*/**/*")
+        assert not [f for f in staged if f.is_file()]
