@@ -429,7 +429,8 @@ def checksum_window(
     return int(count), adapter.checksum_text(int(count), total)
 
 
-def _period_binds(adapter: EngineAdapter, info: TableInfo, spec: WriteSpec, period: Window) -> dict[str, Any]:
+def period_binds(adapter: EngineAdapter, info: TableInfo, spec: WriteSpec, period: Window) -> dict[str, Any]:
+    """The bind values of one covered period's window (its partition column's kind decides their type)."""
     assert spec.partition_column is not None
     kind = info.column(spec.partition_column, "partition_column").kind
     return adapter.window_params(period, kind)
@@ -441,7 +442,7 @@ def count_periods(adapter: EngineAdapter, conn: Connection, spec: WriteSpec, inf
         return []
     query = adapter.count_window(spec.table, spec.partition_column)
     return [
-        int(adapter.execute(conn, query, _period_binds(adapter, info, spec, p)).scalar_one())
+        int(adapter.execute(conn, query, period_binds(adapter, info, spec, p)).scalar_one())
         for p in spec.periods
     ]
 
@@ -456,7 +457,7 @@ def checksum_periods(
         return ()
     out = []
     for period, rows_before in zip(spec.periods, before, strict=True):
-        binds = _period_binds(adapter, info, spec, period)
+        binds = period_binds(adapter, info, spec, period)
         if spec.checksum:
             query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
             count, total = adapter.execute(conn, query, binds).one()

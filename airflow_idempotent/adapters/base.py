@@ -213,11 +213,16 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     def check_lookback_supported(self, table: str, lookback: int) -> None:
         """Refuse a write with lookback on an engine that cannot do one, naming the alternative."""
         if lookback and not self.supports_lookback:
-            raise UnsupportedConnectionError(
-                f"lookback={lookback} cannot be honoured for {table!r} on {self.dialect}: "
-                f"{self.lookback_refusal}. Use lookback=0 and rerun the earlier windows that received "
-                "late rows (a backfill of those days), each its own write."
-            )
+            raise self.lookback_refused(table, lookback)
+
+    def lookback_refused(self, table: str, lookback: int) -> UnsupportedConnectionError:
+        """The refusal of a write with lookback to `table`, naming why (`lookback_refusal`) and the
+        alternative (an engine whose table formats differ refuses by format, when it sees it)."""
+        return UnsupportedConnectionError(
+            f"lookback={lookback} cannot be honoured for {table!r} on {self.dialect}: "
+            f"{self.lookback_refusal}. Use lookback=0 and rerun the earlier windows that received "
+            "late rows (a backfill of those days), each its own write."
+        )
 
     # ------------------------------------------------------------------ identifiers
     def table(self, name: str, alias: str | None = None) -> exp.Table:

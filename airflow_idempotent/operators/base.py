@@ -35,7 +35,6 @@ from airflow_idempotent.operators.assets import (
 )
 from airflow_idempotent.operators.guarded import GuardedWriteMixin
 from airflow_idempotent.operators.lookback import record_periods
-from airflow_idempotent.spark.adapter import check_lookback_at_parse
 from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,
@@ -151,7 +150,6 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                 "skip_if_unchanged cannot be combined with lookback: late rows change the source without "
                 "changing the fingerprint, so the skip would keep them out. Drop one of the two."
             )
-        check_lookback_at_parse(conn_id, table, self.lookback)
         self.table = table
         self.sql = sql
         self.conn_id = conn_id
@@ -327,8 +325,18 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             digest[:12],
         )
         if history is not None and result.periods:
-            out |= record_periods(
-                self, history, identity, target, result.periods, digest, parts, policy, semantics, window
+            out |= record_periods(  # each period's record names the table format's commit (Delta, Iceberg)
+                self,
+                history,
+                identity,
+                target,
+                result.periods,
+                digest,
+                parts,
+                policy,
+                semantics,
+                window,
+                note=result_counts(result).get("message"),
             )
         elif history is not None:
             record = identity.write_record(

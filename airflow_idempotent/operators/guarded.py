@@ -165,7 +165,7 @@ class GuardedWriteMixin(ApprovalMixin):
                     status=status,
                     counts=False,
                     diff=json.dumps(result.diff.to_json(), default=str),
-                    note=message,
+                    note=with_counts(message, result)["message"],
                 )
             return history.record(
                 identity.write_record(

@@ -23,7 +23,6 @@ engine: `connect()` yields a `SparkConnection`, whose results answer `keys()`, `
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,37 +59,6 @@ SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 #: ~0.5 s (~60 ms each on the test cluster), while one script for a year's 365 days could outlast
 #: the retry's staging and point a day back at the dead attempt's location after the retry's sweep.
 MOVES_PER_SCRIPT = 8
-
-
-def conn_type_at_parse(conn_id: str) -> str | None:
-    """The type of connection `conn_id` when the DAG file's process can know it, else None.
-
-    Only a connection defined in the environment (``AIRFLOW_CONN_<ID>``, JSON or URI) is known
-    without a lookup: a DAG is parsed without access to the metadata database or the secrets
-    backends, and should not reach them, so a connection stored there is known only when the
-    task runs (the operators then check first thing in ``execute``, before opening anything).
-    """
-    value = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
-    if not value:
-        return None
-    from airflow.sdk import Connection
-
-    try:
-        conn = Connection.from_json(value, conn_id) if value.lstrip().startswith("{") else None
-        if conn is None:
-            from airflow.models.connection import Connection as UriConnection
-
-            return (UriConnection(conn_id=conn_id, uri=value).conn_type or "").lower() or None
-        return (conn.conn_type or "").lower() or None
-    except Exception:  # a malformed variable is the run's error to report, not the parser's
-        return None
-
-
-def check_lookback_at_parse(conn_id: str, table: str, lookback: int) -> None:
-    """Refuse lookback on a Spark connection when the DAG is parsed, where that is known; otherwise
-    the same refusal comes before the write."""
-    if lookback and conn_type_at_parse(conn_id) == CONN_TYPE:
-        SparkAdapter(SparkEngine("", conn_id)).check_lookback_supported(table, lookback)
 
 
 def spark_literal(value: Any) -> exp.Expr:
@@ -255,10 +223,12 @@ class SparkAdapter(EngineAdapter):
         "it is a parquet table, on which Spark refuses MERGE INTO, DELETE and UPDATE (a Delta Lake "
         "table takes them: CREATE TABLE .. USING delta), so a merge cannot be done safely"
     )
-    supports_lookback: ClassVar[bool] = False
+    # lookback by table format: Delta and Iceberg tables take it, parquet tables are refused when
+    # the write sees the format (`spark.writes`, `spark.guard`), before anything is written
+    supports_lookback: ClassVar[bool] = True
     lookback_refusal: ClassVar[str] = (
-        "the partition switch verifies and records one window per write, and does not yet record "
-        "each covered period's count and checksum apart"
+        "it is a parquet table, whose partition switch verifies and records one window per write "
+        "(a Delta Lake or Iceberg table takes lookback: one commit covers every period)"
     )
 
     engine: SparkEngine  # type: ignore[assignment]  # not SQLAlchemy: a Spark Connect endpoint

@@ -37,9 +37,11 @@ from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, Spar
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
+    PeriodResult,
     WriteResult,
     WriteSpec,
     check_keys,
+    period_binds,
     prepare,
     raise_held_outside,
     raise_outside,
@@ -290,6 +292,28 @@ def window_stats(
     return int(count), checksum, before
 
 
+def period_stats(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    version: int,
+    read_version: int | None,
+) -> tuple[PeriodResult, ...]:
+    """With lookback, each covered period's rows and checksum at the commit's `version` and its
+    rows at `read_version` (what the commit replaced there), by the same queries as a window
+    written alone, so a period written with lookback compares with one written alone. Empty
+    without lookback. The one commit covers them all; history records each (`record_periods`)."""
+    if not spec.periods or spec.partition_column is None:
+        return ()
+    out = []
+    for period in spec.periods:
+        binds = period_binds(adapter, info, spec, period)
+        count, checksum, before = window_stats(adapter, conn, spec, info, version, read_version, binds)
+        out.append(PeriodResult(period, before, count, checksum))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class DeltaResult(WriteResult):
     """A write's result with the Delta version of its commit."""
@@ -364,6 +388,7 @@ def replaced(
     row_count, checksum, before = window_stats(
         adapter, conn, spec, info, version, read_version, binds, replaced_rows
     )
+    periods = period_stats(adapter, conn, spec, info, version, read_version)
     step("counted")
     log.info(
         "replaced %s window %s in %s %d: %d rows by %d",
@@ -384,6 +409,7 @@ def replaced(
         row_count,
         row_count if spec.checksum else None,
         checksum,
+        periods=periods,
         table_version=version,
     )
 
@@ -448,6 +474,7 @@ def merge(
         row_count, checksum, _ = window_stats(adapter, conn, spec, info, commit.version, None, binds)
         if not spec.checksum:
             row_count = None
+    periods = period_stats(adapter, conn, spec, info, commit.version, commit.read_version)
     step("counted")
     result = DeltaResult(
         "merge",
@@ -459,6 +486,7 @@ def merge(
         commit.metric("numSourceRows"),
         row_count,
         checksum,
+        periods=periods,
         table_version=commit.version,
     )
     log.info(

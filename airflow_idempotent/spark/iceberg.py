@@ -47,6 +47,7 @@ from airflow_idempotent.spark.delta import (
     checked_merge_source,
     commit_tag,
     merge_into,
+    period_stats,
     replaced,
     window_stats,
 )
@@ -306,6 +307,7 @@ def merge(
         )
         if not spec.checksum:
             row_count = None
+    periods = period_stats(adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id)
     step("counted")
     prefix = "spark.merge-into.num-target-rows-"
     result = DeltaResult(
@@ -319,6 +321,7 @@ def merge(
         snapshot.metric(prefix + "inserted") + snapshot.metric(prefix + "updated"),
         row_count,
         checksum,
+        periods=periods,
         table_version=snapshot.snapshot_id,
     )
     log.info(

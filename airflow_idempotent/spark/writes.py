@@ -20,14 +20,17 @@ log = logging.getLogger(__name__)
 
 
 def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, target: str) -> WriteResult:
-    """Replace the window: one REPLACE WHERE commit on Delta, one checked REPLACE WHERE snapshot on
-    Iceberg, the partition switch on parquet."""
+    """Replace the window (with lookback, the covered periods' span): one REPLACE WHERE commit on
+    Delta, one checked REPLACE WHERE snapshot on Iceberg, the partition switch on parquet (which
+    refuses lookback)."""
     with adapter.engine.connect() as conn:
         info = adapter.describe(conn, spec.table)
         if delta.is_delta(info):
             return delta.overwrite(adapter, conn, spec)
         if iceberg.is_iceberg(info):
             return iceberg.overwrite(adapter, conn, spec)
+    if spec.periods:  # refused before anything is staged: the switch records one window a write
+        raise adapter.lookback_refused(spec.table, len(spec.periods) - 1)
     from airflow_idempotent.history.store import HistoryStore
     from airflow_idempotent.spark.switch import overwrite_by_switch
 

@@ -7,10 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
+import sqlglot
 
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
+from airflow_idempotent.guard import GuardRefusal, Thresholds
 from airflow_idempotent.operators import MergeOperator
-from airflow_idempotent.spark import adapter as spark_adapter
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine
+from airflow_idempotent.spark.guard import guarded_spark_write
+from airflow_idempotent.strategies import WriteSpec
+from airflow_idempotent.window import covered_windows, spanning, window_of
 
 
 def merge(conn_id: str) -> MergeOperator:
@@ -37,7 +42,6 @@ def test_not_refused_when_the_dag_is_parsed(monkeypatch: pytest.MonkeyPatch, val
     """A Spark table may be Delta (merged) or parquet (refused): only the catalog knows, at run time."""
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_PARSED", value)
     assert merge("spark_parsed").conn_id == "spark_parsed"
-    assert spark_adapter.conn_type_at_parse("spark_parsed") == "spark_connect"
 
 
 def test_other_connections_are_not_refused_at_parse(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,4 +49,25 @@ def test_other_connections_are_not_refused_at_parse(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AIRFLOW_CONN_BAD_PARSED", "{not json")
     assert merge("pg_parsed").conn_id == "pg_parsed"
     assert merge("bad_parsed").conn_id == "bad_parsed"
-    assert spark_adapter.conn_type_at_parse("not_in_the_environment") is None
+
+
+def test_a_guarded_write_with_lookback_on_spark_is_refused_before_any_connection() -> None:
+    """An unguarded write with lookback commits on Delta and Iceberg (test_spark_lookback); a
+    guarded one is refused first, on every format: the engine at a port nothing listens on proves
+    it is refused before the table is looked up."""
+    periods = covered_windows(window_of("2026-08-25"), 1, "day")
+    spec = WriteSpec(
+        "payouts", sqlglot.parse_one(PAYOUT_SQL), spanning(periods), "sale_date", periods=tuple(periods)
+    )
+    adapter = SparkAdapter(SparkEngine("sc://127.0.0.1:1", "nowhere"))
+    with pytest.raises(GuardRefusal, match=r"lookback=1 on Spark is not supported yet.*Nothing was written"):
+        guarded_spark_write(
+            adapter,
+            spec,
+            ["sale_id"],
+            [],
+            Thresholds(),
+            "swap",
+            store=None,  # type: ignore[arg-type]  # refused before the store is used
+            target="nowhere:payouts",
+        )
