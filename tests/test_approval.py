@@ -514,3 +514,86 @@ def test_an_approved_swap_that_fails_on_the_last_try_drops_the_approved_rows(
     decided = approvals.of_attempt(history, identity(last))
     assert decided is not None and decided.status == "not_swapped"
     assert pending.stage_table not in tables(loaded.engine)
+
+
+@pytest.mark.parametrize("warehouse", ["postgres"], indirect=True)
+@pytest.mark.parametrize(
+    ("switch_set", "retry_policy"),
+    [("after", "v2"), ("before", "v2"), ("after", "v1")],
+    ids=["switch-after-approval", "switch-before-approval", "switch-after-approval-other-code"],
+)
+def test_the_retry_of_an_approved_swap_counts_only_a_kill_switch_set_before_the_approval(
+    loaded: Any, history: HistoryStore, supervisor: Supervisor, switch_set: str, retry_policy: str
+) -> None:
+    """Issue 31: the approved swap fails for a reason that passes (the window's lock held past
+    lock_timeout), then the backfill's kill switch is set (another window's timeout, the Stop
+    action) before Airflow's retry runs. The retry carrying the approval swaps it: the switch came
+    after the person decided, as for the approval's first swap. A switch set before the approval
+    still stops it (not swapped, its kept rows dropped, history says so beside the failed task);
+    and a retry whose code is not the approved one writes nothing of its own under the switch."""
+    from airflow.exceptions import AirflowException
+
+    other = date(2026, 8, 18)  # a window of the backfill nobody approved
+    for day in (DAY, other):
+        guarded(guard=APPROVE_GUARD).execute(scheduled(day, 1))
+    before = table_checksum(loaded.engine, "payouts")
+    first = try_of(breached_backfill(2), 1, max_tries=1)
+    park(first)
+    pending = approvals.of_attempt(history, identity(first))
+    assert pending is not None
+    if switch_set == "before":
+        killswitch.set_switch(history, "backfill", "guarded_overwrite", "day 2 timed out")
+    approve = response("Approve", comment="signed off")  # Airflow records the response now
+    op = guarded(guard=APPROVE_GUARD, policy="v2", lock_timeout=1)
+    with hold_the_window(op), pytest.raises(AirflowException, match="lock"):
+        op.approval_complete(first, approve)  # the lock fails first: carried to the retry
+    waiting = approvals.of_attempt(history, identity(first))
+    assert waiting is not None and waiting.status == "swap_retry"
+    assert waiting.decided_at == approve["responded_at"]  # the approval's recorded time
+    if switch_set == "after":
+        killswitch.set_switch(history, "backfill", "guarded_overwrite", "day 2 timed out")
+    (switch,) = killswitch.active_switches(history, "guarded_overwrite", backfill=True)
+    assert (switch.set_at > approve["responded_at"]) == (switch_set == "after")
+    assert table_checksum(loaded.engine, "payouts") == before
+
+    retry = try_of(first, 2, max_tries=1)  # the last try: a failure is final
+    retry_op = guarded(guard=APPROVE_GUARD, policy=retry_policy)
+    decided_write = history.writes(target="warehouse:payouts", try_number=2)
+    if switch_set == "after" and retry_policy == "v2":
+        out = retry_op.execute(retry)
+        assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v2")
+        assert out["approved_by"] == "alice" and out["diff"]["changed"] == len(expensive(DAY))
+        decided = approvals.of_attempt(history, identity(first))
+        assert decided is not None and (decided.status, decided.comment) == ("approved", "signed off")
+        (write,) = history.writes(target="warehouse:payouts", try_number=2)
+        assert write["status"] == "written" and write["row_count"] == 2000
+        assert write["message"].startswith(
+            "approved by alice: signed off (try 1; swapped by try 2 after its swap failed) "
+            "(swapped: approved before the kill switch on backfill guarded_overwrite"
+        )
+        # the switch still stops every window nobody approved before it
+        with pytest.raises(killswitch.KillSwitchTripped, match="before writing"):
+            guarded(guard=APPROVE_GUARD, policy="v2").execute(backfill(other, 3, **CORRECTIVE))
+        assert window_totals(loaded.engine, "payouts", other) == day_truth(other, "v1")
+    elif retry_policy == "v2":  # the switch came before the approval: it covers it
+        with pytest.raises(killswitch.KillSwitchTripped, match="before swapping an approved window"):
+            retry_op.execute(retry)
+        assert table_checksum(loaded.engine, "payouts") == before
+        assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY, "v1")
+        decided = approvals.of_attempt(history, identity(first))
+        assert decided is not None and decided.status == "not_swapped"
+        assert "kill switch on backfill guarded_overwrite" in (decided.comment or "")
+        (write,) = history.writes(target="warehouse:payouts", try_number=2)
+        assert write["status"] == "refused"
+        assert write["message"].startswith("approved by alice but NOT swapped (not_swapped): ")
+    else:  # other code: not the approved one, so not carried, and under the switch it writes nothing
+        with pytest.raises(killswitch.KillSwitchTripped, match="before writing"):
+            retry_op.execute(retry)
+        assert table_checksum(loaded.engine, "payouts") == before
+        decided = approvals.of_attempt(history, identity(first))
+        assert decided is not None and decided.status == "not_swapped"
+        assert history.writes(target="warehouse:payouts", try_number=2) == []
+    assert decided_write == []  # nothing of try 2 was recorded before it ran
+    assert len(supervisor.sent) == 1  # nobody was asked again
+    assert approvals.of_attempt(history, identity(retry)) is None
+    assert not [t for t in tables(loaded.engine) if t.startswith("_idem_apr_")]

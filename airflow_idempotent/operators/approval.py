@@ -225,7 +225,9 @@ class ApprovalMixin:
         (`approvals.SWAP_RETRY`): swap the rows the person approved, without asking again, when
         this try runs the approved code (the same fingerprint: SQL, parameters, policy, DAG
         version); `swap_approved` then checks the kept rows and production's window are as
-        diffed. None when there is nothing to carry, or it no longer applies (its kept rows
+        diffed. A kill switch stops it only if set before the approval was recorded, as it stops
+        the approval's first swap (`swap_decided`; the retry's check before writing is left to
+        this one). None when there is nothing to carry, or it no longer applies (its kept rows
         dropped, recorded): the write then diffs again and asks a person."""
         store = history.store
         found = approvals.carried(store, identity, target, spec.window.start, spec.window.end)

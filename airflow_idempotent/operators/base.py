@@ -218,9 +218,14 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
             intent = self.backfill_intent(context)
             check_window_closed(window)
             self.check_backfill_size(history, guard, identity.dag_id, identity.run_id)
-        self.check_kill_switch(
-            history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
-        )
+        # a retry swapping an earlier try's approval checks the switch against the approval's time,
+        # as that approval's own swap does (`swap_decided`): a stop set after a person approved
+        # does not undo the decision; if the approval no longer applies, `guarded_execute` checks here
+        carrying = self.carries_approval(guard, intent, adapter, spec, identity, history, target)
+        if not carrying:
+            self.check_kill_switch(
+                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
+            )
         fence = AttemptFence(
             history.store if history is not None else None, identity, target, spec.lock_windows
         )
@@ -235,7 +240,18 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         try:
             fence.take()
             return self.fenced_execute(
-                context, adapter, spec, guard, intent, identity, history, target, policy, digest, parts
+                context,
+                adapter,
+                spec,
+                guard,
+                intent,
+                identity,
+                history,
+                target,
+                policy,
+                digest,
+                parts,
+                switch_checked=not carrying,
             )
         except FencedError as err:
             if history is not None:
@@ -269,13 +285,24 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         policy: str | None,
         digest: str,
         parts: str,
+        switch_checked: bool = True,
     ) -> dict[str, Any]:
-        """The write of `execute_with` once the attempt holds its fence: guarded, skipped or written."""
+        """The write of `execute_with` once the attempt holds its fence: guarded, skipped or written
+        (`switch_checked` False: the kill switch was left to the approval this try carries)."""
         window = spec.window
         semantics = _conf_value(context, "semantics")
         if guard is not None and (intent is not None or guard.always_stage):
             return self.guarded_execute(
-                context, adapter, spec, guard, intent, identity, history, target, policy
+                context,
+                adapter,
+                spec,
+                guard,
+                intent,
+                identity,
+                history,
+                target,
+                policy,
+                switch_checked=switch_checked,
             )
 
         if self.skip_if_unchanged and history is not None:

@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import BackfillIntent, GuardConfig, GuardRefusal, killswitch, sizes
+from airflow_idempotent.history import approvals
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
 from airflow_idempotent.identity import AttemptIdentity, table_version, with_counts
@@ -29,6 +30,26 @@ if TYPE_CHECKING:
 
     from airflow_idempotent.adapters.base import EngineAdapter
     from airflow_idempotent.operators.base import WindowWriteOperator
+
+
+#: What a guarded write does to production, by its run's semantics (a scheduled run: corrective).
+MODES: dict[str, Literal["swap", "reconcile", "replay"]] = {
+    "corrective": "swap",
+    "reconcile": "reconcile",
+    "replay": "replay",
+}
+
+
+def may_carry(guard: GuardConfig, mode: str, adapter: EngineAdapter, spec: WriteSpec) -> bool:
+    """Whether a guarded write first looks for an approval an earlier try of it got and could not
+    swap (`swap_carried`): on_breach="approve", not a replay, one window of a warehouse with
+    transactions (where a breach keeps its rows for a person)."""
+    return (
+        guard.on_breach == "approve"
+        and mode != "replay"
+        and adapter.supports_transactions
+        and not spec.periods
+    )
 
 
 def run_conf(context: Context | Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -95,6 +116,26 @@ class GuardedWriteMixin(ApprovalMixin):
                 ) from err
             self.log.warning("kill switch not checked %s (history store unavailable: %s)", when, err)
 
+    def carries_approval(
+        self,
+        guard: GuardConfig | None,
+        intent: BackfillIntent | None,
+        adapter: EngineAdapter,
+        spec: WriteSpec,
+        identity: AttemptIdentity,
+        history: SafeHistory | None,
+        target: str,
+    ) -> bool:
+        """Whether this try finds an approval of its window that an earlier try got and could not
+        swap (`approvals.SWAP_RETRY`), which `guarded_execute` swaps without asking again."""
+        if guard is None or history is None or (intent is None and not guard.always_stage):
+            return False
+        mode = MODES[intent.semantics if intent is not None else "corrective"]
+        if not may_carry(guard, mode, adapter, spec):
+            return False
+        window = spec.window
+        return approvals.carried(history.store, identity, target, window.start, window.end) is not None
+
     def guarded_execute(
         self,
         context: Context,
@@ -106,8 +147,11 @@ class GuardedWriteMixin(ApprovalMixin):
         history: SafeHistory | None,
         target: str,
         policy: str | None,
+        switch_checked: bool = True,
     ) -> dict[str, Any]:
-        """Stage, diff, check the stop conditions, then swap, reconcile, or (replay) only compare."""
+        """Stage, diff, check the stop conditions, then swap, reconcile, or (replay) only compare.
+        `switch_checked` False: the caller left the kill switch to the approval this try carries
+        (`carries_approval`); checked here as before writing if that approval no longer applies."""
         # looked up when called, so a test can wrap guarded_write (the crash matrix does)
         from airflow_idempotent.guard.results import GuardBreach
         from airflow_idempotent.guard.write import guarded_write
@@ -124,12 +168,7 @@ class GuardedWriteMixin(ApprovalMixin):
         if intent is not None and guard.throttle_per_hour:
             self.throttle(history, identity.dag_id, guard.throttle_per_hour)
         semantics = intent.semantics if intent is not None else "corrective"
-        modes: dict[str, Literal["swap", "reconcile", "replay"]] = {
-            "corrective": "swap",
-            "reconcile": "reconcile",
-            "replay": "replay",
-        }
-        mode = modes[semantics]
+        mode = MODES[semantics]
         if mode == "replay" and spec.periods:
             # a replay reproduces the run's own recorded write and changes nothing: no lookback in it
             spec = dataclasses.replace(spec, window=spec.periods[-1], periods=())
@@ -183,11 +222,16 @@ class GuardedWriteMixin(ApprovalMixin):
             )
 
         write: Any = guarded_write
+        if may_carry(guard, mode, adapter, spec):  # an earlier try's approval, unswapped
+            carried = self.swap_carried(context, adapter, identity, history, target, spec, digest)
+            if carried is not None:
+                return carried
+        if not switch_checked:  # the carried approval no longer applies: this is a write of its own
+            backfill = identity.run_type == "backfill"
+            self.check_kill_switch(
+                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
+            )
         if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
-            if adapter.supports_transactions and not spec.periods:  # an earlier try's approval, unswapped
-                carried = self.swap_carried(context, adapter, identity, history, target, spec, digest)
-                if carried is not None:
-                    return carried
             write = self.approval_write(adapter, write, identity, target, spec.window, history)
         if not adapter.supports_transactions:  # Spark: by the table's format (spark.guard)
             from airflow_idempotent.spark.guard import guarded_spark_write
