@@ -133,14 +133,33 @@ def _airflow_ends_the_try(dag_id: str, run_id: str) -> None:
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState, TaskInstanceState
+    from airflow.utils.state import DagRunState, State, TaskInstanceState
 
     with create_session() as session:
         (ti,) = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run_id).all()
-        assert ti.state == TaskInstanceState.RUNNING  # Airflow too saw no end: the process died
+        assert ti.state in State.unfinished  # Airflow too saw no end: the process died
         ti.set_state(TaskInstanceState.FAILED, session=session)
         run = session.query(DagRun).filter_by(dag_id=dag_id, run_id=run_id).one()
         run.set_state(DagRunState.FAILED)
+
+
+def _airflow_parks_the_try(dag_id: str, run_id: str, state: str) -> None:
+    """Airflow's metadata database says the try has not ended but waits: deferred, or parked for a
+    person's input (`awaiting_input`, Airflow 3.3), as its execution API writes them."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        (ti,) = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run_id).all()
+        ti.set_state(state, session=session)
+
+
+def airflow_unfinished_try_states() -> list[str]:
+    """Airflow's own unfinished task instance states, but `up_for_retry` (that try has ended: its
+    retry is the next try), from the installed Airflow rather than from the code under test."""
+    from airflow.utils.state import State, TaskInstanceState
+
+    return sorted(str(s) for s in State.unfinished if s is not None and s != TaskInstanceState.UP_FOR_RETRY)
 
 
 def test_a_killed_try_does_not_stay_running(
@@ -170,6 +189,15 @@ def test_a_killed_try_does_not_stay_running(
     (attempt,) = run["tries"]
     assert attempt["state"] == "running" and "reconciled" not in attempt  # Airflow says running too
     assert run["logical_date"].startswith(day)
+
+    # a try Airflow has not ended (deferred, parked for an approval, ...) is not reconciled as ended
+    states = airflow_unfinished_try_states()
+    assert "awaiting_input" in states and "deferred" in states
+    for state in states:
+        _airflow_parks_the_try(KILLED_DAG, run["run_id"], state)
+        (run,) = document(capsys, "--dag", KILLED_DAG)["runs"]
+        (attempt,) = run["tries"]
+        assert (attempt["state"], attempt["ended_at"], "reconciled" in attempt) == ("running", None, False)
 
     _airflow_ends_the_try(KILLED_DAG, run["run_id"])
     (run,) = document(capsys, "--dag", KILLED_DAG)["runs"]

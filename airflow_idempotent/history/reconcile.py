@@ -28,8 +28,19 @@ from airflow_idempotent.history.report import FAILED_STATES
 
 log = logging.getLogger(__name__)
 
-#: A try or a run in one of these states has not ended: nothing to reconcile.
-UNFINISHED = ("running", "queued", "scheduled", "deferred", "restarting", "up_for_reschedule", None)
+#: A try or a run in one of these states has not ended: nothing to reconcile. Airflow's unfinished
+#: task states, `awaiting_input` among them (Airflow 3.3's human-in-the-loop wait: a try parked
+#: for an approval), but not `up_for_retry`: that try has ended (its retry is the next try).
+UNFINISHED = (
+    "running",
+    "queued",
+    "scheduled",
+    "deferred",
+    "awaiting_input",
+    "restarting",
+    "up_for_reschedule",
+    None,
+)
 TryKey = tuple[str, str, str, int, int]
 
 
