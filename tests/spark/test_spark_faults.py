@@ -1,7 +1,8 @@
-"""Faults of the engine itself: SIGKILL of the Spark Connect server during the write (mid-switch,
-restarted on the same port), and the zombie race (a killed task's statement still running on the server while
-its retry runs). After each: every day of the month old or new, 0 rows lost, 0 duplicates, and one
-rerun gives the month under v2. Each case is recorded for RELIABILITY.md (`reliability`)."""
+"""Faults of the engine itself: the zombie race (a killed task's statement still running on the
+server while its retry runs). After it: every day of the month old or new, 0 rows lost, 0
+duplicates, and one rerun gives the month under v2; recorded for RELIABILITY.md (`reliability`).
+The SIGKILL of the Spark Connect server mid-switch shares one server restart with Delta's and
+Iceberg's cases (`test_spark_table_crash`)."""
 
 from __future__ import annotations
 
@@ -41,82 +42,6 @@ def end(proc: subprocess.Popen[bytes], timeout: float) -> str:
         proc.kill()
         proc.wait()
         return "killed while retrying"
-
-
-# One server kill, mid-switch: the point where a dead server could leave a window half switched.
-# (A kill while staging proved the same property, old days kept, at another restart's cost, ~60 s.)
-@pytest.mark.parametrize(("point", "step", "action_kind", "slow"), [
-    ("server_sigkill_mid_switch", "switched_one", "pause", False),
-])  # fmt: skip
-def test_connect_server_sigkill_during_the_write_then_rerun(
-    spark_cluster,
-    spark_conn,
-    tmp_path: Path,
-    reliability,
-    point: str,
-    step: str,
-    action_kind: str,
-    slow: bool,
-) -> None:
-    if not spark_cluster.daemons:
-        pytest.skip("attached to a cluster this session does not own: its server cannot be restarted")
-    table = f"payouts_{point}"
-    marker = tmp_path / "reached"
-    proc = writer(spark_conn, table, step, f"{action_kind}={marker}", slow=slow)
-    client = spark_cluster.session()
-    create_payouts(client, table)
-    insert_month(client, table, "v1")
-    client.stop()
-    go(proc)
-    wait_for(marker, proc)
-    time.sleep(3.0 if slow else 0.5)  # the statement is on the server
-    spark_cluster.kill_connect()
-    ended = end(proc, timeout=2)  # its client would retry the dead server for minutes: a failed task
-    restart = spark_cluster.start_connect()
-    fresh = spark_cluster.session()
-    try:
-        left = measure(fresh, table)
-        result = operator(
-            spark_conn, table, granularity="month", parameters={"policy_version": "v2"}
-        ).execute(context(START))
-        after = measure(fresh, table)
-        ok = (
-            left["missing_days"] == left["mixed_days"] == left["rows_lost"] == left["duplicates"] == 0
-            and all_days(fresh, table) == V2
-            and after["rows_lost"] == after["duplicates"] == 0
-        )
-    finally:
-        fresh.stop()
-    reliability.record(
-        suite="fault",
-        case=f"fault/spark/overwrite_switch/{point}",
-        database="spark",
-        strategy="overwrite_switch",
-        crash_point=point,
-        reruns=1,
-        rows_lost=left["rows_lost"] + after["rows_lost"],
-        duplicates=left["duplicates"] + after["duplicates"],
-        outcome="ok" if ok else "broken",
-        fault=point,
-        measured={"after_crash": left, "writer": ended, "restart_seconds": round(restart, 1)},
-        survived=ok,
-        summary=(
-            f"{point}: server restarted in {restart:.1f} s, writer {ended}; after it {left['new_days']} "
-            f"new and {30 - left['new_days']} old days, {left['missing_days']} missing, {left['mixed_days']} "
-            "mixed; one rerun: the month under v2"
-        ),
-    )
-    assert left["missing_days"] == left["mixed_days"] == 0, left
-    assert left["rows_lost"] == left["duplicates"] == 0, left
-    assert result["row_count"] == 60000
-    assert after == {
-        **after,
-        "missing_days": 0,
-        "mixed_days": 0,
-        "new_days": 30,
-        "rows_lost": 0,
-        "duplicates": 0,
-    }
 
 
 def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
