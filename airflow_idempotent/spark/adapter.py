@@ -38,7 +38,6 @@ from airflow_idempotent.adapters.base import (
     ColumnKind,
     EngineAdapter,
     TableInfo,
-    split_table_name,
     table_parts,
     validate_identifier,
 )
@@ -406,12 +405,13 @@ class SparkAdapter(EngineAdapter):
                 out[value] = ""
         return out
 
-    def staging_tables(self, conn: Any, table: str) -> list[str]:
-        """The lower-case names of the staging tables in `table`'s schema: SHOW TABLES .. LIKE lists
-        names only (the catalog's listTables reads every table's metadata, one call per table)."""
-        schema, _ = split_table_name(table)
-        where = f" IN {self.ident(schema)}" if schema else ""
-        rows = conn.sql(f"SHOW TABLES{where} LIKE {self.literal(STAGING_PREFIX + '*')}").all()
+    def staging_tables(self, conn: Any, table: str, prefix: str = STAGING_PREFIX) -> list[str]:
+        """The lower-case names of the staging tables (named `prefix`..) in `table`'s catalog and
+        schema: SHOW TABLES .. LIKE lists names only (the catalog's listTables reads every table's
+        metadata, one call per table)."""
+        catalog, schema, _ = table_parts(table)
+        where = f" IN {'.'.join(self.ident(p) for p in (catalog, schema) if p)}" if schema else ""
+        rows = conn.sql(f"SHOW TABLES{where} LIKE {self.literal(prefix + '*')}").all()
         return [str(name).lower() for _, name, temporary in rows if not temporary]
 
     def partition_spec(self, partition_column: str, value: date) -> str:

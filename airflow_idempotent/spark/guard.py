@@ -23,6 +23,7 @@ reproduce what was written then", even after later corrections.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from airflow_idempotent.adapters.base import table_parts
 from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
@@ -45,7 +47,7 @@ from airflow_idempotent.guard.write import (
 )
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.spark import delta, iceberg
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkTableInfo
+from airflow_idempotent.spark.adapter import STAGING_PREFIX, SparkAdapter, SparkTableInfo
 from airflow_idempotent.spark.switch import overwrite_by_switch, store_lock
 from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
@@ -160,6 +162,35 @@ def guarded_switch(
     )
 
 
+def stage_prefix(table: str, window_label: str) -> str:
+    """The name prefix of every guarded commit's staging of (`table`, window): an attempt holds
+    the (table, window) lock from before it creates its staging until it drops it, so a staging
+    with this prefix found by the lock's holder is a dead attempt's (SIGKILLed, or its session
+    lost), and the holder drops it (`sweep_stages`)."""
+    key = hashlib.sha256(f"{table.lower()}|{window_label}".encode()).hexdigest()[:12]
+    return f"{STAGING_PREFIX}{key}_"
+
+
+def drop_stage(adapter: SparkAdapter, conn: Any, stage: str, purge: bool) -> None:
+    """Drop a staging table (`purge`: an Iceberg table's files stay on a plain DROP). A failure is
+    logged, never raised: it must not hide the error that ended the write (a lost Connect
+    session fails this too), and the next guarded write of the window drops it."""
+    try:
+        conn.sql(adapter.drop_table(stage) + (" PURGE" if purge else ""))
+    except Exception as err:
+        log.warning("could not drop the staging %s (%s): the window's next guarded write will", stage, err)
+
+
+def sweep_stages(adapter: SparkAdapter, conn: Any, table: str, prefix: str, purge: bool) -> None:
+    """Drop the stagings dead attempts left for this (table, window) (named `prefix`..); called
+    under the (table, window) lock, before this attempt stages."""
+    catalog, schema, _ = table_parts(table)
+    for name in adapter.staging_tables(conn, table, prefix):
+        orphan = ".".join(p for p in (catalog, schema, name) if p)
+        log.warning("dropping %s, the staging of a guarded write of %s that did not finish", orphan, table)
+        drop_stage(adapter, conn, orphan, purge)
+
+
 def guarded_spark_write(
     adapter: SparkAdapter,
     spec: WriteSpec,
@@ -222,7 +253,9 @@ def guarded_commit(
         assert isinstance(info, SparkTableInfo)
         is_delta = delta.is_delta(info)
         window_only = window_binds(params)
-        stage = adapter.staging_name(spec.table, uuid.uuid4().hex[:20])
+        prefix = stage_prefix(spec.table, spec.window.label())
+        sweep_stages(adapter, conn, spec.table, prefix, purge=not is_delta)
+        stage = adapter.staging_name(spec.table, prefix[len(STAGING_PREFIX) :] + uuid.uuid4().hex[:8])
         rows = adapter.typed_rows(info, list(info.columns), spec.query, produced=columns)
         using = "delta" if is_delta else "iceberg"
         conn.sql(f"CREATE TABLE {adapter.qualified(stage)} USING {using} AS {adapter.render(rows)}", params)
@@ -278,8 +311,8 @@ def guarded_commit(
                 written = fmt.merge(adapter, conn, swap, key_names, True, changed_only=True)
             else:
                 written = fmt.overwrite(adapter, conn, swap)
-        finally:  # an Iceberg table's files stay on a plain DROP: PURGE deletes them with it
-            conn.sql(adapter.drop_table(stage) + ("" if is_delta else " PURGE"))
+        finally:
+            drop_stage(adapter, conn, stage, purge=not is_delta)
     return GuardedResult.committed(
         mode,
         diff,

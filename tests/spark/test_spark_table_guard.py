@@ -20,6 +20,7 @@ import pytest
 
 from airflow_idempotent.guard import GuardRefusal, killswitch
 from airflow_idempotent.history import HistoryStore
+from airflow_idempotent.spark.guard import stage_prefix
 from tests.spark.payouts_spark import all_days, amount, checksum_at, day_truth
 from tests.spark.test_spark_delta import create_delta_payouts
 from tests.spark.test_spark_guard import staging_tables
@@ -90,6 +91,14 @@ def test_guard_on_a_table_format_breach_corrective_replay_reconcile(
     assert len(refused) == 1 and json.loads(refused[0]["diff"])["changed"] == len(changed)
     assert killswitch.clear_switch(history, "backfill", "guarded_overwrite") is True
 
+    # stagings SIGKILLed guarded writes left, of this window and of another one: the corrective
+    # drops this window's (it holds the window's lock, so no live attempt owns it), not the other's
+    home = table.rsplit(".", 1)[0] + "." if fmt == "iceberg" else ""
+    dead, elsewhere = (f"{stage_prefix(table, label)}dead0001" for label in (str(day), "2026-08-12"))
+    for name in (dead, elsewhere):
+        spark.sql(f"CREATE TABLE {home}{name} USING {fmt} AS SELECT 1 AS sale_id")
+    assert sorted(stagings(spark, table)) == sorted([dead, elsewhere])
+
     # corrective v1 -> v2 of the first day: one commit, the diff in figures from the formula
     out = op("v2").execute(backfill(day, 21, **CORRECTIVE))
     after = commits(spark, table, fmt)
@@ -102,7 +111,8 @@ def test_guard_on_a_table_format_breach_corrective_replay_reconcile(
     assert out["checksum"] == checksum_at(spark, table, after[-1], day, end)
     written = [w for w in history.writes(target=target) if w["status"] == "written"]
     assert f"table version {after[-1]}" in written[-1]["message"]
-    assert not stagings(spark, table)
+    assert stagings(spark, table) == [elsewhere]
+    spark.sql(f"DROP TABLE {home}{elsewhere}" + (" PURGE" if fmt == "iceberg" else ""))
 
     # replay of the first day: diffed against the version its first write committed (v1), while
     # production holds v2: nothing changed against that version, checksum reproduced, no commit
