@@ -9,9 +9,11 @@ Configure it as Airflow's auth manager, in-process or for real servers (the repo
 
     AIRFLOW__CORE__AUTH_MANAGER=tests.authmanager.PerDagAuthManager
     IDEM_TEST_DAG_SCOPES="alice=dag_a;bob=dag_b,dag_c"
+    IDEM_TEST_DAG_ONLY="bob"
 
 A user named in ``IDEM_TEST_DAG_SCOPES`` may reach only the DAGs listed for them (their role still
-decides what they may do there); a question about no DAG in particular (Airflow's DAG list, which
+decides what they may do there), one named in ``IDEM_TEST_DAG_ONLY`` those DAGs but nothing in
+them (no runs, no task instances); a question about no DAG in particular (Airflow's DAG list, which
 it then filters through `filter_authorized_dag_ids`) is left to the role. Other users are exactly
 as the simple auth manager has them.
 """
@@ -25,6 +27,14 @@ from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleA
 
 #: The environment variable naming each limited user's DAGs: ``user=dag,dag;user=dag``.
 SCOPES_ENV = "IDEM_TEST_DAG_SCOPES"
+#: The environment variable naming users who may reach their DAGs but nothing in them (runs, task
+#: instances, ...): ``user,user`` (FAB: ``can_read`` on ``DAG:<id>`` without ``DAG Runs``).
+DAG_ONLY_ENV = "IDEM_TEST_DAG_ONLY"
+
+
+def dag_only_users() -> frozenset[str]:
+    """The users of `DAG_ONLY_ENV` (read per call)."""
+    return frozenset(u.strip() for u in os.environ.get(DAG_ONLY_ENV, "").split(",") if u.strip())
 
 
 def dag_scopes(text: str | None = None) -> dict[str, frozenset[str]]:
@@ -48,6 +58,8 @@ class PerDagAuthManager(SimpleAuthManager):
         scope = dag_scopes().get(user.get_name())
         dag_id = getattr(details, "id", None)
         if scope is not None and dag_id is not None and dag_id not in scope:
+            return False
+        if access_entity is not None and user.get_name() in dag_only_users():
             return False
         return bool(
             super().is_authorized_dag(method=method, user=user, access_entity=access_entity, details=details)

@@ -58,6 +58,24 @@ def test_the_per_dag_auth_manager_limits_alice_to_dag_a_in_airflows_own_api(env:
     assert {DAG_A, DAG_B} <= admin
 
 
+def test_a_user_who_may_read_dag_a_but_not_its_runs_sees_none_of_its_history(env: UiEnv) -> None:
+    """dana may read DAG A but none of its runs (FAB: `can_read` on `DAG:scope_a` without `DAG
+    Runs`): Airflow shows her the DAG and refuses its runs; the history, with or without a DAG
+    filter, refuses her too (the nav history used to show A's runs, tries and effects)."""
+    assert env.call("GET", f"/api/v2/dags/{DAG_A}", user="dana").status_code == 200
+    assert env.call("GET", f"/api/v2/dags/{DAG_A}/dagRuns", user="dana").status_code == 403
+    for path in (
+        "/idempotent/api/history",
+        "/idempotent/history",
+        f"/idempotent/api/history?dag_id={DAG_A}",
+        f"/idempotent/api/dags/{DAG_A}/history",
+        f"/idempotent/dags/{DAG_A}/history",
+    ):
+        answer = env.call("GET", path, user="dana")
+        assert answer.status_code == 403, (path, answer.status_code, answer.text[:300])
+        assert "achecksum" not in answer.text and not b_leaks(answer.text), path
+
+
 # --------------------------------------------------------------------------------------------
 # F2, F3: history, attempts, effects, charts: only the DAGs the caller may read
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Airflow's own API app (`create_app("core")`, the plugin mounted by Airflow's plugin manager) on the
 session's throw-away metadata database, with the per-DAG auth manager of tests/authmanager.py:
-`admin` may do anything, `alice` (role op) may reach DAG A only. Both DAGs are guarded and write
+`admin` may do anything, `alice` (role op) may reach DAG A only, `dana` (role viewer) DAG A
+itself but none of its runs. Both DAGs are guarded and write
 the same table for the same days (and B a table of its own), both have a running backfill (same
 run ids: Airflow names backfill runs by date only), and the history store holds writes, attempts
 and effects of both. Everything B has that A does not is in `B_SECRETS`: a test asserts that none
@@ -26,7 +27,7 @@ import sqlalchemy as sa
 from airflow_idempotent.effects.ledger import EffectRecord
 from airflow_idempotent.history.store import AttemptRecord, HistoryStore, WriteRecord
 from airflow_idempotent.plugins import ui
-from tests.authmanager import SCOPES_ENV
+from tests.authmanager import DAG_ONLY_ENV, SCOPES_ENV
 
 DAG_A = "scope_a"
 DAG_B = "scope_b"
@@ -34,8 +35,8 @@ SHARED = "warehouse:shared_payouts"
 B_ONLY = "warehouse:b_ledger"
 B_TASK = "b_secret_task"
 UTC = timezone.utc
-#: Users and their roles; alice is limited to DAG A.
-USERS = {"admin": "admin", "alice": "op"}
+#: Users and their roles; alice is limited to DAG A, dana to DAG A itself (none of its runs).
+USERS = {"admin": "admin", "alice": "op", "dana": "viewer"}
 #: The days both DAGs wrote (the shared table), and the days of their backfills.
 DAYS = (3, 4)
 BACKFILL_DAYS = (10, 11)
@@ -310,7 +311,7 @@ def ui_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
     )
     store.migrate()
     manager = "tests.authmanager.PerDagAuthManager"
-    scopes = {SCOPES_ENV: f"alice={DAG_A}"}
+    scopes = {SCOPES_ENV: f"alice={DAG_A};dana={DAG_A}", DAG_ONLY_ENV: "dana"}
     with airflow_api_app(tmp_path_factory, DAG_FILE, manager, USERS, store, scopes) as (app, tokens, dags):
         assert {DAG_A, DAG_B} <= dags
         client = TestClient(app, raise_server_exceptions=False)

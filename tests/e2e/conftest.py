@@ -254,7 +254,7 @@ class AirflowCluster:
         )
 
 
-def _airflow_env(home: Path, dags: Path, metadata_url: str, history_db: str, port: int) -> dict[str, str]:
+def airflow_env(home: Path, dags: Path, metadata_url: str, history_db: str, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "_AIRFLOW"))}
     env.update(
         {
@@ -305,7 +305,7 @@ def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) ->
     cluster = AirflowCluster(
         home=home,
         dags=e2e_dags,
-        env=_airflow_env(home, e2e_dags, metadata_url, history_db, port),
+        env=airflow_env(home, e2e_dags, metadata_url, history_db, port),
         base_url=f"http://127.0.0.1:{port}",
         history_url=f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{history_db}",
     )

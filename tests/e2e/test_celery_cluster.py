@@ -54,7 +54,7 @@ from tests.e2e.conftest import (
     SERVER_START_TIMEOUT,
     SERVICES,
     AirflowCluster,
-    _airflow_env,
+    airflow_env,
     drop_database,
     free_port,
     kill_group,
@@ -242,7 +242,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryCluster]
         # The e2e harness's environment (AIRFLOW_HOME, simple auth manager with every user an
         # admin, API port and secrets), then the cluster's settings over it, then the ports that
         # must not collide with other clusters on this machine (compose gives each container its own).
-        env = _airflow_env(
+        env = airflow_env(
             home,
             DAGS_FOLDER,
             settings["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],

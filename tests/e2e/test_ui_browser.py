@@ -48,7 +48,7 @@ from tests.e2e.conftest import (
     AIRFLOW,
     SERVICES,
     AirflowCluster,
-    _airflow_env,
+    airflow_env,
     drop_database,
     free_port,
     kill_group,
@@ -117,7 +117,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster
     port = free_port()
     admin = pg_admin()
     metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    env = _airflow_env(home, dags, metadata_url, history_db, port)
+    env = airflow_env(home, dags, metadata_url, history_db, port)
     env.update(
         {
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",

@@ -41,7 +41,7 @@ from tests.e2e.conftest import (
     AIRFLOW,
     SERVICES,
     AirflowCluster,
-    _airflow_env,
+    airflow_env,
     drop_database,
     free_port,
     kill_group,
@@ -281,7 +281,7 @@ def reliability_cluster(
     port = free_port()
     admin = pg_admin()
     metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    env = _airflow_env(home, reliability_dags, metadata_url, history_db, port)
+    env = airflow_env(home, reliability_dags, metadata_url, history_db, port)
     env.update(
         {
             "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),

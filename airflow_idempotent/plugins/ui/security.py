@@ -79,8 +79,8 @@ def dag_access(method: str, entity: str) -> Callable[..., Any]:
 
 
 def history_access(request: Request, user: UserDep, session: SessionDep) -> Any:
-    """The nav history page: a DAG filter needs access to that DAG; without one, the user sees
-    the DAGs they may read (`history_scope`)."""
+    """The nav history page: a DAG filter needs access to that DAG's runs; without one, the user
+    sees the DAGs whose runs they may read (`history_scope`)."""
     if request.query_params.get("dag_id"):
         return dag_access("GET", "RUN")(request, user, session)
     return user
@@ -91,15 +91,35 @@ HistoryUserDep = Annotated[Any, Depends(history_access)]
 
 
 def readable_dag_ids(user: Any) -> set[str]:
-    """The DAGs `user` may read (Airflow's auth manager)."""
+    """The DAGs whose runs `user` may read, as Airflow's auth manager answers for each: the DAGs it
+    may read (`get_authorized_dag_ids`), each kept only if it may also read that DAG's runs (what
+    every DAG route of the history asks: `requires_access_dag("GET", RUN)`). A user granted a DAG
+    but not its runs (FAB: `can_read` on `DAG:<id>` without `can_read` on `DAG Runs`) sees none of
+    its history here, as Airflow shows them none of its runs."""
     from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.models.dag import DagModel
 
-    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+    manager = get_auth_manager()
+    dag_ids = set(manager.get_authorized_dag_ids(user=user, method="GET"))
+    if not dag_ids:
+        return set()
+    teams = DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids))
+    return {
+        dag_id
+        for dag_id in dag_ids
+        if manager.is_authorized_dag(
+            method="GET",
+            access_entity=DagAccessEntity.RUN,
+            details=DagDetails(id=dag_id, team_name=teams.get(dag_id)),
+            user=user,
+        )
+    }
 
 
 def history_scope(user: Any, dag_id: str | None) -> set[str]:
-    """The DAGs whose writes, attempts and effects a history answer may show: those the user may
-    read (plus the DAG it names, whose access the route's dependency checked), in every path. A
+    """The DAGs whose writes, attempts and effects a history answer may show: those whose runs the
+    user may read (plus the DAG it names, whose access the route's dependency checked), in every path. A
     window two DAGs wrote is shown with only the readable DAG's part. 403 when there are none."""
     allowed = readable_dag_ids(user) | ({dag_id} if dag_id is not None else set())
     if not allowed:
