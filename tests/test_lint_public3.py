@@ -1,0 +1,70 @@
+"""The linter's round-3 changes from public DAG repositories (issue 35, docs/lint-evaluation.md): each
+test states a repository's shape in a few lines and the findings a reviewer would expect, counted by
+hand here (not from the linter's own tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_idempotent.lint import LintReport, lint_paths
+
+_HEAD = """from datetime import datetime
+
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+"""
+
+
+def _lint(tmp_path: Path, body: str, name: str = "dag_37.py") -> LintReport:
+    (tmp_path / name).write_text(_HEAD + body)
+    return lint_paths([tmp_path])
+
+
+def _sql_dag(dag_id: str, *tasks: tuple[str, str]) -> str:
+    ops = "".join(
+        f"    SQLExecuteQueryOperator(task_id={task!r}, conn_id='wh', sql={sql!r})\n" for task, sql in tasks
+    )
+    return (
+        f"with DAG({dag_id!r}, schedule='@monthly', start_date=datetime(2024, 1, 1), catchup=False):\n" + ops
+    )
+
+
+def test_a_staged_build_is_information_two_rebuilders_stay_a_finding(tmp_path: Path) -> None:
+    """One DAG drops and recreates `facilities`; its steps and a second DAG's step only update it in
+    place: a staged build (information, naming the rebuild). A second table rebuilt whole by two
+    DAGs stays IDEM007 for both (each rebuild wipes the other's rows)."""
+    body = _sql_dag(
+        "assembly",
+        (
+            "create",
+            "DROP TABLE IF EXISTS facilities; CREATE TABLE facilities (uid text, name text, geom text)",
+        ),
+        ("standardize", "UPDATE facilities SET name = upper(name)"),
+        ("dedupe", "DELETE FROM facilities WHERE uid IN (SELECT uid FROM dupes)"),
+        ("load_a", "TRUNCATE report; INSERT INTO report SELECT * FROM src_a"),
+    ) + _sql_dag(
+        "geocode",
+        ("geocode", "UPDATE facilities SET geom = g.geom, name = g.name FROM geo g WHERE g.uid = facilities.uid"),
+        ("load_b", "DELETE FROM report; INSERT INTO report SELECT * FROM src_b"),
+    )
+    report = _lint(tmp_path, body)
+    staged = sorted(
+        f.task_id for f in report.information if f.rule == "IDEM007" and "staged build" in f.message
+    )
+    assert staged == ["dedupe", "geocode", "standardize"]
+    assert all(
+        "assembly.create rebuilds facilities" in f.message
+        for f in report.information
+        if "staged" in f.message
+    )
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM007") == ["load_a", "load_b"]
+
+
+def test_updates_of_a_table_nobody_rebuilds_stay_a_finding(tmp_path: Path) -> None:
+    """Two DAGs update one column of a table no task rebuilds: a rerun of either overwrites the other's
+    values, as before (no staged build without a rebuild)."""
+    body = _sql_dag("a", ("set_a", "UPDATE accounts SET tier = 'a' WHERE score > 10")) + _sql_dag(
+        "b", ("set_b", "UPDATE accounts SET tier = s.tier FROM scores s WHERE s.id = accounts.id")
+    )
+    report = _lint(tmp_path, body)
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM007") == ["set_a", "set_b"]
