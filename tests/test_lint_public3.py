@@ -44,7 +44,7 @@ def test_a_staged_build_is_information_two_rebuilders_stay_a_finding(tmp_path: P
         ("load_a", "TRUNCATE report; INSERT INTO report SELECT * FROM src_a"),
     ) + _sql_dag(
         "geocode",
-        ("geocode", "UPDATE facilities SET geom = g.geom, name = g.name FROM geo g WHERE g.uid = facilities.uid"),
+        ("geocode", "UPDATE facilities SET geom = g.geom, name = g.name FROM geo g WHERE g.uid = uid"),
         ("load_b", "DELETE FROM report; INSERT INTO report SELECT * FROM src_b"),
     )
     report = _lint(tmp_path, body)
@@ -68,3 +68,34 @@ def test_updates_of_a_table_nobody_rebuilds_stay_a_finding(tmp_path: Path) -> No
     )
     report = _lint(tmp_path, body)
     assert sorted(f.task_id for f in report.findings if f.rule == "IDEM007") == ["set_a", "set_b"]
+
+
+_COPY = """from airflow.operators.python import PythonOperator
+from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
+
+
+def push(tables):
+    cur = SnowflakeHook(snowflake_conn_id='sf').get_conn().cursor()
+    for table in tables:
+        cur.execute(f"PUT file:///tmp/{table}.csv @stage/{table}")
+        load = f\"\"\"
+            COPY INTO raw_{table}
+            FROM @stage/{table}
+            FILE_FORMAT = (TYPE = 'CSV')
+        \"\"\"
+        cur.execute(load)
+        cur.execute(f"COPY INTO @export/{table} FROM raw_{table}")
+
+
+with DAG('snow', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):
+    PythonOperator(task_id='push', python_callable=push, op_kwargs={'tables': ['a', 'b']})
+"""
+
+
+def test_copy_into_through_a_cursor_is_an_append_an_unload_to_a_stage_is_not(tmp_path: Path) -> None:
+    """A Snowflake COPY INTO a table sent by ``cursor.execute`` (the table in an f-string): IDEM002 at
+    the COPY (line 10 of the snippet, 14 after the 4-line header); the unload to a stage writes no table."""
+    report = _lint(tmp_path, _COPY)
+    appends = [(f.task_id, f.line) for f in report.findings if f.rule == "IDEM002"]
+    assert appends == [("push", 14)]
+    assert "COPY INTO" in next(f.message for f in report.findings if f.rule == "IDEM002")

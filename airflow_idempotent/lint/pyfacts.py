@@ -316,11 +316,14 @@ def keyed(root: ast.AST) -> bool:
     return False
 
 
+_SQL_START = re.compile(
+    r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop|copy)\b", re.IGNORECASE
+)
+
+
 def looks_like_sql(text: str) -> bool:
     """The string starts like a SQL statement (for strings task code passes to execute/run)."""
-    return bool(
-        re.match(r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop)\b", text, re.I)
-    )
+    return bool(_SQL_START.match(text))
 
 
 #: A function that deletes, expires or archives what is older than a cutoff (``_cleanup_old_backups``).

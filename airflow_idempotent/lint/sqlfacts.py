@@ -321,6 +321,12 @@ def _table_name(node: exp.Expression | None) -> str | None:
     return ".".join(names).lower()
 
 
+def _copy_target(stmt: exp.Copy) -> str | None:
+    """The table a COPY loads, or None when it unloads into a stage or a location."""
+    table = _table_name(stmt.this)
+    return table if table and not table.startswith("@") and "://" not in table else None
+
+
 def _same_table(a: str | None, b: str) -> bool:
     """`a` names table `b` (one of them may leave out the schema)."""
     if a is None:
@@ -354,6 +360,10 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
             for t in stmt.args.get("tables") or [stmt.this]:
                 if (name := _table_name(t)) is not None:
                     result.writes.append(SqlWrite(name, "drop", f"DROP TABLE {name}", result.offset))
+    elif isinstance(stmt, exp.Copy) and stmt.args.get("kind") and (table := _copy_target(stmt)):
+        # COPY .. FROM (Snowflake's COPY INTO t FROM @stage, Postgres/Redshift COPY t FROM ..): a load
+        # that adds the files' rows (Snowflake skips a file it loaded unchanged, not one PUT again)
+        result.writes.append(SqlWrite(table, "append", f"COPY INTO {table}", result.offset))
     elif isinstance(stmt, exp.Insert):
         _insert(stmt, result, dialect)
     elif isinstance(stmt, exp.Merge):
