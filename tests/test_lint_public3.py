@@ -99,3 +99,22 @@ def test_copy_into_through_a_cursor_is_an_append_an_unload_to_a_stage_is_not(tmp
     appends = [(f.task_id, f.line) for f in report.findings if f.rule == "IDEM002"]
     assert appends == [("push", 14)]
     assert "COPY INTO" in next(f.message for f in report.findings if f.rule == "IDEM002")
+
+
+def test_utcfromtimestamp_of_a_stored_mark_reads_no_clock_of_time_time_does(tmp_path: Path) -> None:
+    """``datetime.utcfromtimestamp(mark)`` converts a given timestamp (NMWDI's stored mark): no clock;
+    ``datetime.utcfromtimestamp(time.time())`` is the clock (IDEM003 on the task that writes it)."""
+    code = (
+        "import time\n"
+        "from airflow.operators.python import PythonOperator\n\n\n"
+        "def convert(mark):\n"
+        "    return datetime.utcfromtimestamp(mark).isoformat()\n\n\n"
+        "def stamp():\n"
+        "    return datetime.utcfromtimestamp(time.time()).isoformat()\n\n\n"
+        "with DAG('marks', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    PythonOperator(task_id='convert', python_callable=convert, op_kwargs={'mark': 1700000000})\n"
+        "    PythonOperator(task_id='stamp', python_callable=stamp)\n"
+    )
+    report = _lint(tmp_path, code)
+    clocks = sorted((f.rule, f.task_id) for f in report.findings + report.information)
+    assert clocks == [("IDEM003", "stamp")]

@@ -34,7 +34,9 @@ __all__ = [
 KEY_WORDS = re.compile(r"idempot|dedup", re.IGNORECASE)
 """A keyword, header or dict key that carries an idempotency or deduplication key."""
 _CLOCK_OWNERS = ("datetime", "date", "pendulum", "DateTime", "timezone", "Date")
-_CLOCK_METHODS = frozenset({"now", "utcnow", "today", "yesterday", "tomorrow", "utcfromtimestamp"})
+_CLOCK_METHODS = frozenset({"now", "utcnow", "today", "yesterday", "tomorrow"})
+#: conversions of a given timestamp: a clock read only when that timestamp is ``time.time()``
+_FROM_TIMESTAMP = frozenset({"utcfromtimestamp", "fromtimestamp"})
 _RANDOM_CALLS = frozenset(
     {
         "random.random",
@@ -110,6 +112,10 @@ SQL_METHODS = frozenset(
 def clock_call(call: ast.Call, scope: Scope | None) -> str | None:
     """`datetime.now` etc. when the call reads the clock or randomness, else None."""
     written = dotted(call.func)
+    if last_name(written) in _FROM_TIMESTAMP:
+        given = call.args[0] if call.args else None
+        now = isinstance(given, ast.Call) and dotted(given.func) in ("time.time", "time")
+        return f"{written}(time.time())" if now else None
     name = scope.resolve_name(written) if scope is not None else written
     if name != written and _clock_call_name(name) is not None:
         return f"{written}()"
