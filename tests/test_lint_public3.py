@@ -118,3 +118,36 @@ def test_utcfromtimestamp_of_a_stored_mark_reads_no_clock_of_time_time_does(tmp_
     report = _lint(tmp_path, code)
     clocks = sorted((f.rule, f.task_id) for f in report.findings + report.information)
     assert clocks == [("IDEM003", "stamp")]
+
+
+def test_catchup_set_as_an_attribute_after_the_dag_is_read(tmp_path: Path) -> None:
+    """airflow-maintenance-dags' shape: ``dag = DAG(.., schedule_interval=..)`` (Airflow 2 spelling, no
+    catchup: the default is on) then ``dag.catchup = False``: no IDEM005. The same file without the
+    attribute line keeps its IDEM005."""
+    code = (
+        "dag = DAG('log_cleanup', schedule_interval='@daily', start_date=datetime(2024, 1, 1))\n"
+        "if hasattr(dag, 'catchup'):\n"
+        "    dag.catchup = False\n"
+        "SQLExecuteQueryOperator(task_id='t', conn_id='wh', sql='SELECT 1', dag=dag)\n"
+    )
+    assert [f.rule for f in _lint(tmp_path, code).findings if f.rule == "IDEM005"] == []
+    without = code.replace("if hasattr(dag, 'catchup'):\n    dag.catchup = False\n", "")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert [f.rule for f in _lint(other, without).findings if f.rule == "IDEM005"] == ["IDEM005"]
+
+
+def test_an_http_sensor_polls_with_get_an_http_operator_posts(tmp_path: Path) -> None:
+    """RockFlow's shape: a POST that submits a run (retried) and an HttpSensor that polls its status
+    (GET, its default): one IDEM006, for the POST; a sensor told ``method='POST'`` sends too."""
+    code = (
+        "from airflow.providers.http.operators.http import HttpOperator\n"
+        "from airflow.providers.http.sensors.http import HttpSensor\n\n"
+        "with DAG('runs', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False,\n"
+        "         default_args={'retries': 2}):\n"
+        "    HttpOperator(task_id='submit', http_conn_id='api', endpoint='/runs')\n"
+        "    HttpSensor(task_id='poll', http_conn_id='api', endpoint='/runs/1')\n"
+        "    HttpSensor(task_id='poke_post', http_conn_id='api', endpoint='/check', method='POST')\n"
+    )
+    report = _lint(tmp_path, code)
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM006") == ["poke_post", "submit"]
