@@ -151,3 +151,47 @@ def test_an_http_sensor_polls_with_get_an_http_operator_posts(tmp_path: Path) ->
     )
     report = _lint(tmp_path, code)
     assert sorted(f.task_id for f in report.findings if f.rule == "IDEM006") == ["poke_post", "submit"]
+
+
+_CLIENT = """import paho.mqtt.client as mqtt
+
+
+class ObservationClient:
+    def __init__(self, host):
+        self.host = host
+
+    def add_observations(self, records):
+        client = mqtt.Client()
+        client.connect(self.host)
+        for r in records:
+            client.publish('observations', r)
+
+
+class Store:
+    @staticmethod
+    def save(rows):
+        hook.run("INSERT INTO pipeline_log (name) VALUES ('run')")
+"""
+
+
+def test_methods_of_the_repositorys_own_classes_are_followed(tmp_path: Path) -> None:
+    """NMWDI's shape: the task makes an object of a class of the repository's own module and calls its
+    method, which publishes by MQTT (retries=1: IDEM006, at the publish, line 12 of the module); a
+    static method called on the class appends (IDEM002, line 18)."""
+    (tmp_path / "sta_client.py").write_text(_CLIENT)
+    code = (
+        "from airflow.operators.python import PythonOperator\n"
+        "from sta_client import ObservationClient, Store\n\n\n"
+        "def transform():\n"
+        "    client = ObservationClient('broker')\n"
+        "    client.add_observations([1, 2])\n\n\n"
+        "def log():\n"
+        "    Store.save([])\n\n\n"
+        "with DAG('obs', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False,\n"
+        "         default_args={'retries': 1}):\n"
+        "    PythonOperator(task_id='transform', python_callable=transform)\n"
+        "    PythonOperator(task_id='log', python_callable=log)\n"
+    )
+    report = _lint(tmp_path, code)
+    got = sorted((f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings)
+    assert got == [("IDEM002", "log", "sta_client.py", 18), ("IDEM006", "transform", "sta_client.py", 12)]

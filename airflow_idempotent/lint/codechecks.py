@@ -72,6 +72,7 @@ def check_code(check: TaskCheck) -> None:
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
         scope = _with_locals(fn, scope)
+        instances = _instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
         for node in ast.walk(fn):
@@ -94,6 +95,11 @@ def check_code(check: TaskCheck) -> None:
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
+            elif (bound_method := _own_method(node.func, scope, instances)) is not None:
+                # a method of the repository's own class: ``STAClient(host).add_observations(..)``
+                queue.append(
+                    (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
+                )
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
@@ -229,6 +235,39 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
     check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
+
+
+def _instances(fn: ast.AST) -> dict[str, str]:
+    """Local names bound to a new object of a named class (``client = STAClient(host)``): its class."""
+    out: dict[str, str] = {}
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            out[node.targets[0].id] = node.value.func.id
+    return out
+
+
+def _own_method(func: ast.expr, scope: Scope, instances: dict[str, str]) -> tuple[ast.AST, Scope] | None:
+    """The method a call ``obj.name(..)`` runs when ``obj`` is an object of one of the repository's
+    own classes (``Cls(..).name``, a local bound to ``Cls(..)``, or ``Cls.name`` of a static method)."""
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
+        class_name = owner.func.id
+    elif isinstance(owner, ast.Name):
+        class_name = instances.get(owner.id, owner.id)
+    else:
+        return None
+    found = scope.method(class_name, func.attr)
+    if found is None or not (found[1].source is scope.source or _own_module(found[1])):
+        return None
+    return found
 
 
 def _own_module(scope: Scope) -> bool:
