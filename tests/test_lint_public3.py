@@ -195,3 +195,23 @@ def test_methods_of_the_repositorys_own_classes_are_followed(tmp_path: Path) -> 
     report = _lint(tmp_path, code)
     got = sorted((f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings)
     assert got == [("IDEM002", "log", "sta_client.py", 18), ("IDEM006", "transform", "sta_client.py", 12)]
+
+
+def test_a_relative_window_is_one_finding_not_also_a_clock_read(tmp_path: Path) -> None:
+    """RockFlow's shape: ``start = now() - timedelta(..)`` and ``end = now()`` on one line: one cause,
+    IDEM004 (line 10), not IDEM004 and IDEM003. Another task's clock read stays IDEM003 (line 15)."""
+    code = (
+        "from datetime import timedelta\n"
+        "from airflow.operators.python import PythonOperator\n\n\n"
+        "def pull(hook):\n"
+        "    start, end = datetime.now() - timedelta(days=90), datetime.now()\n"
+        "    return hook.get_records(f\"SELECT * FROM src WHERE d BETWEEN '{start}' AND '{end}'\")\n\n\n"
+        "def stamp():\n"
+        "    return datetime.now().isoformat()\n\n\n"
+        "with DAG('pull', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    PythonOperator(task_id='pull', python_callable=pull)\n"
+        "    PythonOperator(task_id='stamp', python_callable=stamp)\n"
+    )
+    report = _lint(tmp_path, code)
+    got = sorted((f.rule, f.task_id, f.line) for f in report.findings)
+    assert got == [("IDEM003", "stamp", 15), ("IDEM004", "pull", 10)]
