@@ -215,3 +215,15 @@ def test_a_relative_window_is_one_finding_not_also_a_clock_read(tmp_path: Path) 
     report = _lint(tmp_path, code)
     got = sorted((f.rule, f.task_id, f.line) for f in report.findings)
     assert got == [("IDEM003", "stamp", 15), ("IDEM004", "pull", 10)]
+
+
+def test_random_that_only_orders_an_export_is_no_finding_a_random_sample_is(tmp_path: Path) -> None:
+    """NYCPlanning's export: ``COPY (SELECT .. ORDER BY RANDOM()) TO 'file.csv'`` writes the same rows
+    in another order: no IDEM001. ``ORDER BY random() LIMIT 100`` picks which rows: IDEM001."""
+    body = _sql_dag(
+        "export",
+        ("shuffle", "COPY (SELECT uid, name FROM facilities ORDER BY RANDOM()) TO '/tmp/f.csv' WITH CSV"),
+        ("sample", "INSERT INTO qa_sample SELECT uid FROM facilities ORDER BY random() LIMIT 100"),
+    )
+    report = _lint(tmp_path, body)
+    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM001") == ["sample"]

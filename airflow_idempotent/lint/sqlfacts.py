@@ -548,6 +548,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
     """The clock (randomness, sequence) reads under `root`: shifted by a span or not, filtering or not."""
     reads: list[ClockRead] = []
     for offset, finding, node in locate_nondeterminism(root, dialect):
+        if finding.kind == "random" and _only_orders(node):
+            continue  # ORDER BY random() with no LIMIT: the same rows, in another order
         relative = finding.kind == "clock" and (
             node.find_ancestor(*_ARITHMETIC) is not None
             or _in_date_function(node)
@@ -557,6 +559,14 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
         cutoff = relative and older_than(node)
         reads.append(ClockRead(finding, offset, relative, filtering, written_column(node), cutoff))
     return reads
+
+
+def _only_orders(node: exp.Expression) -> bool:
+    """`node` is in a query's ORDER BY and the query takes no LIMIT / TOP / FETCH: it orders the rows
+    a statement writes or exports, and does not choose them."""
+    order = node.find_ancestor(exp.Order)
+    query = order.parent if order is not None else None
+    return isinstance(query, exp.Select) and not (query.args.get("limit") or query.args.get("fetch"))
 
 
 def _in_date_function(node: exp.Expression) -> bool:
