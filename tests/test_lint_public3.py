@@ -227,3 +227,43 @@ def test_random_that_only_orders_an_export_is_no_finding_a_random_sample_is(tmp_
     )
     report = _lint(tmp_path, body)
     assert sorted(f.task_id for f in report.findings if f.rule == "IDEM001") == ["sample"]
+
+
+_CLIENTS = """from airflow.operators.python import PythonOperator
+from google.cloud import bigquery
+from pydomo.datasets import UpdateMethod
+
+
+def push(domo, csv):
+    domo.datasets.data_import('prices', csv, UpdateMethod.APPEND)
+
+
+def replace(domo, csv):
+    domo.datasets.data_import('prices_now', csv, UpdateMethod.REPLACE)
+
+
+def load_bq():
+    client = bigquery.Client()
+    client.query("INSERT INTO analytics.events SELECT * FROM staging.events").result()
+
+
+def read_bq():
+    return bigquery.Client().query("SELECT count(*) FROM analytics.events").result()
+
+
+with DAG('clients', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):
+    PythonOperator(task_id='push', python_callable=push)
+    PythonOperator(task_id='replace', python_callable=replace)
+    PythonOperator(task_id='load_bq', python_callable=load_bq)
+    PythonOperator(task_id='read_bq', python_callable=read_bq)
+"""
+
+
+def test_client_appends_domo_append_mode_and_sql_sent_by_query(tmp_path: Path) -> None:
+    """KeshetTvBi's Domo ``data_import(.., UpdateMethod.APPEND)`` is an append (IDEM002, line 11 after
+    the 4-line header), ``UpdateMethod.REPLACE`` is not; an INSERT sent by a BigQuery client's
+    ``.query`` is read (IDEM002, line 20), a SELECT is not a write."""
+    report = _lint(tmp_path, _CLIENTS)
+    got = sorted((f.task_id, f.line) for f in report.findings if f.rule == "IDEM002")
+    assert got == [("load_bq", 20), ("push", 11)]
+    assert "UpdateMethod.APPEND" in next(f.message for f in report.findings if f.task_id == "push")

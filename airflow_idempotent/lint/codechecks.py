@@ -140,6 +140,9 @@ def check_code(check: TaskCheck) -> None:
             if method in ("insert_rows", "to_sql"):
                 _python_write(check, node, method, scope, file)
                 continue
+            if (mode := _append_mode(node)) is not None:
+                _client_append(check, node, name, mode, scope, file)
+                continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
                     continue
@@ -268,6 +271,30 @@ def _own_method(func: ast.expr, scope: Scope, instances: dict[str, str]) -> tupl
     if found is None or not (found[1].source is scope.source or _own_module(found[1])):
         return None
     return found
+
+
+#: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery
+#: ``WriteDisposition.WRITE_APPEND``): the call adds rows to what the target holds
+_APPEND_MODES = frozenset({"APPEND", "WRITE_APPEND"})
+
+
+def _append_mode(call: ast.Call) -> str | None:
+    """The argument of `call` that selects appending (``UpdateMethod.APPEND``, ``"WRITE_APPEND"``)."""
+    for value in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(value, ast.Attribute) and value.attr in _APPEND_MODES:
+            return dotted(value)
+        if isinstance(value, ast.Constant) and value.value == "WRITE_APPEND":
+            return "'WRITE_APPEND'"
+    return None
+
+
+def _client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope: Scope, file: str) -> None:
+    """A client call told to append (``domo.datasets.data_import(id, csv, UpdateMethod.APPEND)``): an
+    append into its first argument (a dataset or table id), named when it is a constant."""
+    target = scope.literal(node.args[0]) if node.args else None
+    shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
+    detail = f"{name}(.., {mode})"
+    check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
 
 
 def _own_module(scope: Scope) -> bool:
