@@ -1,7 +1,7 @@
 """Score the DAG linter on public DAG repositories it was never tuned to (issue 35).
 
     .venv/bin/python tools/lint_public.py --trees DIR [--mirrors DIR] [--split heldout|tuning|all]
-        [--json PATH|-] [--unlabelled]
+        [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...]
 
 The repositories and their exact commits are in tests/lint_eval/public_repos.json (split into a
 tuning and a held-out half before any linter output was read); the labels are
@@ -207,9 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("heldout", "tuning", "all"), default="all")
     parser.add_argument("--json", metavar="PATH", help="write the scores as JSON ('-' for stdout)")
     parser.add_argument("--unlabelled", action="store_true", help="list findings no label matches")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="OWNER/NAME",
+        help="score only these repositories (repeatable), e.g. one round's former held-out half",
+    )
     args = parser.parse_args(argv)
     splits = ["heldout", "tuning"] if args.split == "all" else [args.split]
     repos = [r for r in json.loads(REPOS.read_text())["repositories"] if r["split"] in splits]
+    if args.only:
+        repos = [r for r in repos if r["repo"] in args.only]
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for split in splits:
@@ -219,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 mirrors = Path(args.mirrors) if args.mirrors else None
                 tree = tree_of(repo, Path(args.trees), mirrors, Path(scratch))
                 found.extend(lint_repository(repo["repo"], tree, information))
-            result[split] = score(load_labels([split]), found)
+            labels = [x for x in load_labels([split]) if not args.only or x["repo"] in args.only]
+            result[split] = score(labels, found)
             counts = Counter(f.rule for f in information)
             result[split]["information"] = dict(sorted(counts.items()))
             print(f"## {split}\n\n{markdown(result[split]['rules'], counts)}")

@@ -287,7 +287,9 @@ def _operator_effect(check: TaskCheck) -> None:
             if marker in ("Http", "MSGraph"):
                 method_node = task.kwargs.get("method")
                 method = task.scope.literal(method_node)
-                default = "POST" if marker == "Http" else "GET"
+                # HttpOperator sends POST unless told; HttpSensor polls with GET unless told
+                sensor = task.operator.endswith("Sensor")
+                default = "POST" if marker == "Http" and not sensor else "GET"
                 if (method if isinstance(method, str) else default).upper() in ("GET", "HEAD", "OPTIONS"):
                     return
             has_key = (

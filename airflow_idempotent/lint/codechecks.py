@@ -72,6 +72,7 @@ def check_code(check: TaskCheck) -> None:
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
         scope = _with_locals(fn, scope)
+        instances = _instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
         for node in ast.walk(fn):
@@ -94,6 +95,11 @@ def check_code(check: TaskCheck) -> None:
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
+            elif (bound_method := _own_method(node.func, scope, instances)) is not None:
+                # a method of the repository's own class: ``STAClient(host).add_observations(..)``
+                queue.append(
+                    (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
+                )
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
@@ -133,6 +139,9 @@ def check_code(check: TaskCheck) -> None:
                 continue
             if method in ("insert_rows", "to_sql"):
                 _python_write(check, node, method, scope, file)
+                continue
+            if (mode := _append_mode(node)) is not None:
+                _client_append(check, node, name, mode, scope, file)
                 continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
@@ -229,6 +238,63 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
     check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
+
+
+def _instances(fn: ast.AST) -> dict[str, str]:
+    """Local names bound to a new object of a named class (``client = STAClient(host)``): its class."""
+    out: dict[str, str] = {}
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            out[node.targets[0].id] = node.value.func.id
+    return out
+
+
+def _own_method(func: ast.expr, scope: Scope, instances: dict[str, str]) -> tuple[ast.AST, Scope] | None:
+    """The method a call ``obj.name(..)`` runs when ``obj`` is an object of one of the repository's
+    own classes (``Cls(..).name``, a local bound to ``Cls(..)``, or ``Cls.name`` of a static method)."""
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
+        class_name = owner.func.id
+    elif isinstance(owner, ast.Name):
+        class_name = instances.get(owner.id, owner.id)
+    else:
+        return None
+    found = scope.method(class_name, func.attr)
+    if found is None or not (found[1].source is scope.source or _own_module(found[1])):
+        return None
+    return found
+
+
+#: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery
+#: ``WriteDisposition.WRITE_APPEND``): the call adds rows to what the target holds
+_APPEND_MODES = frozenset({"APPEND", "WRITE_APPEND"})
+
+
+def _append_mode(call: ast.Call) -> str | None:
+    """The argument of `call` that selects appending (``UpdateMethod.APPEND``, ``"WRITE_APPEND"``)."""
+    for value in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(value, ast.Attribute) and value.attr in _APPEND_MODES:
+            return dotted(value)
+        if isinstance(value, ast.Constant) and value.value == "WRITE_APPEND":
+            return "'WRITE_APPEND'"
+    return None
+
+
+def _client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope: Scope, file: str) -> None:
+    """A client call told to append (``domo.datasets.data_import(id, csv, UpdateMethod.APPEND)``): an
+    append into its first argument (a dataset or table id), named when it is a constant."""
+    target = scope.literal(node.args[0]) if node.args else None
+    shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
+    detail = f"{name}(.., {mode})"
+    check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
 
 
 def _own_module(scope: Scope) -> bool:

@@ -22,6 +22,8 @@ __all__ = ["Collector", "DagDef", "TaskDef", "walk_no_defs"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
+#: DAG arguments a file may set as attributes after constructing the DAG
+_DAG_ATTRIBUTES = frozenset({"catchup", "end_date", "max_active_runs"})
 _MAPPING_METHODS = frozenset({"expand", "expand_kwargs"})
 
 
@@ -181,6 +183,10 @@ class Collector:
             return ctx
         if isinstance(stmt, ast.For | ast.AsyncFor):
             return self._for(stmt, ctx)
+        if isinstance(stmt, ast.Assign) and (set_on := self._dag_attribute(stmt)) is not None:
+            # ``dag.catchup = False`` after ``DAG(..)`` (airflow-maintenance-dags): the DAG's argument
+            set_on[0].kwargs[set_on[1]] = stmt.value
+            return ctx
         if isinstance(stmt, ast.If | ast.While | ast.Try):
             test = getattr(stmt, "test", None)
             if isinstance(test, ast.expr):
@@ -194,6 +200,14 @@ class Collector:
             if isinstance(node, ast.expr):
                 self._expr(node, ctx)
         return self._assigned(stmt, ctx)
+
+    def _dag_attribute(self, stmt: ast.Assign) -> tuple[DagDef, str] | None:
+        """The DAG and argument that ``<dag variable>.<argument> = value`` sets (catchup, end_date..)."""
+        target = stmt.targets[0] if len(stmt.targets) == 1 else None
+        if not isinstance(target, ast.Attribute) or target.attr not in _DAG_ATTRIBUTES:
+            return None
+        dag = self.dag_vars.get(target.value.id) if isinstance(target.value, ast.Name) else None
+        return (dag, target.attr) if dag is not None else None
 
     def _factory_defaults(self, node: ast.expr, ctx: _Ctx) -> dict[str, ast.expr] | None:
         """A call of a DAG factory (a function of this repository that returns ``DAG(..)``): its

@@ -19,7 +19,7 @@ from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.source import Located
 
-__all__ = ["Anchors", "Recorder", "TaskCheck"]
+__all__ = ["Anchors", "Recorder", "TaskCheck", "without_restated"]
 
 Anchors = tuple[tuple[str, int], ...]
 """Extra (file, line) places where an acknowledgement of a finding counts."""
@@ -201,3 +201,21 @@ class TaskCheck:
     def place(self, located: Located, offset: int | None) -> tuple[str, int]:
         """(file, line) of an offset of a located text the task runs."""
         return located.place(offset)
+
+
+#: rules whose finding restates a relative window's clock read: the read is one cause (IDEM004)
+_RESTATES_WINDOW = frozenset({"IDEM001", "IDEM003"})
+
+
+def without_restated(findings: list[RuleFinding]) -> list[RuleFinding]:
+    """Findings less those that restate an IDEM004 window of the same task: an IDEM003 (or IDEM001)
+    for a clock read on the window's own line or the next or previous one (``start = now() -
+    timedelta(..)`` is one cause, a relative window, not also "a clock read")."""
+    windows = {(f.file, f.dag_id, f.task_id, f.line) for f in findings if f.rule == "IDEM004"}
+
+    def restates(f: RuleFinding) -> bool:
+        return f.rule in _RESTATES_WINDOW and any(
+            (f.file, f.dag_id, f.task_id, f.line + d) in windows for d in (-1, 0, 1)
+        )
+
+    return [f for f in findings if not restates(f)]

@@ -34,7 +34,7 @@ from airflow_idempotent.lint.deployment import (
     repository_catchup,
     repository_data_intervals,
 )
-from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.findings import Recorder, TaskCheck, without_restated
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
@@ -227,7 +227,7 @@ def lint_paths(
     for f in linter.recorder.findings:
         if f.rule not in ignored:
             unique.setdefault((f.rule, f.file, f.line, f.message, f.dag_id, f.task_id), f)
-    findings = sorted(unique.values(), key=lambda f: (f.file, f.line, f.rule))
+    findings = sorted(without_restated(list(unique.values())), key=lambda f: (f.file, f.line, f.rule))
     linter.acknowledge(findings)
     return LintReport(
         files=linter.files,

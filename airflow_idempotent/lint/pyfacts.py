@@ -34,7 +34,9 @@ __all__ = [
 KEY_WORDS = re.compile(r"idempot|dedup", re.IGNORECASE)
 """A keyword, header or dict key that carries an idempotency or deduplication key."""
 _CLOCK_OWNERS = ("datetime", "date", "pendulum", "DateTime", "timezone", "Date")
-_CLOCK_METHODS = frozenset({"now", "utcnow", "today", "yesterday", "tomorrow", "utcfromtimestamp"})
+_CLOCK_METHODS = frozenset({"now", "utcnow", "today", "yesterday", "tomorrow"})
+#: conversions of a given timestamp: a clock read only when that timestamp is ``time.time()``
+_FROM_TIMESTAMP = frozenset({"utcfromtimestamp", "fromtimestamp"})
 _RANDOM_CALLS = frozenset(
     {
         "random.random",
@@ -110,6 +112,10 @@ SQL_METHODS = frozenset(
 def clock_call(call: ast.Call, scope: Scope | None) -> str | None:
     """`datetime.now` etc. when the call reads the clock or randomness, else None."""
     written = dotted(call.func)
+    if last_name(written) in _FROM_TIMESTAMP:
+        given = call.args[0] if call.args else None
+        now = isinstance(given, ast.Call) and dotted(given.func) in ("time.time", "time")
+        return f"{written}(time.time())" if now else None
     name = scope.resolve_name(written) if scope is not None else written
     if name != written and _clock_call_name(name) is not None:
         return f"{written}()"
@@ -316,11 +322,14 @@ def keyed(root: ast.AST) -> bool:
     return False
 
 
+_SQL_START = re.compile(
+    r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop|copy)\b", re.IGNORECASE
+)
+
+
 def looks_like_sql(text: str) -> bool:
     """The string starts like a SQL statement (for strings task code passes to execute/run)."""
-    return bool(
-        re.match(r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop)\b", text, re.I)
-    )
+    return bool(_SQL_START.match(text))
 
 
 #: A function that deletes, expires or archives what is older than a cutoff (``_cleanup_old_backups``).

@@ -95,6 +95,7 @@ class Scope:
         self.root = self
         self.assigns: dict[str, ast.expr] = {}
         self.functions: dict[str, FunctionNode] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
         self.imports: dict[str, tuple[str, str | None, int]] = {}
         self.locals: dict[str, Row] = {}
         for stmt in tree.body:
@@ -109,6 +110,8 @@ class Scope:
             self.assigns[stmt.target.id] = stmt.value
         elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             self.functions[stmt.name] = stmt
+        elif isinstance(stmt, ast.ClassDef):
+            self.classes[stmt.name] = stmt
         elif isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
                 self.imports[alias.asname or alias.name] = (stmt.module or "", alias.name, stmt.level)
@@ -138,6 +141,25 @@ class Scope:
             other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
             if other is not None and imported[1] in other.functions:
                 return other.functions[imported[1]], other
+        return None
+
+    def method(self, class_name: str, name: str) -> tuple[FunctionNode, Scope] | None:
+        """Method `name` of the class called `class_name` here (defined in this module or imported
+        from another), as written in the class's body (inherited methods are not looked up)."""
+        owner: tuple[ast.ClassDef, Scope] | None = None
+        if class_name in self.root.classes:
+            owner = self.root.classes[class_name], self.root
+        else:
+            imported = self.imports.get(class_name)
+            if imported is not None and imported[1] is not None:
+                other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
+                if other is not None and imported[1] in other.classes:
+                    owner = other.classes[imported[1]], other
+        if owner is None:
+            return None
+        for stmt in owner[0].body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+                return stmt, owner[1]
         return None
 
     # -- values -------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ DAG; writers that are all keyed (upserts, merges, inserts the key or engine dedu
 prune what the keyed writer does not send (upsert-then-prune); writers that each replace only their
 own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert); writers that update or upsert
 disjoint sets of columns; writers that only set literals (a shared helper's lock or flag table:
-``UPDATE dag_run SET available = False`` at a DAG's start, ``= True`` at its end).
+``UPDATE dag_run SET available = False`` at a DAG's start, ``= True`` at its end); a staged build,
+where one task rebuilds the table whole (drops and recreates it, ``CREATE OR REPLACE``, ``CREATE
+TABLE AS``, or deletes all of it and inserts in one task) and the others only update or delete its
+rows in place (NYCPlanning's FacDB: ``create`` drops ``facilities``, 54 chained tasks refine it).
 
 Tables are scoped by connection and by the operator's ``database=`` / ``schema=`` (`transfers.task_conn`):
 one table name in two databases is two tables.
@@ -32,6 +35,11 @@ _CLEAR = frozenset({"delete", "truncate", "drop"})
 _KEYED = frozenset({"upsert", "merge", "dedup", "keyed-insert", "fails-on-key"})
 #: writes that change only the columns they set (an upsert inserts the rest as defaults)
 _COLUMN_WRITES = frozenset({"upsert", "accumulate", "update"})
+#: writes that build a table anew whatever it held: alone, or a whole-table clear plus an insert
+_REBUILDS = frozenset({"drop", "replace", "create"})
+_LOADS = frozenset({"append", "overwrite"})
+#: writes that change rows of a table in place: the steps of a staged build after its rebuild
+_IN_PLACE = frozenset({"update", "delete"})
 
 
 def task_label(task: TaskDef) -> str:
@@ -67,6 +75,50 @@ def cleared_by(clears: DagClears | None, task: TaskDef, table: str, sliced: bool
 
 def _sliced(write: Write) -> bool:
     return write.how == "delete" and " WHERE " in f" {write.detail.upper()} "
+
+
+def _rebuilds(facts: TaskFacts, table: str) -> bool:
+    """The task builds `table` anew on every run: it drops (and recreates) it, creates or replaces it
+    from a query, or truncates or deletes all of it and inserts in the same task."""
+    hows = _hows(facts, table)
+    if hows & _REBUILDS:
+        return True
+    mine = [w for w in facts.writes if w.table == table]
+    clears_all = any(w.how == "truncate" or (w.how == "delete" and not _sliced(w)) for w in mine)
+    return clears_all and bool(hows & _LOADS)
+
+
+def rebuilders(tasks: Sequence[tuple[TaskDef, TaskFacts]]) -> dict[str, list[TaskDef]]:
+    """The tasks that rebuild each table whole (`_rebuilds`), by table."""
+    out: dict[str, list[TaskDef]] = {}
+    for task, facts in tasks:
+        for table in {w.table for w in facts.writes if w.resolved}:
+            if _rebuilds(facts, table):
+                out.setdefault(table, []).append(task)
+    return out
+
+
+def _staged(
+    a: tuple[TaskDef, Write], b: tuple[TaskDef, Write], facts_of: dict[int, TaskFacts], built: list[TaskDef]
+) -> TaskDef | None:
+    """The task that rebuilds the table when `a` and `b` are steps of one staged build: the table is
+    rebuilt whole by that task, and of the pair at most one is a rebuilder while the other only
+    updates or deletes rows in place (two tasks that both rebuild it stay a conflict)."""
+    (ta, wa), (tb, wb) = a, b
+    conn = wa.conn_id or wb.conn_id
+    builders = [t for t in built if conn is None or _conn_of(facts_of[id(t)], wa.table) in (None, conn)]
+    if not builders:
+        return None
+    pair = (ta, tb)
+    in_place = [_hows(facts_of[id(t)], wa.table) <= _IN_PLACE for t in pair]
+    builds = [any(t is b for b in builders) for t in pair]
+    if not any(in_place) or not all(p or b for p, b in zip(in_place, builds, strict=True)):
+        return None
+    return next((t for t, b in zip(pair, builds, strict=True) if b), builders[0])
+
+
+def _conn_of(facts: TaskFacts, table: str) -> str | None:
+    return next((w.conn_id for w in facts.writes if w.table == table and w.conn_id), None)
 
 
 def _safe(task: TaskDef, table: str, facts: TaskFacts, clears: DagClears) -> bool:
@@ -123,6 +175,7 @@ def check_shared_targets(
     name is only known at run time is no name, and is not paired either.
     """
     clears = dag_clears(tasks) if clears is None else clears
+    built = rebuilders(tasks)
     writers: dict[str, list[tuple[TaskDef, Write]]] = {}
     facts_of = {id(task): facts for task, facts in tasks}
     for task, facts in tasks:
@@ -150,6 +203,22 @@ def check_shared_targets(
             facts_of[id(task)].shared.append(
                 f"{table} is also written by {', '.join(task_label(t) for t, _ in shown_others)}"
             )
+            staged = [_staged((task, write), o, facts_of, built.get(table, [])) for o in conflicting]
+            if conflicting and all(staged):
+                builder = next(b for b in staged if b is not None)
+                recorder.info(
+                    "IDEM007",
+                    task.scope.source.display,
+                    task.line,
+                    f"{table} is also written by {names}, but as steps of a staged build: "
+                    f"{task_label(builder)} rebuilds {table} whole each run and the other writers only "
+                    "update or delete its rows in place; rerunning the build from its first step "
+                    "rebuilds the table (a step rerun alone applies that step to the built table again)",
+                    dag_id=task.dag_id,
+                    task_id=task.task_id,
+                    anchors=((write.file, write.line),),
+                )
+                continue
             if not conflicting:
                 recorder.info(
                     "IDEM007",

@@ -321,6 +321,12 @@ def _table_name(node: exp.Expression | None) -> str | None:
     return ".".join(names).lower()
 
 
+def _copy_target(stmt: exp.Copy) -> str | None:
+    """The table a COPY loads, or None when it unloads into a stage or a location."""
+    table = _table_name(stmt.this)
+    return table if table and not table.startswith("@") and "://" not in table else None
+
+
 def _same_table(a: str | None, b: str) -> bool:
     """`a` names table `b` (one of them may leave out the schema)."""
     if a is None:
@@ -354,6 +360,10 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
             for t in stmt.args.get("tables") or [stmt.this]:
                 if (name := _table_name(t)) is not None:
                     result.writes.append(SqlWrite(name, "drop", f"DROP TABLE {name}", result.offset))
+    elif isinstance(stmt, exp.Copy) and stmt.args.get("kind") and (table := _copy_target(stmt)):
+        # COPY .. FROM (Snowflake's COPY INTO t FROM @stage, Postgres/Redshift COPY t FROM ..): a load
+        # that adds the files' rows (Snowflake skips a file it loaded unchanged, not one PUT again)
+        result.writes.append(SqlWrite(table, "append", f"COPY INTO {table}", result.offset))
     elif isinstance(stmt, exp.Insert):
         _insert(stmt, result, dialect)
     elif isinstance(stmt, exp.Merge):
@@ -538,6 +548,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
     """The clock (randomness, sequence) reads under `root`: shifted by a span or not, filtering or not."""
     reads: list[ClockRead] = []
     for offset, finding, node in locate_nondeterminism(root, dialect):
+        if finding.kind == "random" and _only_orders(node):
+            continue  # ORDER BY random() with no LIMIT: the same rows, in another order
         relative = finding.kind == "clock" and (
             node.find_ancestor(*_ARITHMETIC) is not None
             or _in_date_function(node)
@@ -547,6 +559,14 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
         cutoff = relative and older_than(node)
         reads.append(ClockRead(finding, offset, relative, filtering, written_column(node), cutoff))
     return reads
+
+
+def _only_orders(node: exp.Expression) -> bool:
+    """`node` is in a query's ORDER BY and the query takes no LIMIT / TOP / FETCH: it orders the rows
+    a statement writes or exports, and does not choose them."""
+    order = node.find_ancestor(exp.Order)
+    query = order.parent if order is not None else None
+    return isinstance(query, exp.Select) and not (query.args.get("limit") or query.args.get("fetch"))
 
 
 def _in_date_function(node: exp.Expression) -> bool:
