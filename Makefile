@@ -125,6 +125,7 @@ reliability: venv machine
 	$(PYTEST) -m e2e tests/reliability || rc=$$?; \
 	IDEM_APPROVAL_ROUNDS=10 $(PYTEST) --timeout=1800 -m e2e -s tests/e2e/test_approval.py \
 		-k approve_one_day_and_reject_the_other || rc=$$?; \
+	IDEM_SPARK_CONCURRENT_TRIALS=20 $(PYTEST) -m spark tests/spark/test_spark_concurrency.py || rc=$$?; \
 	$(BIN)/python tools/reliability_report.py; exit $$rc
 
 demo: venv

@@ -9,7 +9,6 @@ snapshots are read from Iceberg's own metadata tables.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -171,26 +170,6 @@ def test_month_is_replaced_whole_in_one_snapshot(spark, spark_conn) -> None:
         assert days[day] == day_truth(day, "v2")
     assert stale not in days
     assert days[july] == (1, Decimal("1.00")) and days[september] == (1, Decimal("2.00"))
-
-
-def test_concurrent_overwrites_of_two_days_both_commit_one_snapshot_each(spark, spark_conn) -> None:
-    """Two days written at once into one table, each from its own session with serializable
-    isolation: neither conflicts with the other (their filters are disjoint), each is one snapshot."""
-    table = create_iceberg_payouts(spark, "payouts_concurrent")
-    for day in (DAY, NEXT):
-        simulate_crash(spark, table, day, rows=1247)
-    first = len(snapshots(spark, table))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(operator(spark_conn, table).execute, context(day)) for day in (DAY, NEXT)]
-        results = [f.result(timeout=300) for f in futures]
-    after = snapshots(spark, table)
-    assert len(after) == first + 2
-    assert sorted(r["table_version"] for r in results) == sorted(int(s["snapshot_id"]) for s in after[first:])
-    for day, r in zip((DAY, NEXT), results, strict=True):
-        rows, total = day_truth(day)
-        assert day_figures(spark, table, day) == (rows, rows, total)
-        assert (r["rows_deleted"], r["rows_inserted"]) == (1247, 2000)
-        assert r["checksum"] == checksum_at(spark, table, r["table_version"], day, day + timedelta(days=1))
 
 
 def test_merge_payouts_crash_then_three_reruns(spark, spark_conn, history) -> None:
