@@ -119,6 +119,7 @@ docs: venv
 # The reliability suite and its report (RELIABILITY.md): crash matrix, faults, hostile input, load;
 # then the issue's 10 rounds of "approve day 1, reject day 2 within a second" on a real scheduler
 # (`make test` runs 4; each round prints its totals against the scenario's formula and its time).
+# Then 20 trials of two windows of one Delta and one Iceberg table written at once (`make test`: 1).
 reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
 	rc=0; IDEM_SCHEMATHESIS_EXAMPLES=40 IDEM_SCHEMATHESIS_SECONDS=1200 $(PYTEST) -m "not e2e and not spark" tests/reliability || rc=$$?; \
