@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo
 from airflow_idempotent.guard.config import Thresholds
-from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, plain_key
+from airflow_idempotent.guard.diff import WindowDiff, diff_window, empty_kinds, key_sample, plain_key
 from airflow_idempotent.guard.write import sql_true, staging_name
 from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
@@ -153,9 +153,23 @@ def preview_write(
             diff: WindowDiff | None = None
             samples: dict[str, list[Any]] = {}
             if key_names:
-                diff = diff_window(adapter, conn, spec, stage, columns, key_names, measure_names, window_only)
+                diff = diff_window(
+                    adapter,
+                    conn,
+                    spec,
+                    stage,
+                    columns,
+                    key_names,
+                    measure_names,
+                    window_only,
+                    sums=(sums_before, sums_after),
+                )
                 compare = [c for c in columns if c not in key_names]
-                samples = key_sample(adapter, conn, spec, stage, key_names, compare, window_only)
+                wanted = frozenset(k.lower() for k in key_names)
+                unique = any(u and u <= wanted for u in info.unique_keys)
+                samples = key_sample(
+                    adapter, conn, spec, stage, key_names, compare, window_only, empty_kinds(diff, unique)
+                )
             adapter.execute(conn, adapter.drop_staging(stage), {})
             created = False
         finally:
