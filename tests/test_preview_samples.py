@@ -84,9 +84,7 @@ def test_samples_and_counts_of_changed_added_and_removed_rows(warehouse: Any) ->
     got = preview(warehouse.engine)
     assert got.diff is not None
     assert (got.diff.changed, got.diff.added, got.diff.removed, got.diff.unchanged) == (3, 15, 5, 22)
-    assert {kind: [int(k[0]) for k in keys] for kind, keys in got.samples.items()} == expected(
-        target, source
-    )
+    assert {kind: [int(k[0]) for k in keys] for kind, keys in got.samples.items()} == expected(target, source)
     assert got.samples["added"] and len(got.samples["added"]) == KEY_SAMPLE_SIZE
 
 
