@@ -97,7 +97,7 @@ def step_of(statement: str) -> str:
     text = " ".join(statement.split()).upper()
     if text.startswith(("CREATE TEMPORARY", "INSERT INTO", "ANALYZE", "CREATE INDEX", "DROP")):
         return "staging"
-    if " HAVING " in text:
+    if " HAVING " in text or "COUNT(DISTINCT" in text:
         return "key check"
     if "EXTENDED(" in text:
         return "checksums"
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Seconds per preview step (median of the rounds; each statement timed by SQLAlchemy's cursor "
         "events and put in a step by its text: staging = CREATE TEMPORARY / INSERT .. SELECT / DROP, "
-        "key check = the GROUP BY .. HAVING of NULL or repeated keys, checksums = both sides' hashes, "
+        "key check = the count of rows, distinct and NULL keys (and the GROUP BY .. HAVING naming them, if any), checksums = both sides' hashes, "
         "sums = COUNT and SUM of the measures, diff = the join by key, sample = the LIMITed key samples, "
         "other = catalog and session statements):",
         "",

@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.guard.diff import KEY_SAMPLE_SIZE, WindowDiff, empty_kinds
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.preview import preview_write
@@ -43,13 +44,13 @@ def load(engine: sa.Engine, target: Rows, source: Rows, keyed: bool = True) -> N
                 )
 
 
-def preview(engine: sa.Engine) -> Any:
+def preview(engine: sa.Engine, sql: str = SQL) -> Any:
     adapter = adapter_for(engine)
     engine.dispose()  # pooled connections opened before the adapter lack SQLite's hash function
     start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
     spec = WriteSpec(
         table="tgt",
-        query=check_deterministic(SQL, adapter.dialect),
+        query=check_deterministic(sql, adapter.dialect),
         window=Window(start, start.add(days=1), source="granularity"),
         partition_column="day",
         params={},
@@ -121,3 +122,22 @@ def test_sums_given_to_the_diff_are_the_ones_it_reports(warehouse: Any) -> None:
     assert (got.diff.rows_before, got.diff.rows_after) == (got.rows_before, got.rows_after) == (10, 10)
     before, after = got.diff.measures["amt"]
     assert (Decimal(str(before)), Decimal(str(after))) == (Decimal(55), Decimal(110))
+
+
+def test_staged_rows_are_refused_as_the_write_refuses_them(warehouse: Any) -> None:
+    """Repeated and NULL keys, and rows outside the window, raise before any diff, naming them."""
+    engine = warehouse.engine
+    good = [(i, DAY, Decimal(i)) for i in range(1, 6)]
+    # a target without a primary key: its staging's key column takes a NULL on every engine
+    load(engine, good, [*good, (3, DAY, Decimal(9)), (None, DAY, Decimal(1))], keyed=False)  # type: ignore[list-item]
+    with pytest.raises(MergeKeyError, match=r"duplicate key\(s\) 3 \(2 rows\)") as err:
+        preview(engine)
+    assert "NULL key(s)" in str(err.value)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM src WHERE id IS NULL OR amt = 9"))
+        conn.execute(
+            sa.text("INSERT INTO src (id, day, amt) VALUES (7, :d, 7)"), {"d": OTHER_DAY.isoformat()}
+        )
+    assert preview(engine).diff.added == 0  # the window's own SELECT leaves the other day out
+    with pytest.raises(RowsOutsideWindowError):
+        preview(engine, "SELECT id, day, amt FROM src")
