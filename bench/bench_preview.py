@@ -306,9 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Seconds per preview step (median of the rounds; each statement timed by SQLAlchemy's cursor "
         "events and put in a step by its text: staging = CREATE TEMPORARY / INSERT .. SELECT / DROP, "
-        "key check = the count of rows, distinct and NULL keys (and the GROUP BY .. HAVING naming them, if any), checksums = both sides' hashes, "
-        "sums = COUNT and SUM of the measures, diff = the join by key, sample = the LIMITed key samples, "
-        "other = catalog and session statements):",
+        "key check = the count of rows, distinct and NULL keys (and the GROUP BY .. HAVING naming "
+        "them, if any), checksums = both sides' hashes (with the measures' sums since they share the "
+        "pass), sums = COUNT and SUM of the measures on their own, diff = the join by key, "
+        "sample = the LIMITed key samples, other = catalog and session statements):",
         "",
         "| step | unchanged | policy v1 -> v2 |",
         "|---|---|---|",

@@ -115,6 +115,23 @@ def _check_staged_keys(
     check_keys(adapter, conn, staged, keys, params)
 
 
+def _checksum_and_sums(
+    adapter: EngineAdapter,
+    conn: Connection,
+    table: str,
+    partition: str,
+    columns: Sequence[str],
+    measures: Sequence[str],
+    params: dict[str, Any],
+) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+    """`window_checksum` and `window_sums` of `table`'s window in one scan instead of two: the
+    checksum's statement with the sums' expressions added, so each figure is what they compute."""
+    sums = adapter.window_sums(table, None, measures).expressions[1:]
+    query = adapter.window_checksum(table, partition, columns).select(*sums, copy=False)
+    row = tuple(adapter.execute(conn, query, params).one())
+    return (row[0], row[1]), (row[0], *row[2:])
+
+
 def preview_write(
     adapter: EngineAdapter,
     spec: WriteSpec,
@@ -158,16 +175,19 @@ def preview_write(
             if key_names:
                 _check_staged_keys(adapter, conn, staged, key_names, window_only)
 
-            before = adapter.execute(
-                conn, adapter.window_checksum(spec.table, partition, columns), window_only
-            ).one()
-            after = adapter.execute(
-                conn, adapter.window_checksum(stage, partition, columns), window_only
-            ).one()
-            sums_before = adapter.execute(
-                conn, adapter.window_sums(spec.table, partition, measure_names), window_only
-            ).one()
-            sums_after = adapter.execute(conn, adapter.window_sums(stage, None, measure_names), {}).one()
+            # each side's checksum and measure sums in one pass: COUNT(*), the checksum, the sums
+            before, sums_before = _checksum_and_sums(
+                adapter, conn, spec.table, partition, columns, measure_names, window_only
+            )
+            if key_names:  # the keys' check refused rows outside the window: the window is all of it
+                after, sums_after = _checksum_and_sums(
+                    adapter, conn, stage, partition, columns, measure_names, window_only
+                )
+            else:  # the checksum over the window, the sums over every staged row
+                after = adapter.execute(
+                    conn, adapter.window_checksum(stage, partition, columns), window_only
+                ).one()
+                sums_after = adapter.execute(conn, adapter.window_sums(stage, None, measure_names), {}).one()
 
             diff: WindowDiff | None = None
             samples: dict[str, list[Any]] = {}
