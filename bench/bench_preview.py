@@ -1,18 +1,26 @@
 #!/usr/bin/env python
 """Rerun preview benchmark: ``airflow-idempotent rerun --dry-run`` of a 1,000,000-row window on PostgreSQL.
 
-Run on demand (it is not a test): ``python bench/bench_preview.py [--rows N] [--repeat R]`` from the
-repository root with the project's venv; it writes bench/results/preview.md. Goal: under 60 s.
+Run on demand (it is not a test): ``python bench/bench_preview.py [--rows N] [--repeat R] [--no-command]``
+from the repository root with the project's venv; it writes bench/results/preview.md. Goal (issue 32):
+the preview within 1.5x of the write it previews.
 
 Against a throw-away database ``idem_bench_<hex>`` (created and dropped): ``sales`` holds one day of
 N rows, ``payouts`` that window written under policy v1 by the operator's own path
-(``strategies.overwrite``) plus N rows on each neighbouring day. Then, R times each, alternating:
+(``strategies.overwrite``) plus N rows on each neighbouring day. Then R rounds, on the same data:
 
-1. ``preview_write`` of the unchanged window (v1): stage N rows, checksum both sides, the guard's diff
-   by key, sample keys, drop; the result must be 0 added / removed / changed;
+0. the write: ``strategies.overwrite`` of the window under v1, committed (it deletes and re-inserts
+   the same rows), then ``VACUUM (ANALYZE) payouts`` untimed, so the previews read the table as the
+   setup left it;
+1. ``preview_write`` of the unchanged window (v1), the preview of that very write: stage N rows,
+   check keys, checksum both sides, the guard's diff by key, sample keys, drop; the result must be
+   0 added / removed / changed;
 2. the same after a policy change (v2): the preview must report the rows the scenario's formula changes;
-3. the whole command, ``airflow-idempotent rerun --dag payouts_overwrite --window DAY --dry-run --json``
-   (DagBag parse of dags/, lint of the file, templating, the preview of both tasks), as a child process.
+3. unless ``--no-command``: the whole command, ``airflow-idempotent rerun --dag payouts_overwrite
+   --window DAY --dry-run --json`` (DagBag parse of dags/, lint of the file, templating, the preview
+   of both tasks), as a child process.
+
+Each preview's statements are timed by SQLAlchemy's cursor events and summed per step (`step_of`).
 """
 
 from __future__ import annotations
