@@ -264,11 +264,11 @@ def main(argv: list[str] | None = None) -> int:
 
     write = statistics.median(results["write"])
 
-    def row(what: str, values: list[float], ratio: bool = True) -> str:
+    def row(what: str, values: list[float], ratio: bool = True, goal: bool = True) -> str:
         median = statistics.median(values)
         if not ratio:
             return f"| {what} | {median:.2f} s | {shown(values)} | | |"
-        verdict = "met" if median <= 1.5 * write else "MISSED"
+        verdict = ("met" if median <= 1.5 * write else "MISSED") if goal else "(not the goal's figure)"
         return f"| {what} | {median:.2f} s | {shown(values)} | {median / write:.2f}x | {verdict} |"
 
     def step_row(step: str) -> str:
@@ -308,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             row(
                 "`airflow-idempotent rerun --dag payouts_overwrite --dry-run --json` (process, DagBag, lint)",
                 results["command"],
+                goal=False,
             )
         )
     lines += [
@@ -322,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         "| step | unchanged | policy v1 -> v2 |",
         "|---|---|---|",
         *[step_row(step) for step in STEPS],
+        "",
+        "The goal is the preview's (`preview_write`, the 15 s of issue 32); the command's row adds a "
+        "Python process with Airflow's imports, the DagBag parse, the lint and the templating around "
+        "the previews of the DAG's tasks.",
         "",
         "Each preview stages the window's rows in a TEMPORARY table, checks its keys, checksums both sides, "
         "runs the guard's diff by key and samples 10 changed / added / removed keys, then drops the table "
