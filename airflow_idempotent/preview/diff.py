@@ -108,8 +108,9 @@ def _check_staged_keys(
     """Refuse staged rows with NULL or repeated keys or outside the window, as the write would.
 
     Counted first in one pass (`source_profile`: rows, distinct and NULL keys, outside or not), the
-    merge's own count; `check_keys`, whose GROUP BY over every key costs 2-3x more (1.4 s against
-    0.5 s at 1,000,000 rows on PostgreSQL), runs only to name what the counts found. Where
+    merge's own count; `check_keys`, whose GROUP BY over every key costs about 3x more (0.62 s
+    against 0.18 s at 1,000,000 rows on PostgreSQL, bench/results/preview.md), runs only to name
+    what the counts found. Where
     COUNT(DISTINCT) takes one column only, a multi-column key goes to `check_keys` directly.
     """
     if len(keys) == 1 or adapter.counts_distinct_tuples:
