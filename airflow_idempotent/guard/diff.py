@@ -6,7 +6,7 @@ Python against the thresholds: every limit the diff exceeds is named, with its f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -138,17 +138,23 @@ def diff_window(
     measures: Sequence[str],
     params: Mapping[str, Any],
     production: Callable[[exp.Select], exp.Select] | None = None,
+    sums: tuple[Sequence[Any], Sequence[Any]] | None = None,
 ) -> WindowDiff:
     """Production's window against the staged rows in table `stage`: three set-based queries
     (production's window, the staged rows, and the keys in both), in the write's transaction.
     `production` rewrites the queries that read the target (a table format's replay reads it as of
-    the version the window's first write committed)."""
+    the version the window's first write committed). `sums`: the rows of `window_sums` over the
+    window and over the staging (count, then each measure's sum) when the caller has them already,
+    which spares their two scans."""
     assert spec.partition_column is not None
     at = production or (lambda select: select)
-    before = adapter.execute(
-        conn, at(adapter.window_sums(spec.table, spec.partition_column, measures)), params
-    ).one()
-    after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
+    if sums is None:
+        before = adapter.execute(
+            conn, at(adapter.window_sums(spec.table, spec.partition_column, measures)), params
+        ).one()
+        after = adapter.execute(conn, adapter.window_sums(stage, None, measures), {}).one()
+    else:
+        before, after = sums
     compare = [c for c in columns if c not in keys]
     matched, changed = adapter.execute(
         conn, at(adapter.diff_matched(stage, spec.table, spec.partition_column, keys, compare)), params
@@ -179,8 +185,12 @@ def key_sample(
     keys: Sequence[str],
     compare: Sequence[str],
     params: Mapping[str, Any],
+    known_empty: Collection[str] = (),
 ) -> dict[str, list[Any]]:
-    """Up to KEY_SAMPLE_SIZE keys changed, added and removed, each one set-based query."""
+    """Up to KEY_SAMPLE_SIZE keys changed, added and removed, each one set-based query.
+
+    `known_empty`: the kinds the caller's diff counted none of (`empty_kinds`), answered [] without
+    their query, which scans both sides to find nothing."""
     assert spec.partition_column is not None
     stg, tgt = adapter.STAGING_ALIAS, adapter.TARGET_ALIAS
     match = exp.and_(*[exp.EQ(this=adapter.column(k, stg), expression=adapter.column(k, tgt)) for k in keys])
@@ -190,7 +200,7 @@ def key_sample(
     def run(query: exp.Select) -> list[Any]:
         return [tuple(r) for r in adapter.execute(conn, query.limit(KEY_SAMPLE_SIZE), params)]
 
-    out: dict[str, list[Any]] = {}
+    out: dict[str, list[Any]] = {"changed": [], "added": [], "removed": []}
     differs = (
         exp.or_(
             *[adapter.null_safe_distinct(adapter.column(c, stg), adapter.column(c, tgt)) for c in compare]
@@ -198,32 +208,46 @@ def key_sample(
         if compare
         else exp.false()
     )
-    out["changed"] = run(
-        exp.select(*ordered)
-        .from_(adapter.table(stage, stg))
-        .join(adapter.table(spec.table, tgt), on=match)
-        .where(exp.and_(window, exp.paren(differs)))
-        .order_by(*[o.copy() for o in ordered])
-    )
+    if "changed" not in known_empty:
+        out["changed"] = run(
+            exp.select(*ordered)
+            .from_(adapter.table(stage, stg))
+            .join(adapter.table(spec.table, tgt), on=match)
+            .where(exp.and_(window, exp.paren(differs)))
+            .order_by(*[o.copy() for o in ordered])
+        )
     present = exp.Exists(
         this=exp.select(exp.Literal.number(1))
         .from_(adapter.table(spec.table, tgt))
         .where(exp.and_(match, window))
     )
-    out["added"] = run(
-        exp.select(*[o.copy() for o in ordered])
-        .from_(adapter.table(stage, stg))
-        .where(exp.not_(present))
-        .order_by(*[o.copy() for o in ordered])
-    )
+    if "added" not in known_empty:
+        out["added"] = run(
+            exp.select(*[o.copy() for o in ordered])
+            .from_(adapter.table(stage, stg))
+            .where(exp.not_(present))
+            .order_by(*[o.copy() for o in ordered])
+        )
     staged = exp.Exists(
         this=exp.select(exp.Literal.number(1)).from_(adapter.table(stage, stg)).where(match.copy())
     )
     mine = [adapter.column(k, tgt) for k in keys]
-    out["removed"] = run(
-        exp.select(*mine)
-        .from_(adapter.table(spec.table, tgt))
-        .where(exp.and_(window.copy(), exp.not_(staged)))
-        .order_by(*[m.copy() for m in mine])
-    )
+    if "removed" not in known_empty:
+        out["removed"] = run(
+            exp.select(*mine)
+            .from_(adapter.table(spec.table, tgt))
+            .where(exp.and_(window.copy(), exp.not_(staged)))
+            .order_by(*[m.copy() for m in mine])
+        )
     return out
+
+
+def empty_kinds(diff: WindowDiff, target_keys_unique: bool) -> frozenset[str]:
+    """The sample kinds `diff` proves empty, for `key_sample`'s `known_empty`; the staged keys are
+    unique (checked before the diff). Changed and removed count exactly what their samples select.
+    Added is staged rows minus matched pairs, which a key repeated in the target's window makes too
+    small: it proves no added row only when the target's keys are unique."""
+    kinds = {"changed": diff.changed, "removed": diff.removed}
+    if target_keys_unique:
+        kinds["added"] = diff.added
+    return frozenset(kind for kind, count in kinds.items() if count == 0)
