@@ -41,6 +41,7 @@ DAYS = (DAY, DAY + timedelta(days=1))
 TRIALS = int(os.environ.get("IDEM_SPARK_CONCURRENT_TRIALS", "1"))
 
 
+@pytest.mark.timeout(120 + 60 * TRIALS, method="thread")  # a trial takes 15-35 s on the test cluster
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_two_windows_written_at_once_both_end_whole(
     spark: Any, spark_conn: str, reliability: Any, fmt: str
