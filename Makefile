@@ -47,20 +47,20 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]'
 	@touch $@
 
-# Groups, in order; their times in the clean-clone `bash .ci/run` of 2dbd8a7 (35 min 33 s in all,
+# Groups, in order; their times in the clean-clone `bash .ci/run` of e3f1b5f (34 min 46 s in all,
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (2,402 tests, 5.7 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (1.9 min);
+#    included (2,436 tests, 5.6 min on 2 cores);
+# 2. the ones that run real DAGs, on every core (2.0 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
-#    server, Delta and Iceberg tables, their guard, preview and crash cases (56 tests, 15.6 min);
+#    server, Delta and Iceberg tables, their guard, preview, lookback, concurrency and crash cases (59 tests, 13.7 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
-#    the reliability suite's scheduler-kill and hostile-server files among them (7.5 min for 44
+#    the reliability suite's scheduler-kill and hostile-server files among them (8.7 min for 47
 #    tests on three workers, bounded by the guarded-month file);
 # 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
 #    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
 #    its check, twice; alone it passed), then the reliability suite's load test on a cluster
-#    of its own, so its throughput and lock-wait figures are the machine's (both: 3.8 min, the load test at 120 windows).
+#    of its own, so its throughput and lock-wait figures are the machine's (both: 3.7 min, the load test at 120 windows).
 # tools/test_groups.sh runs them: each bounded in time (a hung group is stopped with its traceback
 # and the others still run), timed with the machine's CPU share, and swept of processes it left.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
