@@ -159,11 +159,16 @@ def test_connect_server_sigkill_during_the_write_then_rerun(
     create_payouts(client, made["parquet"])
     insert_month(client, made["parquet"], "v1")
     client.stop()
-    for proc in writers.values():
-        go(proc)  # the test kills the server while they run: their output is read after
-    for fmt, proc in writers.items():
-        wait_for(markers[fmt], proc)
-    time.sleep(3.0)  # the commit statements are running on the server, the switch is paused
+    # parquet's switch first: it stages and verifies the month before its first day is switched,
+    # while a table format reaches its commit in seconds, so started together Iceberg's commit had
+    # landed before the kill; the switch pauses 20 s at its point, time for the others to reach theirs
+    go(writers["parquet"])  # the test kills the server while they run: their output is read after
+    wait_for(markers["parquet"], writers["parquet"])
+    for fmt in FORMATS:
+        go(writers[fmt])
+    for fmt in FORMATS:
+        wait_for(markers[fmt], writers[fmt])
+    time.sleep(1.0)  # the commit statements are on the server, the switch is paused
     spark_cluster.kill_connect()
     ended = {fmt: end(proc, timeout=2) for fmt, proc in writers.items()}
     restart = spark_cluster.start_connect()
