@@ -15,10 +15,9 @@ A run for any partition can also be triggered with its key (REST: POST .../dagRu
 from __future__ import annotations
 
 import pendulum
-import sqlalchemy as sa
 from airflow.sdk import DAG, CronPartitionTimetable, Param, PartitionedAssetTimetable, StartOfDayMapper, task
 
-from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts
+from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payout_days, create_payouts
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators import PartitionOverwriteOperator
 from airflow_idempotent.operators.assets import target_asset
@@ -41,16 +40,8 @@ def ensure_payouts() -> None:
 
 @task
 def ensure_payout_days() -> None:
-    """Create the daily summary table when it is missing (portable DDL through SQLAlchemy)."""
-    meta = sa.MetaData()
-    sa.Table(
-        "payout_days",
-        meta,
-        sa.Column("sale_date", sa.Date, primary_key=True),
-        sa.Column("payouts", sa.Integer, nullable=False),
-        sa.Column("amount_eur", sa.Numeric(14, 2), nullable=False),
-    )
-    meta.create_all(WarehouseHook(conn_id=CONN_ID).engine)
+    """Create the daily summary table when it is missing (two partitions' runs may start at once)."""
+    create_payout_days(WarehouseHook(conn_id=CONN_ID).engine)
 
 
 with DAG(

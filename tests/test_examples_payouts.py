@@ -7,6 +7,7 @@ too, so neither the generator nor the oracle can drift silently.
 
 from __future__ import annotations
 
+import threading
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from types import SimpleNamespace
@@ -163,3 +164,55 @@ def test_table_names_are_validated() -> None:
         payouts.window_totals(engine, "payouts\n", DAY)
     with pytest.raises(ValueError, match="unsupported database dialect"):
         payouts.create_sales(SimpleNamespace(dialect=SimpleNamespace(name="mssql")))  # type: ignore[arg-type]
+
+
+def test_payout_days_table_on_every_warehouse(warehouse) -> None:
+    payouts.create_payout_days(warehouse.engine)
+    payouts.create_payout_days(warehouse.engine)  # a second run finds it there
+    with warehouse.engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO payout_days (sale_date, payouts, amount_eur) VALUES (:d, :n, :a)"),
+            {"d": _d(warehouse, DAY), "n": 2000, "a": "299730.00"},
+        )
+        row = conn.execute(sa.text("SELECT payouts, amount_eur FROM payout_days")).one()
+    assert (row[0], Decimal(row[1])) == (2000, Decimal("299730.00"))
+
+
+def create_at_once(create: str, engine: sa.Engine, barrier: threading.Barrier, errors: list[str]) -> None:
+    barrier.wait()
+    try:
+        getattr(payouts, create)(engine)
+    except Exception as err:  # what the task would fail on
+        errors.append(repr(err))
+
+
+@pytest.mark.parametrize("create", ["create_payouts", "create_payout_days"])
+def test_runs_starting_together_both_create_the_table(pg_url: str, create: str) -> None:
+    """Two partitions' runs start at once: PostgreSQL does not serialise CREATE TABLE IF NOT EXISTS
+    (one of them fails on pg_type's unique index in 19 of 20 rounds of 4 threads); each must succeed."""
+    engine = sa.create_engine(pg_url, pool_size=4)
+    table = "payouts" if create == "create_payouts" else "payout_days"
+    failed_rounds = []
+    try:
+        for round_ in range(10):
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+            barrier, errors = threading.Barrier(4), []
+
+            threads = [
+                threading.Thread(target=create_at_once, args=(create, engine, barrier, errors))
+                for _ in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if errors:
+                failed_rounds.append((round_, errors[0]))
+            with engine.connect() as conn:
+                assert conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar_one() == 0
+        assert failed_rounds == []
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        engine.dispose()

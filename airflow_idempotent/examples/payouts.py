@@ -30,6 +30,7 @@ __all__ = [
     "PAYOUT_SQL",
     "POLICY_VERSIONS",
     "SUPPORTED_DIALECTS",
+    "create_payout_days",
     "create_payouts",
     "create_sales",
     "rows_checksum",
@@ -172,17 +173,38 @@ def create_payouts(engine: Engine, table: str = "payouts", keyed: bool = True) -
         f"sale_id BIGINT NOT NULL{key}, sale_date DATE NOT NULL, "
         f"amount_eur DECIMAL(12,2) NOT NULL, rate DECIMAL(4,2) NOT NULL{extra})"
     )
+    _create_if_missing(engine, table, ddl, index=True)
+
+
+def create_payout_days(engine: Engine, table: str = "payout_days") -> None:
+    """Create the daily payout summary (one row per ``sale_date``: ``payouts``, ``amount_eur``) if missing.
+
+    What the partitioned example's downstream DAG writes, once per partition of payouts written.
+    """
+    table = table_name(table)
+    ddl = (
+        f"CREATE TABLE IF NOT EXISTS {table} ("
+        "sale_date DATE NOT NULL PRIMARY KEY, payouts INTEGER NOT NULL, amount_eur DECIMAL(14,2) NOT NULL)"
+    )
+    _create_if_missing(engine, table, ddl, index=False)
+
+
+def _create_if_missing(engine: Engine, table: str, ddl: str, index: bool) -> None:
+    """Run `ddl` (a CREATE TABLE IF NOT EXISTS), tolerating another run that creates `table` at once.
+
+    Two runs starting together (two partitions, or a manual run and the one the scheduler creates on
+    unpause) race on CREATE TABLE IF NOT EXISTS, which PostgreSQL does not serialise: one of them
+    fails on pg_type's unique index. If the table is there afterwards, the other run created it.
+    """
     try:
         with engine.begin() as conn:
             conn.execute(text(ddl))
-            _create_index(conn, dialect, table)
+            if index:
+                _create_index(conn, dialect_of(engine), table)
     except Exception as err:
-        # Two runs starting at once (a manual run and the one the scheduler creates on unpause)
-        # can race on CREATE TABLE IF NOT EXISTS, which PostgreSQL does not serialise: if the
-        # table is there now, the other run created it.
         try:
             with engine.connect() as conn:
-                conn.execute(text(f"SELECT 1 FROM {table} WHERE 1 = 0"))  # table is validated above
+                conn.execute(text(f"SELECT 1 FROM {table} WHERE 1 = 0"))  # table is validated by the caller
         except Exception:
             raise err from None
 
