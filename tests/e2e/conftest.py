@@ -228,6 +228,35 @@ class AirflowCluster:
         }
         self.request("POST", "/api/v2/connections", connection)
 
+    def migrate(self) -> None:
+        """`airflow db migrate` on this deployment's metadata database (fails the test on an error)."""
+        migrate = subprocess.run(
+            [AIRFLOW, "db", "migrate"], env=self.env, capture_output=True, text=True, timeout=300
+        )
+        assert migrate.returncode == 0, (
+            f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}"
+        )
+
+    def start(self, service: str, args: list[str]) -> None:
+        """`airflow <args>` as `service`, its output in <home>/<service>.log, in a process group of its
+        own: `deployment` stops it as a whole (`kill_group`), whatever happens."""
+        with (self.home / f"{service}.log").open("wb") as log:
+            self.processes[service] = subprocess.Popen(
+                [AIRFLOW, *args],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home,
+                start_new_session=True,
+            )
+
+    def start_services(self) -> None:
+        """The API server, scheduler and DAG processor (SERVICES), then wait for the API server."""
+        for service, args in SERVICES.items():
+            self.start(service, args)
+        self.wait_serving()
+
     def wait_serving(self) -> None:
         """Until the API server answers its health check (SERVER_START_TIMEOUT; a dead one fails now)."""
         self.wait_for(
@@ -294,18 +323,24 @@ def e2e_dags(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e_dags")
 
 
-@pytest.fixture(scope="session")
-def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) -> Iterator[AirflowCluster]:
-    name = f"idem_e2e_{secrets.token_hex(6)}"
+@contextlib.contextmanager
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, prefix: str, dags: Path, grace: float = 15.0
+) -> Iterator[AirflowCluster]:
+    """A fresh deployment: metadata and history databases `<prefix>_<hex>` and `<prefix>_<hex>_history`,
+    an AIRFLOW_HOME, a free port, `airflow_env`'s settings (change `cluster.env` before starting
+    anything). Nothing is started here; after the block every process started by `cluster.start` is
+    stopped by its process group (`grace` s to finish) and both databases are dropped."""
+    name = f"{prefix}_{secrets.token_hex(6)}"
     history_db = f"{name}_history"
-    home = tmp_path_factory.mktemp("e2e_home")
+    home = tmp_path_factory.mktemp(f"{prefix}_home")
     port = free_port()
     admin = pg_admin()
     metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     cluster = AirflowCluster(
         home=home,
-        dags=e2e_dags,
-        env=airflow_env(home, e2e_dags, metadata_url, history_db, port),
+        dags=dags,
+        env=airflow_env(home, dags, metadata_url, history_db, port),
         base_url=f"http://127.0.0.1:{port}",
         history_url=f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{history_db}",
     )
@@ -313,33 +348,22 @@ def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) ->
         with admin.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
             conn.execute(sa.text(f'CREATE DATABASE "{history_db}"'))
-        migrate = subprocess.run(
-            [AIRFLOW, "db", "migrate"], env=cluster.env, capture_output=True, text=True, timeout=300
-        )
-        assert migrate.returncode == 0, (
-            f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}"
-        )
-        for service, args in SERVICES.items():
-            log = (home / f"{service}.log").open("wb")
-            cluster.processes[service] = subprocess.Popen(
-                [AIRFLOW, *args],
-                env=cluster.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=home,
-                start_new_session=True,  # own process group: killed as a whole below
-            )
-            log.close()
-        cluster.wait_serving()
         yield cluster
     finally:
         for proc in cluster.processes.values():
-            kill_group(proc)
+            kill_group(proc, grace)
         for db in (name, history_db):
             with contextlib.suppress(Exception):
                 drop_database(admin, db)
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def airflow_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_dags: Path) -> Iterator[AirflowCluster]:
+    with deployment(tmp_path_factory, "idem_e2e", e2e_dags) as cluster:
+        cluster.migrate()
+        cluster.start_services()
+        yield cluster
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ answer to alice, and Airflow's own API agreeing with the plugin for each user.
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.cookiejar
 import json
 import re
@@ -40,15 +39,12 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.history.store import HistoryStore
-from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.e2e.conftest import (
     AIRFLOW,
+    SERVICES,
     AirflowCluster,
-    airflow_env,
-    drop_database,
-    free_port,
+    deployment,
     kill_group,
-    pg_admin,
 )
 from tests.ui_env import DAG_A, DAG_B, DAG_FILE, FORM, app_routes, b_leaks, seed
 
@@ -127,41 +123,26 @@ def create_user(env: dict[str, str], home: Path, user: str) -> subprocess.Popen[
 def fab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster]:
     """An API server with the FAB auth manager; FAB's users and roles made by FAB's CLI."""
     started = time.monotonic()
-    name = f"idem_fab_{secrets.token_hex(6)}"
-    history_db = f"{name}_history"
-    home = tmp_path_factory.mktemp("fab_home")
     dags = tmp_path_factory.mktemp("fab_dags")
     (dags / "scope_dags.py").write_text(DAG_FILE)
-    port = free_port()
-    admin = pg_admin()
-    metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    env = airflow_env(home, dags, metadata_url, history_db, port)
-    env.pop("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS")
-    env.update(
-        {
-            "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
-            "AIRFLOW__FAB__AUTH_BACKENDS": FAB_BACKENDS,
-            "AIRFLOW__FAB__CUSTOM_ROLES": json.dumps(
-                {role: [{"action": a, "resource": r} for a, r in pairs] for role, pairs in ROLES.items()}
-            ),
-        }
-    )
-    cluster = AirflowCluster(
-        home=home,
-        dags=dags,
-        env=env,
-        base_url=f"http://127.0.0.1:{port}",
-        history_url=f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{history_db}",
-    )
     timings: dict[str, float] = {}
 
     def lap(what: str) -> None:
         timings[what] = round(time.monotonic() - started - sum(timings.values()), 1)
 
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-            conn.execute(sa.text(f'CREATE DATABASE "{history_db}"'))
+    # an API server alone: nothing to let finish, 3 s before KILL
+    with deployment(tmp_path_factory, "idem_fab", dags, grace=3) as cluster:
+        env, home = cluster.env, cluster.home
+        env.pop("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS")
+        env.update(
+            {
+                "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+                "AIRFLOW__FAB__AUTH_BACKENDS": FAB_BACKENDS,
+                "AIRFLOW__FAB__CUSTOM_ROLES": json.dumps(
+                    {role: [{"action": a, "resource": r} for a, r in pairs] for role, pairs in ROLES.items()}
+                ),
+            }
+        )
         finish(cli(env, home, "db", "migrate"), "airflow db migrate")  # FAB's tables too
         lap("db migrate")
         finish(cli(env, home, "dags", "reserialize"), "airflow dags reserialize")  # and DAG:<id>
@@ -171,32 +152,17 @@ def fab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster]:
         lap("users create admin, FAB's roles synced")
         # Synced once: the other processes skip FAB's sync (and cannot race it).
         env["AIRFLOW__FAB__UPDATE_FAB_PERMS"] = "False"
-        log = (home / "api-server.log").open("wb")
-        cluster.processes["api-server"] = subprocess.Popen(
-            [AIRFLOW, "api-server", "--workers", "1"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=home,
-            start_new_session=True,
-        )
-        log.close()
+        cluster.start("api-server", SERVICES["api-server"])
         creating = {user: create_user(env, home, user) for user in USERS if user != "admin"}
         for user, proc in creating.items():
             finish(proc, f"airflow users create {user}")
         lap("users create alice, dana")
         cluster.wait_serving()
         lap("API server serving")
-        yield cluster
-    finally:
-        for proc in cluster.processes.values():
-            kill_group(proc, grace=3)  # an API server alone: nothing to let finish
-        for db in (name, history_db):
-            with contextlib.suppress(Exception):
-                drop_database(admin, db)
-        admin.dispose()
-        print(f"FAB deployment: {timings}, {time.monotonic() - started:.1f} s in all")
+        try:
+            yield cluster
+        finally:
+            print(f"FAB deployment: {timings}, {time.monotonic() - started:.1f} s in all")
 
 
 def fab_token(cluster: AirflowCluster, user: str, path: str = "/auth/token") -> str:

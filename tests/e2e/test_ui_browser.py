@@ -24,11 +24,8 @@ values in query parameters and form fields are refused with nothing created.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import secrets
-import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -43,16 +40,10 @@ from airflow_idempotent.examples.payouts import create_payouts, create_sales, wi
 from airflow_idempotent.guard.killswitch import active_switches
 from airflow_idempotent.history.store import HistoryStore
 from tests.authmanager import SCOPES_ENV
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, REPO_ROOT
+from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import (
-    AIRFLOW,
-    SERVICES,
     AirflowCluster,
-    airflow_env,
-    drop_database,
-    free_port,
-    kill_group,
-    pg_admin,
+    deployment,
     shot,
 )
 from tests.test_preview import payout, table_digest  # the scenario's formula, computed in the tests
@@ -108,65 +99,24 @@ with DAG(
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster]:
     """conftest's deployment (PostgreSQL, LocalExecutor, three services), logins required."""
-    name = f"idem_ui_{secrets.token_hex(6)}"
-    history_db = f"{name}_history"
-    home = tmp_path_factory.mktemp("ui_home")
     dags = tmp_path_factory.mktemp("ui_dags")
     (dags / f"{DAG_ID}.py").write_text(DAG_SOURCE)
-    (home / "passwords.json").write_text(json.dumps(PASSWORDS))
-    port = free_port()
-    admin = pg_admin()
-    metadata_url = f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    env = airflow_env(home, dags, metadata_url, history_db, port)
-    env.update(
-        {
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,outsider:op",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-            # tests/authmanager.py (the repository on the servers' path): outsider may reach no DAG.
-            "AIRFLOW__CORE__AUTH_MANAGER": "tests.authmanager.PerDagAuthManager",
-            SCOPES_ENV: "outsider=",
-            "PYTHONPATH": str(REPO_ROOT),
-        }
-    )
-    cluster = AirflowCluster(
-        home=home,
-        dags=dags,
-        env=env,
-        base_url=f"http://127.0.0.1:{port}",
-        history_url=f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{history_db}",
-    )
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-            conn.execute(sa.text(f'CREATE DATABASE "{history_db}"'))
-        migrate = subprocess.run(
-            [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+    with deployment(tmp_path_factory, "idem_ui", dags) as cluster:
+        (cluster.home / "passwords.json").write_text(json.dumps(PASSWORDS))
+        cluster.env.update(
+            {
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,outsider:op",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(cluster.home / "passwords.json"),
+                # tests/authmanager.py (the repository on the servers' path): outsider may reach no DAG.
+                "AIRFLOW__CORE__AUTH_MANAGER": "tests.authmanager.PerDagAuthManager",
+                SCOPES_ENV: "outsider=",
+                "PYTHONPATH": str(REPO_ROOT),
+            }
         )
-        assert migrate.returncode == 0, (
-            f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}"
-        )
-        for service, args in SERVICES.items():
-            log = (home / f"{service}.log").open("wb")
-            cluster.processes[service] = subprocess.Popen(
-                [AIRFLOW, *args],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=home,
-                start_new_session=True,
-            )
-            log.close()
-        cluster.wait_serving()
+        cluster.migrate()
+        cluster.start_services()
         yield cluster
-    finally:
-        for proc in cluster.processes.values():
-            kill_group(proc)
-        for db in (name, history_db):
-            with contextlib.suppress(Exception):
-                drop_database(admin, db)
-        admin.dispose()
 
 
 @pytest.fixture(scope="module")
