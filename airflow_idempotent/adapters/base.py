@@ -170,8 +170,8 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     #: A merge (upsert) can be done on the engine's tables; `merge_refusal` says why not otherwise.
     supports_merge: ClassVar[bool] = True
     merge_refusal: ClassVar[str] = ""
-    #: A write can rewrite several periods (lookback) and record each; `lookback_refusal` says why not.
-    supports_lookback: ClassVar[bool] = True
+    #: Why a table of this engine cannot take lookback, when one cannot (`lookback_refused`); every
+    #: engine's transactional writes can, and Spark's depends on the table's format.
     lookback_refusal: ClassVar[str] = ""
     #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
     has_native_lock: ClassVar[bool] = True
@@ -209,11 +209,6 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
             "PartitionOverwriteOperator (same sql, partition_column and window), which replaces the "
             "window's partitions whole and is as safe to rerun."
         )
-
-    def check_lookback_supported(self, table: str, lookback: int) -> None:
-        """Refuse a write with lookback on an engine that cannot do one, naming the alternative."""
-        if lookback and not self.supports_lookback:
-            raise self.lookback_refused(table, lookback)
 
     def lookback_refused(self, table: str, lookback: int) -> UnsupportedConnectionError:
         """The refusal of a write with lookback to `table`, naming why (`lookback_refusal`) and the

@@ -406,7 +406,6 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         becomes a write: `execute` and the rerun preview (`airflow_idempotent.preview`) both call
         it, so a preview renders exactly what a run would write. `periods`: `covered(context)`,
         when the caller has them already (the window is read, and logged, once)."""
-        adapter.check_lookback_supported(self.table, self.lookback)
         if periods is None:
             periods = self.covered(context)
         return WriteSpec(

@@ -224,7 +224,6 @@ class SparkAdapter(EngineAdapter):
     )
     # lookback by table format: Delta and Iceberg tables take it, parquet tables are refused when
     # the write sees the format (`spark.writes`, `spark.guard`), before anything is written
-    supports_lookback: ClassVar[bool] = True
     lookback_refusal: ClassVar[str] = (
         "it is a parquet table, whose partition switch verifies and records one window per write "
         "(a Delta Lake or Iceberg table takes lookback: one commit covers every period)"
