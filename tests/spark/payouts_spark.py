@@ -39,12 +39,13 @@ def day_truth(day: date, policy: str = "v1") -> tuple[int, Decimal]:
     return PER_DAY, sum((amount(i, policy) for i in range(first, first + PER_DAY)), Decimal("0"))
 
 
-def create_payouts(spark: Any, table: str) -> None:
+def create_payouts(spark: Any, table: str, using: str = "parquet") -> None:
+    """The sales (once) and an empty payouts `table` of format `using`, partitioned by day."""
     spark.sql(SALES_SQL)
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"DROP TABLE IF EXISTS {table}{' PURGE' if using == 'iceberg' else ''}")
     spark.sql(
         f"CREATE TABLE {table} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-        "USING parquet PARTITIONED BY (sale_date)"
+        f"USING {using} PARTITIONED BY (sale_date)"
     )
 
 

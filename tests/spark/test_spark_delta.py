@@ -18,12 +18,12 @@ from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,
-    SALES_SQL,
     START,
     all_days,
     amount,
     checksum_at,
     context,
+    create_payouts,
     day_figures,
     day_truth,
     insert_month,
@@ -36,12 +36,7 @@ pytestmark = pytest.mark.spark
 
 
 def create_delta_payouts(spark: Any, table: str) -> None:
-    spark.sql(SALES_SQL)
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
-    spark.sql(
-        f"CREATE TABLE {table} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-        "USING delta PARTITIONED BY (sale_date)"
-    )
+    create_payouts(spark, table, using="delta")
 
 
 def version(spark: Any, table: str) -> int:

@@ -21,12 +21,12 @@ from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,
-    SALES_SQL,
     START,
     all_days,
     amount,
     checksum_at,
     context,
+    create_payouts,
     day_figures,
     day_truth,
     insert_month,
@@ -45,15 +45,10 @@ def ice(name: str) -> str:
 
 
 def create_iceberg_payouts(spark: Any, name: str) -> str:
-    spark.sql(SALES_SQL)
+    """An empty Iceberg payouts table `name` in the session's Iceberg catalog; its full name."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.idem")
-    table = ice(name)
-    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
-    spark.sql(
-        f"CREATE TABLE {table} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-        "USING iceberg PARTITIONED BY (sale_date)"
-    )
-    return table
+    create_payouts(spark, ice(name), using="iceberg")
+    return ice(name)
 
 
 def snapshots(spark: Any, table: str) -> list[Any]:

@@ -52,6 +52,8 @@ DAG_ID = "idem_spark_payouts_overwrite"
 CONN_ID = "idem_spark_month"
 TABLE = "payouts_scheduled"
 TARGET = f"{CONN_ID}:{TABLE}"
+#: The same DAG on a Delta table (the guard commits it by one REPLACE WHERE from its staging).
+DELTA_DAG_ID, DELTA_TABLE = "idem_spark_payouts_delta", "payouts_scheduled_delta"
 #: Days next to the month, written by the test and never by the backfill.
 NEIGHBOURS = {date(2026, 7, 31): [(900001, "12.34"), (900002, "0.01")], date(2026, 9, 1): [(900003, "5.00")]}
 #: A stale payout on the month's last day, which has no sales: the corrective month must empty it.
@@ -76,15 +78,8 @@ def cluster(
     """The Airflow deployment, the month under v1 in Spark, the connection, the DAG unpaused."""
     dags: Path = request.getfixturevalue("e2e_dags")  # the e2e fixtures, imported above
     (dags / DAG_FILE.name).write_text(DAG_FILE.read_text())
-    create_payouts(client, TABLE)
-    client.sql(
-        f"INSERT INTO {TABLE} SELECT p.sale_id, p.amount_eur, p.rate, p.sale_date FROM ({PAYOUT_SQL}) p",
-        args={"window_start": MONTH[0], "window_end": MONTH[-1] + timedelta(days=1), "policy_version": "v1"},
-    )
-    extra = [(i, a, d) for d, rows in {**NEIGHBOURS, AUGUST_31: [STALE]}.items() for i, a in rows]
-    values = ", ".join(f"(:i{n}, CAST(:a{n} AS DECIMAL(12,2)), 0.60, :d{n})" for n in range(len(extra)))
-    binds = {f"{k}{n}": v for n, row in enumerate(extra) for k, v in zip("iad", row, strict=True)}
-    client.sql(f"INSERT INTO {TABLE} VALUES {values}", args=binds)
+    for table, using in ((TABLE, "parquet"), (DELTA_TABLE, "delta")):
+        load_month(client, table, using)
     started = time.monotonic()
     airflow: AirflowCluster = request.getfixturevalue("airflow_cluster")
     print(f"\n[timing] airflow cluster up: {time.monotonic() - started:.1f} s")
@@ -98,18 +93,34 @@ def cluster(
     airflow.wait_for(
         f"{DAG_ID} to be parsed", lambda: airflow.request("GET", f"/api/v2/dags/{DAG_ID}"), 120, every=1
     )
-    airflow.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+    for dag_id in (DAG_ID, DELTA_DAG_ID):
+        airflow.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
     try:
         yield airflow
     finally:
         quiet(airflow, DAG_ID)
+        quiet(airflow, DELTA_DAG_ID)
 
 
-def files(client: Any, days: list[date]) -> dict[date, set[str]]:
+def load_month(client: Any, table: str, using: str) -> None:
+    """`table` of format `using` as plain Spark wrote it: the month under v1, the neighbours, the stale
+    payout on the 31st (INSERTs by the test, no product code)."""
+    create_payouts(client, table, using=using)
+    client.sql(
+        f"INSERT INTO {table} SELECT p.sale_id, p.amount_eur, p.rate, p.sale_date FROM ({PAYOUT_SQL}) p",
+        args={"window_start": MONTH[0], "window_end": MONTH[-1] + timedelta(days=1), "policy_version": "v1"},
+    )
+    extra = [(i, a, d) for d, rows in {**NEIGHBOURS, AUGUST_31: [STALE]}.items() for i, a in rows]
+    values = ", ".join(f"(:i{n}, CAST(:a{n} AS DECIMAL(12,2)), 0.60, :d{n})" for n in range(len(extra)))
+    binds = {f"{k}{n}": v for n, row in enumerate(extra) for k, v in zip("iad", row, strict=True)}
+    client.sql(f"INSERT INTO {table} VALUES {values}", args=binds)
+
+
+def files(client: Any, days: list[date], table: str = TABLE) -> dict[date, set[str]]:
     """The parquet files each day's rows are read from (Spark's file metadata)."""
-    client.sql(f"REFRESH TABLE {TABLE}")
+    client.sql(f"REFRESH TABLE {table}")
     rows = client.sql(
-        f"SELECT DISTINCT sale_date, _metadata.file_path AS path FROM {TABLE} WHERE sale_date IN "
+        f"SELECT DISTINCT sale_date, _metadata.file_path AS path FROM {table} WHERE sale_date IN "
         f"({', '.join(repr(day.isoformat()) for day in days)})"
     ).collect()
     out: dict[date, set[str]] = {day: set() for day in days}
@@ -196,3 +207,57 @@ def test_a_guarded_corrective_month_on_spark_through_the_scheduler(
         f"\n[figures] month v1 {month_total(v1)} (+{stale_amount} stale on {AUGUST_31}) -> v2 "
         f"{month_total(v2)}; diff changed {changed}, removed 1; {len(plan.operations)} partition switches"
     )
+
+
+def delta_version(client: Any, table: str) -> int:
+    return int(client.sql(f"DESCRIBE HISTORY {table} LIMIT 1").collect()[0]["version"])
+
+
+def test_a_guarded_corrective_month_on_delta_through_the_scheduler(
+    cluster: AirflowCluster,
+    client: Any,
+    store: HistoryStore,  # noqa: F811  (the imported fixture)
+) -> None:
+    """The same backfill on a Delta table: staged, diffed, then one REPLACE WHERE commit of the month."""
+    v1, v2 = truth("v1"), truth("v2")
+    assert all_days(client, DELTA_TABLE) == {**v1, **figures(NEIGHBOURS), AUGUST_31: (1, Decimal(STALE[1]))}
+    neighbours_before = files(client, sorted(NEIGHBOURS), DELTA_TABLE)
+    assert all(neighbours_before.values())
+    before = delta_version(client, DELTA_TABLE)
+
+    fix = run_to_completion(
+        cluster, "delta v2 corrective", V2_FIX, MONTH[0], MONTH[0], 1, dag_id=DELTA_DAG_ID
+    )
+
+    # production: the month is v2 day by day, the 31st emptied, the neighbours' files untouched, in
+    # one commit of the table (the staging's own commits are another table's)
+    assert all_days(client, DELTA_TABLE) == {**v2, **figures(NEIGHBOURS)}
+    assert files(client, sorted(NEIGHBOURS), DELTA_TABLE) == neighbours_before
+    rows = client.sql(f"SELECT count(*) AS n, count(DISTINCT sale_id) AS k FROM {DELTA_TABLE}").collect()[0]
+    assert rows["n"] == rows["k"] == len(MONTH) * 2000 + 3
+    assert delta_version(client, DELTA_TABLE) == before + 1
+    [operation] = [
+        r["operation"]
+        for r in client.sql(f"DESCRIBE HISTORY {DELTA_TABLE}").collect()
+        if int(r["version"]) == before + 1
+    ]
+    assert operation == "WRITE", operation  # REPLACE WHERE is a WRITE with a predicate
+
+    # history: one corrective write of the month, its diff by sale_id, the commit's version named
+    created, completed = parse_time(fix["created_at"]), parse_time(fix["completed_at"])
+    target = f"{CONN_ID}:{DELTA_TABLE}"
+    [w] = [
+        w for w in store.writes(dag_id=DELTA_DAG_ID, target=target) if created <= w["written_at"] <= completed
+    ]
+    assert (w["window_start"].date(), w["window_end"].date()) == (MONTH[0], date(2026, 9, 1))
+    assert (w["status"], w["semantics"], w["policy_version"]) == ("written", "corrective", "v2")
+    assert (w["run_type"], w["row_count"]) == ("backfill", 60000)
+    assert f"table version {before + 1}" in (w["message"] or ""), w["message"]
+    changed = sum(repriced(d) for d in MONTH)
+    diff = json.loads(w["diff"])
+    assert (diff["rows_before"], diff["rows_after"]) == (60001, 60000), diff
+    assert (diff["added"], diff["removed"], diff["changed"]) == (0, 1, changed), diff
+    amount = diff["measures"]["amount_eur"]
+    assert Decimal(str(amount["before"])) == month_total(v1) + Decimal(STALE[1]), amount
+    assert Decimal(str(amount["after"])) == month_total(v2), amount
+    assert not [t.name for t in client.catalog.listTables() if t.name.startswith("_idem_stg_")]

@@ -5,7 +5,8 @@ same policy param, SQL and key) with `conn_id` a `spark_connect` connection, and
 month over the table's daily partitions: one task writes the month, its 31 partitions switched
 whole (one task instead of 30 keeps the Spark group within its time). For a test cluster it has an
 `end_date` in August 2026 (unpausing creates no scheduled run; only the test's backfill runs) and
-a short retry delay.
+a short retry delay. `idem_spark_payouts_delta` is the same DAG on a Delta table, which the guard
+commits whole by one REPLACE WHERE from its staging.
 """
 
 from __future__ import annotations
@@ -24,23 +25,27 @@ GUARD = GuardConfig(
     cap=31, measures=["amount_eur"], thresholds=Thresholds(max_shrink=0.10), granularity="month"
 )
 
-with DAG(
-    dag_id="idem_spark_payouts_overwrite",
-    schedule="@monthly",
-    start_date=pendulum.datetime(2026, 8, 1, tz="UTC"),
-    end_date=pendulum.datetime(2026, 8, 31, tz="UTC"),
-    catchup=False,
-    params={**PARAMS, **GUARD.param()},
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=2)},
-    tags=["idempotent", "payouts", "spark"],
+for dag_id, table in (
+    ("idem_spark_payouts_overwrite", "payouts_scheduled"),
+    ("idem_spark_payouts_delta", "payouts_scheduled_delta"),
 ):
-    PartitionOverwriteOperator(
-        task_id="write_payouts",
-        conn_id="idem_spark_month",  # spark_connect: host, port of the Spark Connect server
-        table="payouts_scheduled",
-        partition_column="sale_date",
-        key_columns=["sale_id"],
-        sql=PAYOUT_SQL,
-        parameters={"policy_version": "{{ params.policy_version }}"},
-        granularity="month",
-    )
+    with DAG(
+        dag_id=dag_id,
+        schedule="@monthly",
+        start_date=pendulum.datetime(2026, 8, 1, tz="UTC"),
+        end_date=pendulum.datetime(2026, 8, 31, tz="UTC"),
+        catchup=False,
+        params={**PARAMS, **GUARD.param()},
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=2)},
+        tags=["idempotent", "payouts", "spark"],
+    ):
+        PartitionOverwriteOperator(
+            task_id="write_payouts",
+            conn_id="idem_spark_month",  # spark_connect: host, port of the Spark Connect server
+            table=table,
+            partition_column="sale_date",
+            key_columns=["sale_id"],
+            sql=PAYOUT_SQL,
+            parameters={"policy_version": "{{ params.policy_version }}"},
+            granularity="month",
+        )
