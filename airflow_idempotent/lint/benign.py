@@ -73,21 +73,17 @@ def written_column(node: exp.Expression) -> str | None:
 
 
 def pending_tables(select: exp.Expression) -> list[str]:
-    """Tables whose rows a SELECT takes only while a column of theirs is still NULL (``WHERE
-    t.processed_at IS NULL``): the rows not yet marked done. With an UPDATE of that table in the same
-    task, what the task inserts for them is drained from a queue, not appended per window."""
+    """Tables whose rows a SELECT takes only while a column of theirs is still NULL or false (``WHERE
+    t.processed_at IS NULL``, ``WHERE trees.cluster_regions_assigned = false``): the rows not yet
+    marked done. With an UPDATE of that table in the same task, what the task inserts for them is
+    drained from a queue, not appended per window."""
     out: list[str] = []
     for query in select.find_all(exp.Select):
         where = query.args.get("where")
         if where is None:
             continue
         tables = {t.alias_or_name.lower(): t for t in query.find_all(exp.Table)}
-        for is_null in where.find_all(exp.Is):
-            column = is_null.this
-            if not isinstance(is_null.expression, exp.Null) or isinstance(is_null.parent, exp.Not):
-                continue
-            if not isinstance(column, exp.Column):
-                continue
+        for column in _unmarked_columns(where):
             owner = tables.get(column.table.lower()) if column.table else None
             if owner is None and len(tables) == 1:
                 owner = next(iter(tables.values()))
@@ -95,6 +91,25 @@ def pending_tables(select: exp.Expression) -> list[str]:
                 name = ".".join(p for p in (owner.db, owner.name) if p).lower()
                 if name not in out:
                     out.append(name)
+    return out
+
+
+def _unmarked_columns(where: exp.Expression) -> list[exp.Column]:
+    """The columns a WHERE requires to be unset: ``c IS NULL``, ``c = false`` (or ``= 0``)."""
+    out: list[exp.Column] = []
+    for is_null in where.find_all(exp.Is):
+        unset = isinstance(is_null.expression, exp.Null) and not isinstance(is_null.parent, exp.Not)
+        if unset and isinstance(is_null.this, exp.Column):
+            out.append(is_null.this)
+    for equal in where.find_all(exp.EQ):
+        column, value = equal.this, equal.expression
+        if isinstance(value, exp.Column) and not isinstance(column, exp.Column):
+            column, value = value, column
+        unset = (isinstance(value, exp.Boolean) and not value.this) or (
+            isinstance(value, exp.Literal) and not value.is_string and value.this == "0"
+        )
+        if isinstance(column, exp.Column) and unset and not isinstance(equal.parent, exp.Not):
+            out.append(column)
     return out
 
 

@@ -125,6 +125,8 @@ def check_code(check: TaskCheck) -> None:
                             "writes nothing"
                         ),
                     )
+                elif use == "label":
+                    check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
@@ -133,7 +135,7 @@ def check_code(check: TaskCheck) -> None:
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
-                for located in scope.strings(arg):
+                for located in _value_at(fn, arg, node, scope).strings(arg):
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
                 continue
@@ -175,6 +177,27 @@ def _with_locals(fn: ast.AST, scope: Scope) -> Scope:
             if name not in scope.locals or scope.locals[name] == ():
                 bound[name] = Bound(node.value, scope)
     return scope.child(dict(bound)) if bound else scope
+
+
+def _value_at(fn: ast.AST, arg: ast.expr, call: ast.Call, scope: Scope) -> Scope:
+    """The scope to read `arg` of `call` in: a local name assigned more than once in `fn` (``statement
+    = "DELETE .."``, ``cur.execute(statement)``, ``statement = "INSERT .."``, ``cur.execute(statement)``)
+    has, at each call, the value of the last assignment before it, not the function's last one."""
+    if not isinstance(arg, ast.Name):
+        return scope
+    assigned = [
+        node
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == arg.id
+    ]
+    before = [a for a in assigned if (a.lineno, a.col_offset) < (call.lineno, call.col_offset)]
+    if len(assigned) < 2 or not before:
+        return scope
+    last = max(before, key=lambda a: (a.lineno, a.col_offset))
+    return scope.child({arg.id: Bound(last.value, scope)})
 
 
 def _state_names(fn: ast.AST) -> set[str]:
@@ -386,11 +409,22 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if any(first <= node.lineno <= last for first, last in spans):
                     continue
                 context = context_of(node, parent_of)
+                if context == START_DATE_CONTEXT and not _dag_start(node, parent_of, collector):
+                    context = None  # a module variable named start_date that is a report's window
                 use = clock_use(node, body, parent_of)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
                 use = "relative" if shifted and use == "used" else use
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if use == "label" and context is None:
+                    recorder.info(
+                        "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{name} in module-level code {_LABEL_TEXT}",
+                        dag_id=dag.dag_id if dag is not None else None,
+                    )
+                    continue
                 if context == START_DATE_CONTEXT and dag is None and collector.dags:
                     if all(d.kwargs.get("start_date") is not None for d in collector.dags):
                         continue  # default_args' start_date: every DAG of the file sets its own
@@ -407,6 +441,33 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
                 )
+
+
+_LABEL_TEXT = (
+    "only becomes text that names a file or titles an e-mail or report (strftime into a file name, a "
+    "subject, an HTML heading): a rerun names its output differently, no data depends on it"
+)
+
+
+def _dag_start(node: ast.AST, parents_of: dict[ast.AST, ast.AST], collector: Collector) -> bool:
+    """A clock read in a ``start_date``/``end_date`` context is a DAG's: an argument or default_args
+    entry, or a variable (``start_date = days_ago(1)``) that some DAG of the file takes by name; not
+    a module variable only passed on as the run's ``params`` (ilri: ``start_date = today() - 1 day``
+    in ``params={'start_date': start_date}``, the report's window)."""
+    stmt = node
+    while stmt in parents_of and not isinstance(stmt, ast.stmt):
+        stmt = parents_of[stmt]
+        if isinstance(stmt, ast.keyword | ast.Dict):
+            return True  # a keyword or dict entry (start_date=.., {'start_date': ..}): the DAG's own
+    if not isinstance(stmt, ast.Assign):
+        return True
+    names = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    for dag in collector.dags:
+        for key in ("start_date", "end_date"):
+            for given in (dag.kwargs.get(key), dag.default_args.get(key)):
+                if isinstance(given, ast.Name) and given.id in names:
+                    return True
+    return not collector.dags
 
 
 def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:

@@ -57,6 +57,64 @@ _RANDOM_CALLS = frozenset(
 )
 RELATIVE_CALLS = frozenset({"timedelta", "duration", "relativedelta", "Duration"})
 _SHIFT_METHODS = frozenset({"subtract", "add", "shift", "minus", "plus"})
+#: methods that turn a datetime into text: past one of them, ``+`` concatenates strings, shifts nothing
+_TEXT_METHODS = frozenset(
+    {"strftime", "isoformat", "format", "to_date_string", "to_datetime_string", "to_iso8601_string", "ctime"}
+)
+
+
+#: where a clock's text only labels something: a file's name or path, an e-mail's subject, a title
+_LABEL_NAME = re.compile(
+    r"(?:^|_)(?:file|filename|fname|path|dir|pdf|png|jpg|csv|xlsx?|html|subject|title|caption|heading)s?$",
+    re.IGNORECASE,
+)
+
+
+_FILE_SUFFIX = re.compile(r"\.(?:pdf|png|jpe?g|svg|csv|tsv|xlsx?|json|txt|zip|gz|html?|log)$", re.IGNORECASE)
+
+
+def _labels(stmt_or_kw: ast.AST, value: ast.AST) -> bool:
+    """The text is only a label: assigned to a file/path/subject-like name, passed as such a keyword
+    (``subject=``), or an HTML fragment (an f-string with markup: a report's "Report Date"). Never an
+    object store's URL (``s3://bucket/{now():%Y-%m-%d}/x.csv``): there the date places the data."""
+    if any(
+        isinstance(v, ast.Constant) and isinstance(v.value, str) and "://" in v.value for v in ast.walk(value)
+    ):
+        return False
+    if isinstance(stmt_or_kw, ast.keyword):
+        return bool(stmt_or_kw.arg and _LABEL_NAME.search(stmt_or_kw.arg))
+    if isinstance(stmt_or_kw, ast.Assign) and len(stmt_or_kw.targets) == 1:
+        target = stmt_or_kw.targets[0]
+        if isinstance(target, ast.Name) and _LABEL_NAME.search(target.id):
+            return True
+    if isinstance(stmt_or_kw, ast.Assign) and any(
+        isinstance(v, ast.Constant) and isinstance(v.value, str) and _FILE_SUFFIX.search(v.value)
+        for v in ast.walk(value)
+    ):
+        return True  # output_dir + 'Daily-Report-' + today().strftime('%Y%m%d') + '.pdf'
+    return isinstance(value, ast.JoinedStr) and any(
+        isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"<\w+[^>]*>", v.value)
+        for v in value.values
+    )
+
+
+_FILE_CALLS = frozenset({"open", "Path", "join", "makedirs", "mkdir", "savefig"})
+
+
+def _names_file(call: ast.Call) -> bool:
+    """A call whose arguments are a file's name or path (``open``, ``Path``, ``os.path.join``..)."""
+    return last_name(dotted(call.func)) in _FILE_CALLS
+
+
+def _as_text(parent: ast.AST, node: ast.AST) -> bool:
+    """`parent` turns the clock value `node` into text: ``now().strftime(..)``, ``str(now())``,
+    ``f"{now()}"``; a ``+`` above it is string concatenation (``'Report-' + today().strftime(..)``)."""
+    if isinstance(parent, ast.Attribute) and parent.attr in _TEXT_METHODS:
+        return True
+    if isinstance(parent, ast.Call) and node in parent.args and dotted(parent.func) == "str":
+        return True
+    return isinstance(parent, ast.FormattedValue | ast.JoinedStr)
+
 
 SIDE_EFFECT_OPERATORS: tuple[tuple[str, str], ...] = (
     ("MSGraph", "an MS Graph request"),
@@ -141,7 +199,7 @@ def is_relative(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
     node: ast.AST = call
     for _ in range(4):
         parent = parents.get(node)
-        if parent is None:
+        if parent is None or _as_text(parent, node):
             return False
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub):
             other = parent.right if parent.left is node else parent.left
@@ -212,26 +270,43 @@ def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
     return None
 
 
-def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0) -> str:
+def clock_use(
+    call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
+) -> str:
     """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
-    ``"output"`` (only logged or printed), ``"unused"`` (assigned and never read), else ``"used"``
-    (written, returned, stored, or deciding what is read)."""
+    ``"output"`` (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made
+    text that only names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written,
+    returned, stored, or deciding what is read)."""
     node: ast.AST = call
     parent = parents.get(node)
+    text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
     while parent is not None and not isinstance(parent, ast.stmt):
+        text = text or _as_text(parent, node)
         if (
-            isinstance(parent, ast.BinOp)
+            not text
+            and isinstance(parent, ast.BinOp)
             and isinstance(parent.op, ast.Sub)
             and (_elapsed(parent, node, body) or _duration(parent, body, parents))
         ):
             return "output"  # clock - clock: how long a call took, no window (t0 = now(); ..; now() - t0)
-        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub) and _span(parent, node):
+        if (
+            not text
+            and isinstance(parent, ast.BinOp)
+            and isinstance(parent.op, ast.Add | ast.Sub)
+            and _span(parent, node)
+        ):
             return "relative"
-        if isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
+        if not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
             return "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
+        if text and isinstance(parent, ast.keyword) and _labels(parent, node):
+            return "label"
+        if text and isinstance(parent, ast.Call) and node in parent.args and _names_file(parent):
+            return "label"  # open(f"{db}_{now():%Y%m%d}.sql.gz"), Path(..), os.path.join(..)
         node, parent = parent, parents.get(parent)
+    if text and isinstance(parent, ast.Assign) and _labels(parent, node):
+        return "label"
     if (
         isinstance(parent, ast.Assign | ast.AnnAssign)
         and _depth < 3
@@ -247,8 +322,8 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _de
         ]
         if not uses:
             return "unused"
-        found = {clock_use(use, body, parents, _depth + 1) for use in uses}
-        for verdict in ("relative", "used"):
+        found = {clock_use(use, body, parents, _depth + 1, text) for use in uses}
+        for verdict in ("relative", "used", "label"):
             if verdict in found:
                 return verdict
         return "output" if "output" in found else "unused"
@@ -300,8 +375,11 @@ def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) 
 
 
 def _span(binop: ast.BinOp, node: ast.AST) -> bool:
-    """The other side of ``clock +/- other`` is a span: timedelta(..), a duration, a name or number."""
+    """The other side of ``clock +/- other`` is a span: timedelta(..), a duration, a name or number
+    (never a string literal: ``'Report-' + x`` concatenates)."""
     other = binop.right if binop.left is node else binop.left
+    if isinstance(other, ast.Constant) and isinstance(other.value, str):
+        return False
     if isinstance(other, ast.Call):
         return last_name(dotted(other.func)) in RELATIVE_CALLS
     return isinstance(other, ast.Name | ast.Attribute | ast.Constant)

@@ -7,7 +7,10 @@ safe) when the pair is one of the shapes reviewers of public DAG repositories ne
 DAG; writers that are all keyed (upserts, merges, inserts the key or engine deduplicates) or
 prune what the keyed writer does not send (upsert-then-prune); writers that each replace only their
 own slice (``DELETE .. WHERE`` of the slice in their DAG, then insert); writers that update or upsert
-disjoint sets of columns; writers that only set literals (a shared helper's lock or flag table:
+disjoint sets of columns; a scratch table that tasks of different DAGs each rebuild whole and another
+task of the same DAG empties again (ilri's report DAGs: each Extract task deletes all of it and
+inserts, the report reads it, a Flush task deletes it: no run leaves rows behind); writers that only
+set literals (a shared helper's lock or flag table:
 ``UPDATE dag_run SET available = False`` at a DAG's start, ``= True`` at its end); a staged build,
 where one task rebuilds the table whole (drops and recreates it, ``CREATE OR REPLACE``, ``CREATE
 TABLE AS``, or deletes all of it and inserts in one task) and the others only update or delete its
@@ -141,6 +144,15 @@ def _benign(
         return True  # a task that only clears the table, and its loader
     if _disjoint_columns(facts_of[id(ta)], facts_of[id(tb)], wa.table):
         return True
+    if (
+        None not in (ta.dag_id, tb.dag_id)
+        and ta.dag_id != tb.dag_id
+        and _rebuilds(facts_of[id(ta)], wa.table)
+        and _rebuilds(facts_of[id(tb)], wb.table)
+        and cleared_by(clears, ta, wa.table) is not None
+        and cleared_by(clears, tb, wb.table) is not None
+    ):
+        return True  # a scratch table each DAG rebuilds, reads and empties within its own run
     if _constant_only(facts_of[id(ta)], wa.table) and _constant_only(facts_of[id(tb)], wb.table):
         return True  # flags or a lock both set to literals: each rerun writes the same values again
     return _safe(ta, wa.table, facts_of[id(ta)], clears) and _safe(tb, wb.table, facts_of[id(tb)], clears)
@@ -225,8 +237,9 @@ def check_shared_targets(
                     task.scope.source.display,
                     task.line,
                     f"{table} is also written by {names}, but each leaves the other's rows alone on a "
-                    "rerun (a clear and its loader, keyed writers, each its own slice, or flags set to "
-                    "literals)",
+                    "rerun (a clear and its loader, keyed writers, each its own slice, flags set to "
+                    "literals, or a scratch table each DAG rebuilds whole: runs of two DAGs at once "
+                    "still race, a scheduling matter)",
                     dag_id=task.dag_id,
                     task_id=task.task_id,
                     anchors=((write.file, write.line),),

@@ -348,7 +348,10 @@ def _position(node: exp.Expression | None) -> int | None:
 def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStatement:
     result = SqlStatement(type(stmt).__name__.lower(), start if start is not None else _position(stmt))
     result.placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
-    result.pending = pending_tables(stmt) if isinstance(stmt, exp.Select | exp.Union) else []
+    if isinstance(stmt, exp.Select | exp.Union):
+        result.pending = pending_tables(stmt)
+    elif isinstance(stmt, exp.Insert) and isinstance(stmt.expression, exp.Select | exp.Union):
+        result.pending = pending_tables(stmt.expression)  # INSERT .. SELECT .. WHERE flag = false
     data: exp.Expression | None = stmt
     if isinstance(stmt, exp.Create):
         data = _create(stmt, result)

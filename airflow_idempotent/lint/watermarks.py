@@ -22,6 +22,31 @@ _KIND_TEXT = {"variable": "the Variable", "asset": "the asset state key", "xcom"
 #: A saved mark that counts batches or pages of a list, not time: a rotating batch cursor.
 _BATCH_CURSOR = re.compile(r"(?:^|_)(?:offset|page|batch)(?:_|$|es|s)", re.IGNORECASE)
 _TIME_WORDS = re.compile(r"date|time|ts\b|_at\b|day|hour|watermark|since|last_", re.IGNORECASE)
+#: words of a mark that says where the previous run stopped (``max_id``, ``page_token``)
+_MARK_TOKENS = frozenset(
+    {"max", "min", "cursor", "offset", "position", "seq", "mark", "bookmark", "watermark", "high"}
+    | {"latest", "prev", "previous", "next", "from", "start", "end", "page", "batch", "last"}
+    | {"checkpoint", "processed", "synced", "loaded"}
+)
+#: the last word of a saved Variable that names a thing (an asset's id, a view's name, a config, a
+#: token), set when the pipeline is created or updated: configuration, no window starts at it
+_CONFIG_WORDS = frozenset({"id", "name", "config", "conf", "token", "url", "path", "schema", "table", "view"})
+#: the last word of a saved set of keys (``known_ids``): the previous run's snapshot to diff with
+_KEY_SET_WORDS = frozenset({"ids", "keys"})
+
+
+def _kind_of_key(key: str) -> str | None:
+    """``"config"`` or ``"keys"`` when a saved key is named as configuration or as a set of keys (its
+    last word, the word before it not a mark's: ``city_dynamic_asset_id``, ``city_known_ids``, not
+    ``orders_max_id``); None for anything else."""
+    if _TIME_WORDS.search(key):
+        return None
+    words = [w for w in re.split(r"[_.\-]+", key.lower()) if w]
+    if not words or (len(words) > 1 and words[-2] in _MARK_TOKENS):
+        return None
+    if words[-1] in _CONFIG_WORDS:
+        return "config"
+    return "keys" if words[-1] in _KEY_SET_WORDS else None
 
 
 def check_watermarks(checks: Sequence[TaskCheck]) -> None:
@@ -49,9 +74,22 @@ def check_watermarks(checks: Sequence[TaskCheck]) -> None:
                     continue
                 names = ", ".join(dict.fromkeys(task_label(s.task) for s in savers))
                 by = f"{names}, which saves {_KIND_TEXT[read.kind]} {read.key!r}"
+            named = _kind_of_key(read.key) if read.kind != "xcom" else None
+            if named == "config":
+                continue  # an asset id, a view name: configuration a task (re)writes, not a mark
             check.facts.windows.append(
                 WindowRef("target", f"A watermark: {_describe(read)} (saved by {by}).")
             )
+            if named == "keys":
+                check.info(
+                    "IDEM004",
+                    read.file,
+                    read.line,
+                    f"the task reads {_describe(read)} saved by {by}: the keys the previous run saw "
+                    "(a snapshot to diff with, e.g. to find deleted rows), not a time window; a rerun "
+                    "diffs the same source again",
+                )
+                continue
             if read.kind != "xcom" and _BATCH_CURSOR.search(read.key) and not _TIME_WORDS.search(read.key):
                 check.info(
                     "IDEM004",

@@ -39,7 +39,9 @@ def test_labels_name_only_recorded_repositories_at_their_commits_and_no_code() -
                 assert row["label"] in ("useful", "harmless", "false") and row["rule"].startswith("IDEM")
             if row["kind"] != "read":
                 assert 0 < len(row["why"]) <= 160 and "\n" not in row["why"]
-    assert sum(r["kind"] == "read" for r in _rows("heldout")) >= 40
+    # each round's held-out half has its own seeded draw of files read in full (round 4: 20)
+    assert sum(r["kind"] == "read" for r in _rows("heldout")) >= 20
+    assert sum(r["kind"] == "read" for r in _rows("tuning")) >= 40
 
 
 def test_score_counts_findings_and_recall_as_counted_by_hand() -> None:
