@@ -173,11 +173,6 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
     #: Why a table of this engine cannot take lookback, when one cannot (`lookback_refused`); every
     #: engine's transactional writes can, and Spark's depends on the table's format.
     lookback_refusal: ClassVar[str] = ""
-    #: A breached window's staged rows can be kept in a table of their own until a person decides
-    #: (on_breach="approve"), then committed once approved (`guard.approval`) or dropped
-    #: (`drop_kept`). An engine whose table formats differ says it True and refuses by format when
-    #: the write sees it (Spark: Delta and Iceberg tables keep them, parquet tables refuse).
-    keeps_stage_for_approval: ClassVar[bool] = True
     #: The engine can lock a (table, window) itself; otherwise the lock is held in the history store.
     has_native_lock: ClassVar[bool] = True
     #: The native upsert itself fails on a source holding one key twice (PostgreSQL's ON CONFLICT
@@ -201,12 +196,6 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-
-    def drop_kept(self, table: str) -> None:
-        """Drop a kept stage once decided (`keeps_stage_for_approval`), in its own statement (on
-        MariaDB a DROP TABLE commits); a failure is not raised (nothing is left to decide on)."""
-        with contextlib.suppress(Exception), self.engine.begin() as conn:
-            self.execute(conn, self.drop_staging(table, temporary=False), {})
 
     def check_merge_supported(self, table: str) -> None:
         """Refuse a merge on an engine that cannot do one, before anything runs, naming the alternative."""
