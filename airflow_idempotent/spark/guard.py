@@ -17,7 +17,9 @@ of the target's format, checked and diffed there, and committed by ONE REPLACE W
 or MERGE INTO .. WHEN NOT MATCHED BY SOURCE .. DELETE (reconcile) from the staging, under the
 (table, window) lock in the history store. A replay diffs the staging against the table AS OF the
 version the window's first write committed (its record names it), so it answers "does this code
-reproduce what was written then", even after later corrections.
+reproduce what was written then", even after later corrections. With on_breach="approve" a
+breached staging is first copied to a table the approval names (``_idem_apr_``: not swept as a
+dead attempt's staging), with the table's version read before the diff (`spark.approval`).
 """
 
 from __future__ import annotations

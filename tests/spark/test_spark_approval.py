@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,7 +122,7 @@ def pending_of(history: HistoryStore, ctx: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_a_breach_parks_with_its_staging_kept_and_an_approval_commits_it_in_one_version(
-    spark, spark_conn, history: HistoryStore, supervisor: Supervisor, fmt: str
+    spark, spark_cluster, spark_conn, history: HistoryStore, supervisor: Supervisor, fmt: str
 ) -> None:
     table = make_table(spark, fmt, "payouts_appr")
     target = f"{spark_conn}:{table}"
@@ -167,6 +168,9 @@ def test_a_breach_parks_with_its_staging_kept_and_an_approval_commits_it_in_one_
     assert write["status"] == "written"
     assert write["message"] == f"approved by alice: v2 signed off; table version {after[-1]}"
     assert kept_tables(spark, table) == []  # dropped once decided
+    if fmt == "iceberg":  # purged: an Iceberg table's files stay behind a plain DROP
+        kept = (Path(spark_cluster.base_dir) / "iceberg").glob("*/_idem_apr_*/**/*")
+        assert not [f for f in kept if f.is_file()]
 
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
