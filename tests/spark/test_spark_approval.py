@@ -28,6 +28,8 @@ from airflow_idempotent.guard import GuardRefusal
 from airflow_idempotent.guard.approval import StaleApproval
 from airflow_idempotent.history import HistoryStore, approvals
 from airflow_idempotent.identity import AttemptIdentity
+from airflow_idempotent.spark.adapter import SparkAdapter
+from airflow_idempotent.spark.guard import stage_prefix, sweep_stages
 from tests.spark.payouts_spark import all_days, create_payouts, day_truth
 from tests.spark.test_spark_delta import create_delta_payouts
 from tests.spark.test_spark_iceberg import create_iceberg_payouts
@@ -141,6 +143,12 @@ def test_a_breach_parks_with_its_staging_kept_and_an_approval_commits_it_in_one_
     assert pending is not None and pending.status == "pending"
     assert kept_tables(spark, table) == [pending.stage_table.rsplit(".", 1)[-1]]
     assert pending.stage_table.rsplit(".", 1)[-1].startswith("_idem_apr_")
+    # the sweep a guarded write of this window makes under its lock (of dead attempts' stagings)
+    # leaves a kept table waiting for a decision
+    adapter = SparkAdapter.from_connection(spark_conn)
+    with adapter.engine.connect() as conn:
+        sweep_stages(adapter, conn, table, stage_prefix(table, str(DAY)), purge=fmt == "iceberg")
+    assert kept_tables(spark, table) == [pending.stage_table.rsplit(".", 1)[-1]]
     d = pending.diff
     assert (d["rows_before"], d["rows_after"], d["changed"], d["added"], d["removed"]) == (
         2000,
