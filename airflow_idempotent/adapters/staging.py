@@ -9,8 +9,9 @@ the two flags below.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, Literal
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 from sqlalchemy.engine import Connection
 from sqlglot import exp
@@ -30,8 +31,18 @@ class StagingStatements:
     #: How an UPDATE reads a second table: `UPDATE t SET .. FROM s WHERE ..` (PostgreSQL, SQLite
     #: >= 3.33, DuckDB) or `UPDATE t JOIN s ON .. SET ..` (MariaDB/MySQL).
     update_join_style: ClassVar[Literal["from", "join"]] = "from"
+    #: A breached window's staged rows can be kept in a table of their own until a person decides
+    #: (on_breach="approve"), then committed once approved (`guard.approval`) or dropped
+    #: (`drop_kept`). An engine whose table formats differ says True and refuses by format when
+    #: its write sees it (Spark: Delta and Iceberg tables keep them, parquet tables refuse).
+    keeps_stage_for_approval: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ provided by EngineAdapter
+    engine: Any
+
+    def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
     def table(self, name: str, alias: str | None = None) -> exp.Table:
         raise NotImplementedError
 
@@ -47,6 +58,12 @@ class StagingStatements:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ stage, diff, swap
+
+    def drop_kept(self, table: str) -> None:
+        """Drop a kept stage once decided (`keeps_stage_for_approval`), in its own statement (on
+        MariaDB a DROP TABLE commits); a failure is not raised (nothing is left to decide on)."""
+        with contextlib.suppress(Exception), self.engine.begin() as conn:
+            self.execute(conn, self.drop_staging(table, temporary=False), {})
 
     def prepare_connection(self, conn: Connection) -> None:
         """Per-connection setup a guarded write needs before its first statement (none here)."""

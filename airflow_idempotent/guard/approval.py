@@ -15,7 +15,6 @@ two halves that do not depend on Airflow:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -85,12 +84,14 @@ def request_body(pending: PendingApproval) -> str:
     for kind in ("changed", "added", "removed"):
         if samples.get(kind):
             lines += ["", f"Sample {kind} keys: " + ", ".join(str(k) for k in samples[kind])]
+    # a Delta or Iceberg table (Spark): the table's version (snapshot id) the diff read
+    version = f", table version {d['table_version']}" if "table_version" in d else ""
     lines += [
         "",
         f"Staged: {pending.stage_rows} rows in `{pending.stage_table}` "
         f"(checksum `{pending.stage_checksum}`); "
-        f"production's window: {pending.target_rows} rows (checksum `{pending.target_checksum}`). An "
-        "approval is refused if either changed before the swap.",
+        f"production's window: {pending.target_rows} rows (checksum `{pending.target_checksum}`{version}). "
+        "An approval is refused if either changed before the swap.",
     ]
     return "\n".join(lines)
 
@@ -146,6 +147,6 @@ def swap_approved(
 
 
 def drop_kept(adapter: EngineAdapter, table: str) -> None:
-    """Drop a kept stage once decided (its own statement: on MariaDB a DROP TABLE commits)."""
-    with contextlib.suppress(Exception), adapter.engine.begin() as conn:
-        adapter.execute(conn, adapter.drop_staging(table, temporary=False), {})
+    """Drop a kept stage once decided, as its engine drops one (`EngineAdapter.drop_kept`: its own
+    statement on a warehouse; on Spark the Delta or Iceberg table, an Iceberg one purged)."""
+    adapter.drop_kept(table)

@@ -23,6 +23,11 @@ class KeptStage:
     target_checksum: str
     #: up to KEY_SAMPLE_SIZE keys of each kind: {"changed": [...], "added": [...], "removed": [...]}
     samples: dict[str, list[Any]]
+    #: a table format's version the diff read (a Delta version, an Iceberg snapshot id; None for a
+    #: table never written): an approval commits only onto that version (`spark.approval`)
+    table_version: int | None = None
+    #: whether `table_version` applies (a Delta or Iceberg table on Spark)
+    versioned: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ from airflow_idempotent.guard.approval import (
 )
 from airflow_idempotent.guard.config import GuardConfig
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.guard.results import GuardBreach
+from airflow_idempotent.guard.results import GuardBreach, KeptStage
 from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.fences import AttemptFence
@@ -61,6 +62,12 @@ def kept_stage_name(identity: AttemptIdentity, target: str, window_label: str) -
     key = f"{identity.dag_id}|{identity.run_id}|{identity.task_id}|{identity.map_index}|"
     key += f"{identity.try_number}|{target}|{window_label}"
     return f"_idem_apr_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def versioned(kept: KeptStage) -> dict[str, Any]:
+    """What an approval records of the table version its diff read (a Delta or Iceberg table):
+    `table_version` in its diff, which the approved commit must still find."""
+    return {"table_version": kept.table_version} if kept.versioned else {}
 
 
 def _responder(event: Mapping[str, Any]) -> str | None:
@@ -97,18 +104,17 @@ class ApprovalMixin:
         history: SafeHistory,
     ) -> Any:
         """The guarded write that keeps a breached window's rows in a table of its own; refused on
-        an engine without transactions (Spark switches partitions: there is no table to keep).
+        an engine that cannot keep them (`keeps_stage_for_approval`; Spark refuses a parquet table
+        by its format, when its write sees it, before anything is written).
         Older attempts' requests for this window still pending are superseded once this write has
         decided (written, or breached with rows of its own to decide on), their kept rows dropped
         (a cleared or hand-marked task is never resumed to drop them itself); a write that fails
         before that (warehouse down, a refusal) leaves them pending, still answerable."""
-        if not adapter.supports_transactions:
+        if not adapter.keeps_stage_for_approval:
             raise GuardRefusal(
                 'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
-                f"until a person decides; {self.conn_id!r} is a Spark connection, whose guarded write "
-                "does not keep its staging for a decision yet (it switches a parquet table's partitions, "
-                "or commits a Delta or Iceberg table from a staging it drops): nothing was written. "
-                'Declare on_breach="refuse" for this DAG (the default).'
+                f"until a person decides; the guarded write of {self.conn_id!r} ({adapter.dialect}) keeps "
+                'none: nothing was written. Declare on_breach="refuse" for this DAG (the default).'
             )
         keep = kept_stage_name(identity, target, window.label())
 
@@ -162,7 +168,7 @@ class ApprovalMixin:
             stage_checksum=kept.checksum,
             target_rows=kept.target_rows,
             target_checksum=kept.target_checksum,
-            diff={**breach.result.diff.to_json(), "samples": kept.samples},
+            diff={**breach.result.diff.to_json(), "samples": kept.samples, **versioned(kept)},
             breaches=list(breach.result.breaches),
             requested_at=now,
             expires_at=now + timeout,
@@ -293,8 +299,13 @@ class ApprovalMixin:
             AttemptFence(store, identity, target_of(self), spec.lock_windows) if owner != identity else None
         )
         spec = _with_kill_switch(self, spec, history, identity.dag_id, backfill, approved_at, fence)
+        swap: Any = swap_approved
+        if not adapter.supports_transactions:  # Spark: one commit of the table's format (spark.approval)
+            from airflow_idempotent.spark.approval import commit_approved
+
+            swap = functools.partial(commit_approved, store=store)
         try:
-            result = swap_approved(adapter, spec, self.key_columns, pending)
+            result = swap(adapter, spec, self.key_columns, pending)
         except Exception as err:  # stale data, the kill switch, the warehouse: approved, not swapped
             # Airflow retries it (not a refusal: stale data, a kill switch, a fence), and a retry is left
             if not isinstance(err, AirflowFailException) and _retry_comes(context):

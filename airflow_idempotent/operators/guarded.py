@@ -42,12 +42,12 @@ MODES: dict[str, Literal["swap", "reconcile", "replay"]] = {
 
 def may_carry(guard: GuardConfig, mode: str, adapter: EngineAdapter, spec: WriteSpec) -> bool:
     """Whether a guarded write first looks for an approval an earlier try of it got and could not
-    swap (`swap_carried`): on_breach="approve", not a replay, one window of a warehouse with
-    transactions (where a breach keeps its rows for a person)."""
+    swap (`swap_carried`): on_breach="approve", not a replay, one window of an engine whose breach
+    keeps its rows for a person (`keeps_stage_for_approval`)."""
     return (
         guard.on_breach == "approve"
         and mode != "replay"
-        and adapter.supports_transactions
+        and adapter.keeps_stage_for_approval
         and not spec.periods
     )
 
@@ -231,14 +231,14 @@ class GuardedWriteMixin(ApprovalMixin):
             self.check_kill_switch(
                 history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
             )
-        if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
-            write = self.approval_write(adapter, write, identity, target, spec.window, history)
         if not adapter.supports_transactions:  # Spark: by the table's format (spark.guard)
             from airflow_idempotent.spark.guard import guarded_spark_write
 
             write = functools.partial(
                 guarded_spark_write, store=history.store, target=target, baseline_version=baseline
             )
+        if guard.on_breach == "approve" and mode != "replay":  # a breach keeps its rows for a person
+            write = self.approval_write(adapter, write, identity, target, spec.window, history)
         try:
             result = write(
                 adapter,

@@ -23,6 +23,7 @@ engine: `connect()` yields a `SparkConnection`, whose results answer `keys()`, `
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from airflow_idempotent.adapters.base import (
     validate_identifier,
 )
 from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
+
+log = logging.getLogger(__name__)
 
 #: The connection type of the apache-spark provider's Spark Connect connection.
 CONN_TYPE = "spark_connect"
@@ -228,6 +231,10 @@ class SparkAdapter(EngineAdapter):
         "it is a parquet table, whose partition switch verifies and records one window per write "
         "(a Delta Lake or Iceberg table takes lookback: one commit covers every period)"
     )
+
+    # approvals by table format: a Delta or Iceberg table's breached staging is kept for a decision
+    # (`spark.approval`), a parquet table's write refuses on_breach="approve" when it sees the format
+    keeps_stage_for_approval: ClassVar[bool] = True
 
     engine: SparkEngine  # type: ignore[assignment]  # not SQLAlchemy: a Spark Connect endpoint
 
@@ -472,6 +479,20 @@ class SparkAdapter(EngineAdapter):
 
     def drop_table(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {self.qualified(table)}"
+
+    def drop_kept(self, table: str) -> None:
+        """Drop a kept stage once decided: a Delta or Iceberg table beside the target (an Iceberg
+        one PURGEd: a plain DROP leaves its files). A failure is logged, not raised (a table gone
+        already is nothing to decide on)."""
+        try:
+            with self.engine.connect() as conn:
+                try:
+                    purge = self.describe(conn, table).provider == "iceberg"
+                except Exception:  # gone already, or unreadable: nothing to purge
+                    purge = False
+                conn.sql(self.drop_table(table) + (" PURGE" if purge else ""))
+        except Exception as err:
+            log.warning("could not drop the kept stage %s (%s)", table, err)
 
     # ------------------------------------------------------------------ cleaning up
     def staged_and_replaced(

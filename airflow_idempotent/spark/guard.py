@@ -17,7 +17,9 @@ of the target's format, checked and diffed there, and committed by ONE REPLACE W
 or MERGE INTO .. WHEN NOT MATCHED BY SOURCE .. DELETE (reconcile) from the staging, under the
 (table, window) lock in the history store. A replay diffs the staging against the table AS OF the
 version the window's first write committed (its record names it), so it answers "does this code
-reproduce what was written then", even after later corrections.
+reproduce what was written then", even after later corrections. With on_breach="approve" a
+breached staging is first copied to a table the approval names (``_idem_apr_``: not swept as a
+dead attempt's staging), with the table's version read before the diff (`spark.approval`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from airflow_idempotent.guard.write import (
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.spark import delta, iceberg
 from airflow_idempotent.spark.adapter import STAGING_PREFIX, SparkAdapter, SparkTableInfo
+from airflow_idempotent.spark.approval import keep_stage, read_version
 from airflow_idempotent.spark.switch import overwrite_by_switch, store_lock
+from airflow_idempotent.spark.writes import commit_stage
 from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
 
 log = logging.getLogger(__name__)
@@ -205,9 +209,12 @@ def guarded_spark_write(
     store: HistoryStore,
     target: str,
     baseline_version: int | None = None,
+    keep_on_breach: str | None = None,
 ) -> GuardedResult:
     """The guarded write on Spark, by the table's format as the catalog names it: one commit of
-    the format's own on Delta and Iceberg (`guarded_commit`), the partition switch on parquet."""
+    the format's own on Delta and Iceberg (`guarded_commit`; `keep_on_breach` keeps a breached
+    staging for an approval, `spark.approval`), the partition switch on parquet (which keeps none:
+    refused with `keep_on_breach` before anything is staged)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if spec.periods:  # a replay drops its lookback before it comes here (operators.guarded)
@@ -222,7 +229,22 @@ def guarded_spark_write(
     args = (adapter, spec, keys, measures, thresholds, mode)
     rest = (expected_checksum, completeness_sql, before_commit)
     if delta.is_delta(info) or iceberg.is_iceberg(info):
-        return guarded_commit(*args, *rest, store=store, target=target, baseline_version=baseline_version)
+        return guarded_commit(
+            *args,
+            *rest,
+            store=store,
+            target=target,
+            baseline_version=baseline_version,
+            keep_on_breach=keep_on_breach,
+        )
+    if keep_on_breach is not None:
+        raise GuardRefusal(
+            'on_breach="approve" keeps a breached window\'s staged rows in a table until a person decides; '
+            f"{spec.table} is a parquet table, whose guarded write (the partition switch) keeps none: on "
+            "Spark only parquet tables lack approvals. Nothing was written. Use a Delta Lake or Iceberg "
+            "table (CREATE TABLE .. USING delta, or USING iceberg), whose breached staging is kept for "
+            'the decision, or declare on_breach="refuse" for this DAG (the default).'
+        )
     return guarded_switch(*args, *rest, store=store, target=target)
 
 
@@ -240,9 +262,12 @@ def guarded_commit(
     store: HistoryStore,
     target: str,
     baseline_version: int | None = None,
+    keep_on_breach: str | None = None,
 ) -> GuardedResult:
     """Stage in the target's format, check and diff there, then one commit from the staging (see
-    the module); a breach, the kill switch or a replay commits nothing and drops the staging."""
+    the module); a breach, the kill switch or a replay commits nothing and drops the staging. With
+    `keep_on_breach` (a bare table name), a breach first copies the staged rows to that table,
+    beside the target, with the table's version read before the diff (`spark.approval`)."""
     check_guarded_args(spec, mode, keys, expected_checksum, completeness_sql)
     store.migrate()
     with (
@@ -255,6 +280,8 @@ def guarded_commit(
         window_only = window_binds(params)
         prefix = stage_prefix(spec.table, spec.window.label())
         sweep_stages(adapter, conn, spec.table, prefix, purge=not is_delta)
+        # what an approval must still find at its commit: read before the diff, under the lock
+        version = None if keep_on_breach is None else read_version(conn, adapter, spec.table, is_delta)
         stage = adapter.staging_name(spec.table, prefix[len(STAGING_PREFIX) :] + uuid.uuid4().hex[:8])
         rows = adapter.typed_rows(info, list(info.columns), spec.query, produced=columns)
         using = "delta" if is_delta else "iceberg"
@@ -298,19 +325,14 @@ def guarded_commit(
                 )
                 return GuardedResult.replayed(mode, diff, checksum, int(count), breaches, expected_checksum)
             if breaches:
-                result = GuardedResult.refused(mode, diff, breaches, expected_checksum)
+                kept = None
+                if keep_on_breach is not None:
+                    args = (spec, info, stage, keep_on_breach, using, key_names, params, version)
+                    kept = keep_stage(adapter, conn, *args)
+                result = GuardedResult.refused(mode, diff, breaches, expected_checksum, kept=kept)
                 raise GuardBreach(breach_message(spec, mode, breaches, nothing="committed"), result)
-            swap = dataclasses.replace(
-                spec,
-                query=adapter.select_columns(stage, every),
-                params={},
-                before_commit=before_commit or spec.before_commit,
-            )
-            fmt = delta if is_delta else iceberg
-            if mode == "reconcile":  # only the changed rows: one MERGE with the window's deletes
-                written = fmt.merge(adapter, conn, swap, key_names, True, changed_only=True)
-            else:
-                written = fmt.overwrite(adapter, conn, swap)
+            commit = (stage, every, key_names, mode, is_delta, before_commit)
+            written = commit_stage(adapter, conn, spec, *commit)
         finally:
             drop_stage(adapter, conn, stage, purge=not is_delta)
     return GuardedResult.committed(

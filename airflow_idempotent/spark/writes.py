@@ -9,11 +9,12 @@ the session that then writes a Delta or Iceberg table.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from airflow_idempotent.spark import delta, iceberg
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkTableInfo
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.strategies import WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
@@ -47,3 +48,31 @@ def merge(adapter: SparkAdapter, spec: WriteSpec, keys: Sequence[str], delete_mi
         if not delta.is_delta(info):
             raise adapter.merge_refused(spec.table)
         return delta.merge(adapter, conn, spec, keys, delete_missing)
+
+
+def commit_stage(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    stage: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    mode: str,
+    is_delta: bool,
+    before_commit: Callable[[], None] | None = None,
+) -> delta.DeltaResult:
+    """Commit a staging table (of the target's format, typed like it, the window's rows) into the
+    window of a Delta or Iceberg table by ONE statement of the format: REPLACE WHERE (a swap), or
+    (a reconcile) MERGE .. WHEN NOT MATCHED BY SOURCE .. DELETE touching only the changed rows.
+    `before_commit` (default `spec.before_commit`) runs just before it: the kill switch's last word.
+    The guarded commit's (`spark.guard`) and an approved window's (`spark.approval`)."""
+    swap = dataclasses.replace(
+        spec,
+        query=adapter.select_columns(stage, columns),
+        params={},
+        before_commit=before_commit or spec.before_commit,
+    )
+    fmt = delta if is_delta else iceberg
+    if mode == "reconcile":
+        return fmt.merge(adapter, conn, swap, keys, True, changed_only=True)
+    return fmt.overwrite(adapter, conn, swap)
