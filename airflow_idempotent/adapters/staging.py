@@ -31,11 +31,6 @@ class StagingStatements:
     #: How an UPDATE reads a second table: `UPDATE t SET .. FROM s WHERE ..` (PostgreSQL, SQLite
     #: >= 3.33, DuckDB) or `UPDATE t JOIN s ON .. SET ..` (MariaDB/MySQL).
     update_join_style: ClassVar[Literal["from", "join"]] = "from"
-    #: A breached window's staged rows can be kept in a table of their own until a person decides
-    #: (on_breach="approve"), then committed once approved (`guard.approval`) or dropped
-    #: (`drop_kept`). An engine whose table formats differ says True and refuses by format when
-    #: its write sees it (Spark: Delta and Iceberg tables keep them, parquet tables refuse).
-    keeps_stage_for_approval: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ provided by EngineAdapter
     engine: Any
@@ -60,7 +55,7 @@ class StagingStatements:
     # ------------------------------------------------------------------ stage, diff, swap
 
     def drop_kept(self, table: str) -> None:
-        """Drop a kept stage once decided (`keeps_stage_for_approval`), in its own statement (on
+        """Drop a kept stage once decided (on_breach="approve"), in its own statement (on
         MariaDB a DROP TABLE commits); a failure is not raised (nothing is left to decide on)."""
         with contextlib.suppress(Exception), self.engine.begin() as conn:
             self.execute(conn, self.drop_staging(table, temporary=False), {})

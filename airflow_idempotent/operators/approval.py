@@ -103,19 +103,13 @@ class ApprovalMixin:
         window: Window,
         history: SafeHistory,
     ) -> Any:
-        """The guarded write that keeps a breached window's rows in a table of its own; refused on
-        an engine that cannot keep them (`keeps_stage_for_approval`; Spark refuses a parquet table
-        by its format, when its write sees it, before anything is written).
+        """The guarded write that keeps a breached window's rows in a table of its own (every engine
+        can; Spark refuses a parquet table by its format, when its write sees it, before anything
+        is written).
         Older attempts' requests for this window still pending are superseded once this write has
         decided (written, or breached with rows of its own to decide on), their kept rows dropped
         (a cleared or hand-marked task is never resumed to drop them itself); a write that fails
         before that (warehouse down, a refusal) leaves them pending, still answerable."""
-        if not adapter.keeps_stage_for_approval:
-            raise GuardRefusal(
-                'on_breach="approve" keeps a breached window\'s staged rows in a table of the warehouse '
-                f"until a person decides; the guarded write of {self.conn_id!r} ({adapter.dialect}) keeps "
-                'none: nothing was written. Declare on_breach="refuse" for this DAG (the default).'
-            )
         keep = kept_stage_name(identity, target, window.label())
 
         def supersede_older() -> None:

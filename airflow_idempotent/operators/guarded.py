@@ -40,16 +40,10 @@ MODES: dict[str, Literal["swap", "reconcile", "replay"]] = {
 }
 
 
-def may_carry(guard: GuardConfig, mode: str, adapter: EngineAdapter, spec: WriteSpec) -> bool:
+def may_carry(guard: GuardConfig, mode: str, spec: WriteSpec) -> bool:
     """Whether a guarded write first looks for an approval an earlier try of it got and could not
-    swap (`swap_carried`): on_breach="approve", not a replay, one window of an engine whose breach
-    keeps its rows for a person (`keeps_stage_for_approval`)."""
-    return (
-        guard.on_breach == "approve"
-        and mode != "replay"
-        and adapter.keeps_stage_for_approval
-        and not spec.periods
-    )
+    swap (`swap_carried`): on_breach="approve", not a replay, one window."""
+    return guard.on_breach == "approve" and mode != "replay" and not spec.periods
 
 
 def run_conf(context: Context | Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -131,7 +125,7 @@ class GuardedWriteMixin(ApprovalMixin):
         if guard is None or history is None or (intent is None and not guard.always_stage):
             return False
         mode = MODES[intent.semantics if intent is not None else "corrective"]
-        if not may_carry(guard, mode, adapter, spec):
+        if not may_carry(guard, mode, spec):
             return False
         window = spec.window
         return approvals.carried(history.store, identity, target, window.start, window.end) is not None
@@ -222,7 +216,7 @@ class GuardedWriteMixin(ApprovalMixin):
             )
 
         write: Any = guarded_write
-        if may_carry(guard, mode, adapter, spec):  # an earlier try's approval, unswapped
+        if may_carry(guard, mode, spec):  # an earlier try's approval, unswapped
             carried = self.swap_carried(context, adapter, identity, history, target, spec, digest)
             if carried is not None:
                 return carried

@@ -232,10 +232,6 @@ class SparkAdapter(EngineAdapter):
         "(a Delta Lake or Iceberg table takes lookback: one commit covers every period)"
     )
 
-    # approvals by table format: a Delta or Iceberg table's breached staging is kept for a decision
-    # (`spark.approval`), a parquet table's write refuses on_breach="approve" when it sees the format
-    keeps_stage_for_approval: ClassVar[bool] = True
-
     engine: SparkEngine  # type: ignore[assignment]  # not SQLAlchemy: a Spark Connect endpoint
 
     def __init__(self, engine: SparkEngine) -> None:  # type: ignore[override]
