@@ -82,3 +82,37 @@ def test_a_window_delete_beside_updates_stays_a_finding(tmp_path: Path) -> None:
     reload = "DELETE FROM mart.orders WHERE day = '{{ ds }}'; INSERT INTO mart.orders SELECT * FROM src"
     report = _lint(tmp_path, ("reload", reload), ("mark", "UPDATE mart.orders SET late = true WHERE id < 9"))
     assert _shared(report)[0] == ["mark", "reload"]
+
+
+_CATCHUP = """
+from datetime import datetime, time, timedelta
+
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+{start}
+dag = DAG('scan', schedule_interval='@daily', default_args={{'start_date': start}})
+BashOperator(task_id='scan', bash_command='ls /data/incoming', dag=dag)
+"""
+
+
+def _catchup(tmp_path: Path, start: str) -> LintReport:
+    (tmp_path / "scan_39.py").write_text(_CATCHUP.format(start=start))
+    return lint_paths([tmp_path])
+
+
+def test_catchup_from_a_start_that_moves_with_the_clock_is_information(tmp_path: Path) -> None:
+    """LREN-CHUV's scanners (Airflow 2: catchup on by default): start_date is the current hour, so
+    catchup has nothing before it to create; IDEM005 is information, the moving start stays IDEM003."""
+    start = "start = datetime.utcnow()\nstart = datetime.combine(start.date(), time(start.hour, 0))"
+    report = _catchup(tmp_path, start)
+    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == []
+    assert [f.rule for f in report.information if f.rule == "IDEM005"] == ["IDEM005"]
+    assert "IDEM003" in {f.rule for f in report.findings}
+
+
+def test_catchup_from_a_fixed_start_stays_a_finding(tmp_path: Path) -> None:
+    """The same DAG from a fixed date: every day since then is queued at once, a growing backlog."""
+    report = _catchup(tmp_path, "start = datetime(2021, 1, 1)")
+    assert [f.rule for f in report.findings] == ["IDEM005"]
+    assert [f for f in report.information if f.rule == "IDEM005"] == []

@@ -16,13 +16,14 @@ from datetime import date, datetime, timedelta
 from croniter import CroniterError, croniter
 
 from airflow_idempotent.lint.collect import DagDef
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS
+from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_call
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = [
     "CRON_PRESETS",
     "Schedule",
+    "clock_start",
     "cron_period",
     "dag_schedule",
     "manual_only",
@@ -97,6 +98,28 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     midnight = "days_ago" in clock or "today" in clock
     if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
         return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
+    return None
+
+
+def clock_start(dag: DagDef) -> str | None:
+    """The clock call a DAG's start_date is computed from (``datetime.now()``, ``days_ago(2)``,
+    ``pendulum.today().add(days=-2)``, through a name), or None for a fixed or unreadable start. Such
+    a start is never more than a fixed span before the parse: catchup creates at most that span's
+    windows, never a backlog that grows (the moving start itself is IDEM003's finding)."""
+    todo = [dag.scope.value(dag.kwargs.get("start_date") or dag.default_args.get("start_date"))]
+    seen: set[int] = set()
+    while todo and len(seen) < 50:
+        node, scope = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                name = clock_call(sub, scope)
+                if name is not None and name.split(".")[0].rstrip("()") not in ("random", "uuid", "secrets"):
+                    return name
+            elif isinstance(sub, ast.Name) and sub is not node:
+                todo.append(scope.value(sub))  # start = combine(start.date(), ..): the name's value too
     return None
 
 
