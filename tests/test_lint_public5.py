@@ -116,3 +116,41 @@ def test_catchup_from_a_fixed_start_stays_a_finding(tmp_path: Path) -> None:
     report = _catchup(tmp_path, "start = datetime(2021, 1, 1)")
     assert [f.rule for f in report.findings] == ["IDEM005"]
     assert [f for f in report.information if f.rule == "IDEM005"] == []
+
+
+_FACTORY = """from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+
+def notify_dag():
+    dag = DAG('notify', schedule_interval={schedule}, default_args={{'start_date': datetime.now()}})
+    BashOperator(task_id='post', bash_command='echo done', dag=dag)
+    return dag
+"""
+
+
+def _factory(tmp_path: Path, schedule: str) -> LintReport:
+    (tmp_path / "factories.py").write_text(_FACTORY.format(schedule=schedule))
+    (tmp_path / "init_39.py").write_text(
+        "from airflow.models import DagBag\n\nfrom factories import notify_dag\n\n\n"
+        "def register_dag(dag):\n    DagBag().bag_dag(dag)\n    return dag.dag_id\n\n\n"
+        "register_dag(notify_dag())\n"
+    )
+    return lint_paths([tmp_path])
+
+
+def test_a_factory_of_triggered_dags_with_a_clock_start_is_information(tmp_path: Path) -> None:
+    """LREN-CHUV's factories: the DAG a factory builds has schedule None and start_date now(); at the
+    factory's call the clock is that start, which creates no windows: information, no IDEM003."""
+    report = _factory(tmp_path, "None")
+    assert [f for f in report.findings if f.rule == "IDEM003"] == []
+    called = [f for f in report.information if f.rule == "IDEM003" and f.file.endswith("init_39.py")]
+    assert [f.line for f in called] == [11]
+
+
+def test_a_factory_of_a_daily_dag_with_a_clock_start_stays_a_finding(tmp_path: Path) -> None:
+    """The same factory building an @daily DAG: its first window moves with each parse, IDEM003."""
+    report = _factory(tmp_path, "'@daily'")
+    assert [(f.rule, f.line) for f in report.findings if f.file.endswith("init_39.py")] == [("IDEM003", 11)]

@@ -16,7 +16,13 @@ from datetime import date, datetime, timedelta
 from croniter import CroniterError, croniter
 
 from airflow_idempotent.lint.collect import DagDef
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_call
+from airflow_idempotent.lint.pyfacts import (
+    RELATIVE_CALLS,
+    START_DATE_CONTEXT,
+    clock_call,
+    context_of,
+    parents,
+)
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
@@ -30,6 +36,7 @@ __all__ = [
     "read_schedule",
     "start_date_moot",
     "static_date",
+    "windowless_factory",
 ]
 
 CRON_PRESETS: dict[str, str | None] = {
@@ -121,6 +128,31 @@ def clock_start(dag: DagDef) -> str | None:
             elif isinstance(sub, ast.Name) and sub is not node:
                 todo.append(scope.value(sub))  # start = combine(start.date(), ..): the name's value too
     return None
+
+
+def windowless_factory(call: ast.Call, scope: Scope) -> bool:
+    """The call is of a repository function that builds DAGs (``DAG(..)`` in its body), each with a
+    schedule written as one that creates no windows (``None``, ``"@once"``), and reads the clock only
+    in a ``start_date``: that start creates no windows (`start_date_moot`'s principle, applied at a
+    DAG factory's call; a schedule passed in by the caller is not read, and stays a finding)."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    found = scope.function(call.func.id)
+    if found is None or isinstance(found[0], ast.Lambda):
+        return False
+    fn, fn_scope = found
+    fn_parents = parents(fn)
+    clocks = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and clock_call(n, fn_scope) is not None]
+    if any(context_of(c, fn_parents) != START_DATE_CONTEXT for c in clocks):
+        return False  # a clock read elsewhere in the factory (a task's value, a name) is not the start
+    dags = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and last_name(dotted(n.func)) == "DAG"]
+    for dag in dags:
+        given = keywords(dag)
+        node = given.get("schedule", given.get("schedule_interval"))
+        value, _ = fn_scope.value(node) if node is not None else (None, fn_scope)
+        if not (isinstance(value, ast.Constant) and value.value in (None, "@once")):
+            return False
+    return bool(dags)
 
 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:
