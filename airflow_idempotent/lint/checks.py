@@ -21,7 +21,7 @@ from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
-from airflow_idempotent.lint.schedule import dag_schedule, static_date
+from airflow_idempotent.lint.schedule import clock_start, dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, shown
@@ -85,6 +85,18 @@ def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | Non
     start = static_date(dag.scope, start_node)
     own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
     line = node.lineno if own and node is not None else dag.line
+    moving = clock_start(dag) if start is None else None
+    if moving is not None:
+        recorder.info(
+            "IDEM005",
+            dag.file,
+            line,
+            f"catchup is on with no end_date, but the start_date moves with the clock ({moving}): "
+            "catchup creates at most the few windows between that start and the parse, never a "
+            "backlog that grows (the moving start is reported on its own, IDEM003)",
+            dag_id=dag.dag_id,
+        )
+        return
     setting = (
         "catchup=True"
         if node is not None

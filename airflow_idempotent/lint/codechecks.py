@@ -29,6 +29,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
+from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
@@ -399,6 +400,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     continue
                 name = clock_call(node, scope)
                 shifted = False
+                helper = None
                 if name is None and (helper := clock_helper(node, scope)) is not None:
                     name, shifted = helper
                     if context_of(node, parent_of) == START_DATE_CONTEXT:
@@ -415,6 +417,15 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
                 use = "relative" if shifted and use == "used" else use
+                if helper is not None and windowless_factory(node, scope):
+                    recorder.info(
+                        "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{name} builds DAGs whose schedule creates no windows (None or @once), and "
+                        "reads the clock only for their start_date, which then creates no windows",
+                    )
+                    continue
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
                 if use == "label" and context is None:
                     recorder.info(

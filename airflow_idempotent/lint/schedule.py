@@ -16,19 +16,27 @@ from datetime import date, datetime, timedelta
 from croniter import CroniterError, croniter
 
 from airflow_idempotent.lint.collect import DagDef
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS
+from airflow_idempotent.lint.pyfacts import (
+    RELATIVE_CALLS,
+    START_DATE_CONTEXT,
+    clock_call,
+    context_of,
+    parents,
+)
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
 __all__ = [
     "CRON_PRESETS",
     "Schedule",
+    "clock_start",
     "cron_period",
     "dag_schedule",
     "manual_only",
     "read_schedule",
     "start_date_moot",
     "static_date",
+    "windowless_factory",
 ]
 
 CRON_PRESETS: dict[str, str | None] = {
@@ -98,6 +106,53 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
         return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
     return None
+
+
+def clock_start(dag: DagDef) -> str | None:
+    """The clock call a DAG's start_date is computed from (``datetime.now()``, ``days_ago(2)``,
+    ``pendulum.today().add(days=-2)``, through a name), or None for a fixed or unreadable start. Such
+    a start is never more than a fixed span before the parse: catchup creates at most that span's
+    windows, never a backlog that grows (the moving start itself is IDEM003's finding)."""
+    todo = [dag.scope.value(dag.kwargs.get("start_date") or dag.default_args.get("start_date"))]
+    seen: set[int] = set()
+    while todo and len(seen) < 50:
+        node, scope = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                name = clock_call(sub, scope)
+                if name is not None and name.split(".")[0].rstrip("()") not in ("random", "uuid", "secrets"):
+                    return name
+            elif isinstance(sub, ast.Name) and sub is not node:
+                todo.append(scope.value(sub))  # start = combine(start.date(), ..): the name's value too
+    return None
+
+
+def windowless_factory(call: ast.Call, scope: Scope) -> bool:
+    """The call is of a repository function that builds DAGs (``DAG(..)`` in its body), each with a
+    schedule written as one that creates no windows (``None``, ``"@once"``), and reads the clock only
+    in a ``start_date``: that start creates no windows (`start_date_moot`'s principle, applied at a
+    DAG factory's call; a schedule passed in by the caller is not read, and stays a finding)."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    found = scope.function(call.func.id)
+    if found is None or isinstance(found[0], ast.Lambda):
+        return False
+    fn, fn_scope = found
+    fn_parents = parents(fn)
+    clocks = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and clock_call(n, fn_scope) is not None]
+    if any(context_of(c, fn_parents) != START_DATE_CONTEXT for c in clocks):
+        return False  # a clock read elsewhere in the factory (a task's value, a name) is not the start
+    dags = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and last_name(dotted(n.func)) == "DAG"]
+    for dag in dags:
+        given = keywords(dag)
+        node = given.get("schedule", given.get("schedule_interval"))
+        value, _ = fn_scope.value(node) if node is not None else (None, fn_scope)
+        if not (isinstance(value, ast.Constant) and value.value in (None, "@once")):
+            return False
+    return bool(dags)
 
 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:

@@ -16,6 +16,14 @@ where one task rebuilds the table whole (drops and recreates it, ``CREATE OR REP
 TABLE AS``, or deletes all of it and inserts in one task) and the others only update or delete its
 rows in place (NYCPlanning's FacDB: ``create`` drops ``facilities``, 54 chained tasks refine it).
 
+Round 5's principle, from the severity of every earlier round's labels (docs/lint-evaluation.md): a
+pair is a defect only when one writer *replaces* rows of the table (overwrite, truncate, replace,
+drop, create, any delete: its rerun removes what the other wrote), both writers only *add* rows
+or amounts without a key (append, accumulate: each rerun adds again on top of the other's), or
+both only set columns and one column is set by both (a rerun overwrites the other's value). Every
+other pair (an append and updates of its rows, keyed upserts beside an append, updates of
+different columns) re-applies only its own change on a rerun: information (`_redo_only_own`).
+
 Tables are scoped by connection and by the operator's ``database=`` / ``schema=`` (`transfers.task_conn`):
 one table name in two databases is two tables.
 """
@@ -43,6 +51,10 @@ _REBUILDS = frozenset({"drop", "replace", "create"})
 _LOADS = frozenset({"append", "overwrite"})
 #: writes that change rows of a table in place: the steps of a staged build after its rebuild
 _IN_PLACE = frozenset({"update", "delete"})
+#: writes whose rerun removes rows another task wrote (any delete: a window or key of it)
+_REPLACES = frozenset({"overwrite", "truncate", "replace", "drop", "create", "delete"})
+#: writes that add rows or amounts without a key: two such writers each add again on a rerun
+_ADDS = frozenset({"append", "accumulate"})
 
 
 def task_label(task: TaskDef) -> str:
@@ -144,6 +156,8 @@ def _benign(
         return True  # a task that only clears the table, and its loader
     if _disjoint_columns(facts_of[id(ta)], facts_of[id(tb)], wa.table):
         return True
+    if _redo_only_own(facts_of[id(ta)], facts_of[id(tb)], wa.table):
+        return True  # neither replaces rows, nor both add, nor both set one column: each redoes its own
     if (
         None not in (ta.dag_id, tb.dag_id)
         and ta.dag_id != tb.dag_id
@@ -174,6 +188,26 @@ def _disjoint_columns(a: TaskFacts, b: TaskFacts, table: str) -> bool:
         if not writes or any(w.how not in _COLUMN_WRITES or not w.sets for w in writes):
             return False
         sets.append({c for w in writes for c in w.sets if not AUDIT_COLUMN.search(c)})
+    return not sets[0] & sets[1]
+
+
+def _redo_only_own(a: TaskFacts, b: TaskFacts, table: str) -> bool:
+    """Round 5's principle: neither task replaces rows of `table` (`_REPLACES`), they are not both
+    keyless adders (`_ADDS`), and when both only set columns (updates, upserts) no column but audit
+    ones is set by both (unknown columns count as shared): each rerun re-applies only its own change,
+    and no value the other task wrote is overwritten (a task's rerun alone is enough: clearing one
+    task is as common as rerunning a DAG, so one DAG's order does not settle a shared column)."""
+    ha, hb = _hows(a, table), _hows(b, table)
+    if (ha | hb) & _REPLACES or (ha <= _ADDS and hb <= _ADDS):
+        return False
+    if not (ha <= _COLUMN_WRITES and hb <= _COLUMN_WRITES):
+        return True
+    sets: list[set[str]] = []
+    for facts in (a, b):
+        writes = [w for w in facts.writes if w.table == table]
+        if any(not w.sets for w in writes):
+            return False
+        sets.append({c.lower() for w in writes for c in w.sets if not AUDIT_COLUMN.search(c)})
     return not sets[0] & sets[1]
 
 
@@ -238,8 +272,9 @@ def check_shared_targets(
                     task.line,
                     f"{table} is also written by {names}, but each leaves the other's rows alone on a "
                     "rerun (a clear and its loader, keyed writers, each its own slice, flags set to "
-                    "literals, or a scratch table each DAG rebuilds whole: runs of two DAGs at once "
-                    "still race, a scheduling matter)",
+                    "literals, a scratch table each DAG rebuilds whole, or writers that neither replace "
+                    "rows nor both add them without a key: runs of two DAGs at once still race, a "
+                    "scheduling matter)",
                     dag_id=task.dag_id,
                     task_id=task.task_id,
                     anchors=((write.file, write.line),),
