@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.strategies import PeriodResult
+from airflow_idempotent.strategies import PeriodResult, WriteResult
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,25 @@ class GuardedResult:
             rows_updated=updated,
             periods=periods,
             table_version=table_version,
+        )
+
+    @classmethod
+    def of_commit(
+        cls, mode: str, diff: WindowDiff, written: WriteResult, expected_checksum: str | None
+    ) -> GuardedResult:
+        """`committed`, with the figures of the commit's own result (a table format's commit: its
+        counts, checksum, periods and the table version it made, when it has one)."""
+        return cls.committed(
+            mode,
+            diff,
+            written.checksum,
+            written.row_count,
+            expected_checksum,
+            deleted=written.rows_deleted,
+            inserted=written.rows_inserted,
+            updated=written.rows_updated,
+            periods=written.periods,
+            table_version=getattr(written, "table_version", None),
         )
 
     def as_dict(self) -> dict[str, Any]:

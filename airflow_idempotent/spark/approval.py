@@ -169,14 +169,4 @@ def commit_approved(
         recorded,
         written.table_version,
     )
-    return GuardedResult.committed(
-        pending.mode,
-        diff,
-        written.checksum,
-        written.row_count,
-        None,
-        deleted=written.rows_deleted,
-        inserted=written.rows_inserted,
-        updated=written.rows_updated,
-        table_version=written.table_version,
-    )
+    return GuardedResult.of_commit(pending.mode, diff, written, None)

@@ -155,15 +155,7 @@ def guarded_switch(
             expected_checksum,
         )
         return done.result
-    return GuardedResult.committed(
-        mode,
-        seen["diff"],
-        written.checksum,
-        written.row_count,
-        expected_checksum,
-        deleted=written.rows_deleted,
-        inserted=written.rows_inserted,
-    )
+    return GuardedResult.of_commit(mode, seen["diff"], written, expected_checksum)
 
 
 def stage_prefix(table: str, window_label: str) -> str:
@@ -335,15 +327,4 @@ def guarded_commit(
             written = commit_stage(adapter, conn, spec, *commit)
         finally:
             drop_stage(adapter, conn, stage, purge=not is_delta)
-    return GuardedResult.committed(
-        mode,
-        diff,
-        written.checksum,
-        written.row_count,
-        expected_checksum,
-        deleted=written.rows_deleted,
-        inserted=written.rows_inserted,
-        updated=written.rows_updated,
-        periods=written.periods,
-        table_version=written.table_version,
-    )
+    return GuardedResult.of_commit(mode, diff, written, expected_checksum)
