@@ -440,6 +440,26 @@ def _keep(
     adapter.execute(conn, adapter.create_staging(keep, spec.table, columns, temporary=False), {})
     adapter.execute(conn, adapter.insert_from(keep, stage, columns), {})
     rows, checksum = stage_checksum(adapter, conn, spec, keep, window_only)
+    return kept_stage(adapter, conn, spec, info, keep, rows, checksum, columns, keys, window_only)
+
+
+def kept_stage(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    info: TableInfo,
+    keep: str,
+    rows: int | None,
+    checksum: str | None,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    window_only: Mapping[str, Any],
+    table_version: int | None = None,
+    versioned: bool = False,
+) -> KeptStage:
+    """What an approval is recorded with, for kept rows `keep` of `rows` and `checksum`: production's
+    window's count and checksum, the sample keys a person sees, and (a table format on Spark) the
+    table version the diff read."""
     target_rows, target_checksum = checksum_window(
         adapter, conn, dataclasses.replace(spec, checksum=True), info, window_only
     )
@@ -453,6 +473,8 @@ def _keep(
         target_rows=int(target_rows or 0),
         target_checksum=target_checksum,
         samples={kind: [plain_key(k) for k in found] for kind, found in samples.items()},
+        table_version=table_version,
+        versioned=versioned,
     )
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from airflow_idempotent.adapters.base import table_parts
 from airflow_idempotent.guard.approval import StaleApproval, diff_of
-from airflow_idempotent.guard.diff import key_sample, plain_key
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.results import GuardedResult, KeptStage
+from airflow_idempotent.guard.write import kept_stage
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.store import HistoryStore
 from airflow_idempotent.spark import delta, iceberg
@@ -75,35 +75,35 @@ def keep_stage(
     conn.sql(f"CREATE TABLE {adapter.qualified(name)} USING {using} AS {adapter.render(copy)}")
     try:
         window_only = window_binds(params)
-        checked = dataclasses.replace(spec, checksum=True)
-        staged = dataclasses.replace(checked, table=name)
+        staged = dataclasses.replace(spec, table=name, checksum=True)
         rows, checksum = checksum_window(adapter, conn, staged, info, window_only)  # type: ignore[arg-type]
-        target_rows, target_checksum = checksum_window(adapter, conn, checked, info, window_only)  # type: ignore[arg-type]
-        compare = [c for c in columns if c not in keys]
-        samples = key_sample(adapter, conn, spec, name, keys, compare, window_only)  # type: ignore[arg-type]
+        kept = kept_stage(
+            adapter,
+            conn,  # type: ignore[arg-type]  # a Spark Connect session, as checksum_window takes it
+            spec,
+            info,
+            name,
+            rows,
+            checksum,
+            columns,
+            keys,
+            window_only,
+            version,
+            True,
+        )
     except BaseException:
         adapter.drop_kept(name)  # a half-made kept table waits for nobody
         raise
-    assert rows is not None and checksum is not None and target_checksum is not None
     log.warning(
         "the breached staging of %s window %s is kept in %s (%d rows) for a decision, diffed at table "
         "version %s",
         spec.table,
         spec.window.label(),
         name,
-        rows,
+        kept.rows,
         version,
     )
-    return KeptStage(
-        table=name,
-        rows=rows,
-        checksum=checksum,
-        target_rows=int(target_rows or 0),
-        target_checksum=target_checksum,
-        samples={kind: [plain_key(k) for k in found] for kind, found in samples.items()},
-        table_version=version,
-        versioned=True,
-    )
+    return kept
 
 
 def commit_approved(
