@@ -53,6 +53,8 @@ STAGING_PREFIX = "_idem_stg_"
 #: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
 TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
+#: Columns per BIGINT of the checksum's NULL mask (`SparkAdapter.row_checksum`): bits 0-61.
+NULL_MASK_BITS = 62
 #: The error condition of a SQL script on a server whose SQL scripting is disabled.
 SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 #: At most this many SET LOCATIONs per script. A task killed while its script runs cannot stop the
@@ -215,6 +217,7 @@ class SparkAdapter(EngineAdapter):
     """Spark SQL over Spark Connect: partitioned parquet tables in the session's catalog."""
 
     dialect = "spark"
+    checksum_version = "v2"
     # no upsert_style and no lock_style: Spark has neither an upsert nor a lock to offer
     supports_transactions: ClassVar[bool] = False
     # merge by table format: Delta tables merge, parquet tables are refused (`spark.writes.merge`)
@@ -322,11 +325,36 @@ class SparkAdapter(EngineAdapter):
         return "other"
 
     # ------------------------------------------------------------------ checksums
-    def row_hash(self, text: exp.Expr) -> exp.Expr:
-        """xxhash64 as DECIMAL(38,0): a SUM of BIGINTs overflows under Spark 4's ANSI mode."""
-        return exp.cast(exp.Anonymous(this="XXHASH64", expressions=[text]), "DECIMAL(38, 0)")
+    def row_checksum(self, columns: Sequence[ColumnInfo]) -> exp.Expr:
+        """v2: Spark's typed ``xxhash64`` over the columns in order, then a mask of which are NULL.
 
-    def partition_stats(self, table: str, partition_column: str, columns: Sequence[str]) -> exp.Select:
+        xxhash64 skips a NULL argument, so ``(NULL, 'a')`` and ``('a', NULL)`` would hash alike: the
+        mask (bit i set when column i is NULL, one BIGINT per NULL_MASK_BITS columns) tells them
+        apart. Hashing typed values skips converting each to text: over a 1,000,000-row window about
+        as cheap as ``count(*)``, 0.4 s less than v1 (docs/checksum.md). A column of a MAP type,
+        which xxhash64 refuses, is hashed as its text. The hash is summed as DECIMAL(38,0): a SUM of
+        BIGINTs overflows under Spark 4's ANSI mode.
+        """
+        values: list[exp.Expr] = [
+            exp.cast(self.column(c.name), "STRING") if "map<" in c.type_name.lower() else self.column(c.name)
+            for c in columns
+        ]
+        for start in range(0, len(columns), NULL_MASK_BITS):
+            bits = [
+                exp.If(
+                    this=exp.Is(this=self.column(c.name), expression=exp.Null()),
+                    true=exp.Literal.number(1 << i),
+                    false=exp.Literal.number(0),
+                )
+                for i, c in enumerate(columns[start : start + NULL_MASK_BITS])
+            ]
+            mask: exp.Expr = bits[0]
+            for bit in bits[1:]:
+                mask = exp.Add(this=mask, expression=bit)
+            values.append(exp.cast(mask, "BIGINT"))
+        return exp.cast(exp.Anonymous(this="XXHASH64", expressions=values), "DECIMAL(38, 0)")
+
+    def partition_stats(self, table: str, partition_column: str, columns: Sequence[ColumnInfo]) -> exp.Select:
         """Per partition value of `table`: rows and the sum of row hashes, in one scan in the cluster."""
         check = self.window_checksum(table, partition_column, columns)
         count, total = check.expressions
@@ -492,7 +520,7 @@ class SparkAdapter(EngineAdapter):
 
     # ------------------------------------------------------------------ cleaning up
     def staged_and_replaced(
-        self, staging: str, table: str, partition_column: str, columns: Sequence[str]
+        self, staging: str, table: str, partition_column: str, columns: Sequence[ColumnInfo]
     ) -> str:
         """One query, one round trip, for two scans the switch needs before its plan:
 

@@ -319,7 +319,7 @@ def overwrite_by_switch(
         step("staged")
         # one round trip: the staging's rows and checksum per day, and what the target's window reads now
         scanned = conn.sql(
-            adapter.staged_and_replaced(staging, spec.table, column, list(info.columns)), window_only
+            adapter.staged_and_replaced(staging, spec.table, column, list(info.columns.values())), window_only
         ).all()
         stats = [(v, int(n), s) for src, v, _, n, s in scanned if src == "staged"]
         old = [(str(where), int(n)) for src, _, where, n, _ in scanned if src == "replaced"]
@@ -358,7 +358,7 @@ def overwrite_by_switch(
         with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _apply(adapter, conn, spec.table, column, ops)
         step("switched")
-        query = adapter.window_checksum(spec.table, column, list(info.columns))
+        query = adapter.window_checksum(spec.table, column, list(info.columns.values()))
         count, after = adapter.execute(conn, query, window_only).one()
         holds = adapter.checksum_text(int(count), after)
         if holds != checksum:

@@ -97,15 +97,16 @@ def context(day: date) -> dict[str, Any]:
 
 def checksum_at(spark: Any, table: str, at: int, start: date, end: date) -> str:
     """The window's checksum at version `at` (a Delta version, an Iceberg snapshot id), by SQL
-    written here: xxhash64 of each row's text (columns by name, '|' between, '<null>' for NULL)
-    summed as DECIMAL(38,0), '<rows>:<sum>'."""
-    text = ", '|', ".join(f"coalesce(CAST({c} AS STRING), '<null>')" for c in SORTED_COLUMNS)
+    written here (version 2): Spark's xxhash64 of the typed columns by name, then a BIGINT with
+    bit i set when column i is NULL, summed as DECIMAL(38,0), 'v2:<rows>:<sum>'."""
+    columns = ", ".join(SORTED_COLUMNS)
+    nulls = " + ".join(f"CASE WHEN {c} IS NULL THEN {2**i} ELSE 0 END" for i, c in enumerate(SORTED_COLUMNS))
     row = spark.sql(
-        f"SELECT count(*) AS n, coalesce(sum(CAST(xxhash64(concat({text})) AS DECIMAL(38,0))), 0) AS s "
-        f"FROM {table} VERSION AS OF {int(at)} "
+        f"SELECT count(*) AS n, coalesce(sum(CAST(xxhash64({columns}, CAST({nulls} AS BIGINT)) "
+        f"AS DECIMAL(38,0))), 0) AS s FROM {table} VERSION AS OF {int(at)} "
         f"WHERE sale_date >= DATE'{start.isoformat()}' AND sale_date < DATE'{end.isoformat()}'"
     ).collect()[0]
-    return f"{int(row['n'])}:{row['s']}"
+    return f"v2:{int(row['n'])}:{row['s']}"
 
 
 def merge_operator(conn_id: str, table: str, **kwargs: Any) -> MergeOperator:

@@ -91,8 +91,8 @@ def test_checksum_is_read_at_the_commits_version_not_later(spark, spark_conn) ->
     spark.sql(f"DELETE FROM {table} WHERE sale_id % 2 = 0")
     assert day_figures(spark, table, DAY)[0] == 1000
     assert result["checksum"] == checksum_at(spark, table, at, DAY, DAY + timedelta(days=1))
-    assert result["checksum"].startswith("2000:")
-    assert checksum_at(spark, table, at + 1, DAY, DAY + timedelta(days=1)).startswith("1000:")
+    assert result["checksum"].startswith("v2:2000:")
+    assert checksum_at(spark, table, at + 1, DAY, DAY + timedelta(days=1)).startswith("v2:1000:")
 
 
 def test_empty_window_is_emptied_in_one_commit(spark, spark_conn) -> None:
