@@ -101,6 +101,13 @@ def check_code(check: TaskCheck) -> None:
                 queue.append(
                     (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
                 )
+            elif (module_fn := _module_function(node.func, scope)) is not None:
+                queue.append(
+                    (
+                        module_fn[0],
+                        module_fn[1].child(bind_arguments(module_fn[0], node, scope, module_fn[1])),
+                    )
+                )
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
@@ -128,6 +135,8 @@ def check_code(check: TaskCheck) -> None:
                     )
                 elif use == "label":
                     check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
+                elif use == "rendered":
+                    check.info("IDEM004", file, node.lineno, f"{clock} in its code {_RENDERED_TEXT}")
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
@@ -321,6 +330,27 @@ def _client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope
     check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
 
 
+def _module_function(
+    func: ast.expr, scope: Scope
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope] | None:
+    """The function a call ``module.name(..)`` runs when ``module`` is one of the repository's own
+    modules (``import functions as functions_2``; ``functions_2.execute_Query(sql, ..)``).
+
+    Principle: a task's code is what it runs, wherever the repository keeps it; a function of the
+    repository's own module is followed with the call's arguments bound, whether it is called by its
+    imported name (``execute_query(..)``) or through its module (``functions.execute_query(..)``), so
+    the ``DELETE`` a task sends through a helper counts as the task's. Installed libraries are never
+    followed."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    if func.value.id in scope.locals:
+        return None  # a local bound to something else (a loop item, an argument)
+    found = scope.module_function(func.value.id, func.attr)
+    if found is None or not _own_module(found[1]):
+        return None
+    return found
+
+
 def _own_module(scope: Scope) -> bool:
     """A module of the linted repository (followed into), not an installed package (never)."""
     parts = scope.source.path.parts
@@ -427,6 +457,11 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     )
                     continue
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if use == "rendered" and context is None:
+                    recorder.info(
+                        "IDEM004", file, node.lineno, f"{name} in module-level code {_RENDERED_TEXT}"
+                    )
+                    continue
                 if use == "label" and context is None:
                     recorder.info(
                         "IDEM003",
@@ -451,12 +486,19 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     where,
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
+                    through=dotted(node.func) if helper is not None else None,
                 )
 
 
 _LABEL_TEXT = (
     "only becomes text that names a file or titles an e-mail or report (strftime into a file name, a "
     "subject, an HTML heading): a rerun names its output differently, no data depends on it"
+)
+
+
+_RENDERED_TEXT = (
+    "is shifted by a span, but only rendered into a template (a generated file, such as a generated "
+    "DAG's start_date): no data is read over that span; the generated file is linted on its own"
 )
 
 

@@ -274,9 +274,10 @@ def clock_use(
     call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
 ) -> str:
     """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
-    ``"output"`` (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made
-    text that only names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written,
-    returned, stored, or deciding what is read)."""
+    ``"rendered"`` (shifted, but only rendered into a template: see `_rendered_only`), ``"output"``
+    (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made text that only
+    names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written, returned,
+    stored, or deciding what is read)."""
     node: ast.AST = call
     parent = parents.get(node)
     text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
@@ -294,10 +295,8 @@ def clock_use(
             and isinstance(parent, ast.BinOp)
             and isinstance(parent.op, ast.Add | ast.Sub)
             and _span(parent, node)
-        ):
-            return "relative"
-        if not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
-            return "relative"
+        ) or (not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS):
+            return "rendered" if _rendered_only(parent, body, parents, 0) else "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
         if text and isinstance(parent, ast.keyword) and _labels(parent, node):
@@ -323,13 +322,48 @@ def clock_use(
         if not uses:
             return "unused"
         found = {clock_use(use, body, parents, _depth + 1, text) for use in uses}
-        for verdict in ("relative", "used", "label"):
+        for verdict in ("relative", "used", "rendered", "label"):
             if verdict in found:
                 return verdict
         return "output" if "output" in found else "unused"
     if isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is call:
         return "unused"  # a bare call whose value nobody keeps
     return "used"
+
+
+#: methods that fill a template with values: Jinja's ``template.render(..)`` and its streaming form
+_RENDER_METHODS = frozenset({"render", "render_async", "stream"})
+
+
+def _rendered_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int) -> bool:
+    """Principle (IDEM004): a span-shifted clock value whose every use ends as an argument of a
+    template's ``render(..)`` (directly, as text: ``"datetime({}, {}, {})".format(now.year, ..)``, or
+    through the names it is assigned to) is written into a generated file, say as a generated DAG's
+    ``start_date`` (semio's ``utcnow() - timedelta(days=1)``): no data is read over that span, so it
+    is no window. The generated file is linted on its own, where its start_date is judged."""
+    if depth > 3:
+        return False
+    child, parent = node, parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
+                return True
+            if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in _TEXT_METHODS):
+                return False  # passed to any other call: what it does there is not known
+        if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
+            return False
+        child, parent = parent, parents.get(parent)
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    uses = [
+        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(uses) and all(_rendered_only(use, body, parents, depth + 1) for use in uses)
 
 
 def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
