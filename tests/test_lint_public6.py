@@ -231,3 +231,75 @@ def test_an_append_through_a_module_function_is_found(tmp_path: Path) -> None:
     )
     report = _lint(tmp_path, {"functions.py": _HELPERS, "dag.py": dag})
     assert [(f.rule, f.task_id) for f in report.findings if f.rule == "IDEM002"] == [("IDEM002", "load")]
+
+
+# -- (b) a clock value that only stamps a record, or keys one ------------------------------------
+
+
+def _observer(body: str) -> str:
+    return f"""from datetime import UTC, datetime
+from hashlib import sha256
+
+from airflow.decorators import dag, task
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def observe():
+    @task
+    def observe_run(run_id: str, task_state_store=None, client=None):
+{body}
+
+    observe_run("r")
+
+
+observe()
+"""
+
+
+def _clock_rules(report: LintReport) -> tuple[list[str], list[str]]:
+    """(IDEM003 findings, IDEM003 information) of the task, as rule names."""
+    found = [f.rule for f in report.findings if f.rule == "IDEM003"]
+    informed = [f.rule for f in report.information if f.rule == "IDEM003"]
+    return found, informed
+
+
+def test_a_clock_value_only_stamping_a_returned_record_is_information(tmp_path: Path) -> None:
+    """adapstory's observation: ``"observedAt": now()`` in the record the task returns. A rerun
+    returns the record with a later stamp; nothing is keyed on it: information, no finding."""
+    body = (
+        "        return {\n"
+        '            "runId": run_id,\n'
+        '            "observedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),\n'
+        '            "state": "success",\n'
+        "        }"
+    )
+    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)})) == ([], ["IDEM003"])
+
+
+def test_a_clock_value_that_also_keys_the_record_stays_a_finding(tmp_path: Path) -> None:
+    """The same stamp, also hashed into the record's id (adapstory's generated_at -> operation id):
+    a retry writes the record under a new id. Decided by where the value goes: a finding."""
+    body = (
+        "        observed = datetime.now(UTC).isoformat()\n"
+        "        op_id = sha256(observed.encode()).hexdigest()\n"
+        '        return {"operationId": op_id, "observedAt": observed}'
+    )
+    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
+
+
+def test_a_stamped_record_kept_as_task_state_stays_a_finding(tmp_path: Path) -> None:
+    """Airflow's state-store example (the corpus labels it real): the stamped record is saved as the
+    task's state, which its next run or retry reads back. A finding."""
+    body = (
+        '        result = {"table": run_id, "processed_at": datetime.now(UTC).isoformat()}\n'
+        '        task_state_store.set("result", result)\n'
+        "        return result"
+    )
+    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
+
+
+def test_a_clock_value_passed_as_a_functions_keyword_stays_a_finding(tmp_path: Path) -> None:
+    """``client.fetch(since=now())``: a keyword of a function may filter what is read (only ``dict``
+    and classes build records from keywords). A finding."""
+    body = "        return client.fetch(run_id=run_id, since=datetime.now(UTC))"
+    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]

@@ -137,6 +137,15 @@ def check_code(check: TaskCheck) -> None:
                     check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
                 elif use == "rendered":
                     check.info("IDEM004", file, node.lineno, f"{clock} in its code {_RENDERED_TEXT}")
+                elif use == "stamp":
+                    check.info(
+                        "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in its code only stamps the record the task returns (a named field of "
+                        "it): a rerun returns it with a later stamp, and no id, path, filter or state comes "
+                        "from it",
+                    )
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
@@ -248,7 +257,7 @@ def _state_use(
     use = StateUse(kind, key, file, node.lineno)
     if func.attr == "set":
         check.facts.state_saves.append(use)
-    elif clock_use(node, fn, parent_of) in ("used", "relative"):
+    elif clock_use(node, fn, parent_of) in ("used", "relative", "stamp"):
         check.facts.state_reads.append(use)
     return True
 
@@ -446,6 +455,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 use = clock_use(node, body, parent_of)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
+                use = "used" if use == "stamp" else use  # a stamp is judged in a task's code only
                 use = "relative" if shifted and use == "used" else use
                 if helper is not None and windowless_factory(node, scope):
                     recorder.info(
@@ -540,7 +550,7 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
             use = clock_use(node, fn, fn_parents)
-            if use in ("used", "relative"):
+            if use in ("used", "relative", "stamp"):
                 return f"{call.func.id}() (which calls {inner})", use == "relative"
     return None
 
