@@ -95,7 +95,10 @@ def tree_of(repo: dict[str, str], trees: Path, mirrors: Path | None, scratch: Pa
         return trees / slug
     if mirrors is not None and (mirrors / slug / "repo").is_dir():
         into = scratch / slug
-        _extract(mirrors / slug / "repo", repo["commit"], into)
+        git_dir = mirrors / slug / "repo"
+        if (git_dir / ".git").is_dir():  # a snapshot fetched as a work tree, not a bare mirror
+            git_dir = git_dir / ".git"
+        _extract(git_dir, repo["commit"], into)
         return into
     raise SystemExit(f"lint_public: no tree of {repo['repo']} under {trees} (nor a mirror): fetch it first")
 

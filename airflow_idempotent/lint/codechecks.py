@@ -101,6 +101,13 @@ def check_code(check: TaskCheck) -> None:
                 queue.append(
                     (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
                 )
+            elif (module_fn := _module_function(node.func, scope)) is not None:
+                queue.append(
+                    (
+                        module_fn[0],
+                        module_fn[1].child(bind_arguments(module_fn[0], node, scope, module_fn[1])),
+                    )
+                )
             clock = clock_call(node, scope)
             if clock is not None:
                 use = clock_use(node, fn, parent_of)
@@ -128,6 +135,17 @@ def check_code(check: TaskCheck) -> None:
                     )
                 elif use == "label":
                     check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
+                elif use == "rendered":
+                    check.info("IDEM004", file, node.lineno, f"{clock} in its code {_RENDERED_TEXT}")
+                elif use == "stamp":
+                    check.info(
+                        "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in its code only stamps the record the task returns (a named field of "
+                        "it): a rerun returns it with a later stamp, and no id, path, filter or state comes "
+                        "from it",
+                    )
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
@@ -239,7 +257,7 @@ def _state_use(
     use = StateUse(kind, key, file, node.lineno)
     if func.attr == "set":
         check.facts.state_saves.append(use)
-    elif clock_use(node, fn, parent_of) in ("used", "relative"):
+    elif clock_use(node, fn, parent_of) in ("used", "relative", "stamp"):
         check.facts.state_reads.append(use)
     return True
 
@@ -319,6 +337,27 @@ def _client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope
     shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
     detail = f"{name}(.., {mode})"
     check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
+
+
+def _module_function(
+    func: ast.expr, scope: Scope
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope] | None:
+    """The function a call ``module.name(..)`` runs when ``module`` is one of the repository's own
+    modules (``import functions as functions_2``; ``functions_2.execute_Query(sql, ..)``).
+
+    Principle: a task's code is what it runs, wherever the repository keeps it; a function of the
+    repository's own module is followed with the call's arguments bound, whether it is called by its
+    imported name (``execute_query(..)``) or through its module (``functions.execute_query(..)``), so
+    the ``DELETE`` a task sends through a helper counts as the task's. Installed libraries are never
+    followed."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    if func.value.id in scope.locals:
+        return None  # a local bound to something else (a loop item, an argument)
+    found = scope.module_function(func.value.id, func.attr)
+    if found is None or not _own_module(found[1]):
+        return None
+    return found
 
 
 def _own_module(scope: Scope) -> bool:
@@ -416,6 +455,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 use = clock_use(node, body, parent_of)
                 if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
                     continue
+                use = "used" if use == "stamp" else use  # a stamp is judged in a task's code only
                 use = "relative" if shifted and use == "used" else use
                 if helper is not None and windowless_factory(node, scope):
                     recorder.info(
@@ -427,6 +467,11 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     )
                     continue
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if use == "rendered" and context is None:
+                    recorder.info(
+                        "IDEM004", file, node.lineno, f"{name} in module-level code {_RENDERED_TEXT}"
+                    )
+                    continue
                 if use == "label" and context is None:
                     recorder.info(
                         "IDEM003",
@@ -451,12 +496,19 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     where,
                     use == "relative",
                     start_date=context == START_DATE_CONTEXT,
+                    through=dotted(node.func) if helper is not None else None,
                 )
 
 
 _LABEL_TEXT = (
     "only becomes text that names a file or titles an e-mail or report (strftime into a file name, a "
     "subject, an HTML heading): a rerun names its output differently, no data depends on it"
+)
+
+
+_RENDERED_TEXT = (
+    "is shifted by a span, but only rendered into a template (a generated file, such as a generated "
+    "DAG's start_date): no data is read over that span; the generated file is linted on its own"
 )
 
 
@@ -498,7 +550,7 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
             use = clock_use(node, fn, fn_parents)
-            if use in ("used", "relative"):
+            if use in ("used", "relative", "stamp"):
                 return f"{call.func.id}() (which calls {inner})", use == "relative"
     return None
 

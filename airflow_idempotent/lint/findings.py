@@ -77,15 +77,25 @@ class Recorder:
         where: str,
         relative: bool,
         start_date: bool = False,
+        through: str | None = None,
     ) -> WindowRef:
         """A clock (or randomness) read in Python, a template or a shell: IDEM004 when shifted by a
         span ("the last N hours"), else IDEM003; a clock-based ``start_date`` is IDEM003 (it moves the
-        schedule, it is no data window). Returns what it says about the window."""
+        schedule, it is no data window). Returns what it says about the window.
+
+        `through`: the repository function the clock is read in, when the read is a call of it
+        (``register_dag(daily_scan_dag(..))``). Principle: each such function is its own cause of an
+        IDEM003, so the calls of two DAG factories in one file (LREN-CHUV's continuous and daily
+        scanners) are two findings, never one hiding the other; the clock read twice in one owner
+        stays one, and a window ("the last N", IDEM004) stays one per owner however many helpers
+        spell it (the helper's own read and its call are one window)."""
         task = owner if isinstance(owner, TaskDef) else None
         file, line = place
         randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
         kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
         cause = "window" if relative and not start_date else kind
+        if through is not None and cause != "window":
+            cause = f"{cause} in {through}()"
         dag = owner if isinstance(owner, DagDef) else (owner.dag if isinstance(owner, TaskDef) else None)
         moot = start_date_moot(dag, name) if start_date and dag is not None else None
         if moot is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -45,7 +46,29 @@ from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.watermarks import check_watermarks
 from airflow_idempotent.lint.widths import check_window_width
 
-__all__ = ["Linter", "lint_paths", "repository_of"]
+__all__ = ["Linter", "jinja_tag", "lint_paths", "repository_of"]
+
+#: A Jinja tag where the parser stops: ``{% raw %}``, ``{{ dependencies }}``, ``{# note #}``.
+_JINJA_TAG = re.compile(r"\{%-?\s*\w.*?-?%\}|\{\{.*?\}\}|\{#.*?#\}")
+_TEMPLATE = (
+    "a Jinja template with a .py suffix ({tag} at line {line} is Jinja, not Python): a template that "
+    "renders DAG files, not a DAG file, so it was not checked; lint the files it renders"
+)
+
+
+def jinja_tag(text: str, line: int) -> str | None:
+    """The Jinja tag on the line where a file stops parsing as Python, if there is one: then the file
+    is a template of a DAG file (it renders one), not a DAG file with a syntax error.
+
+    Principle (IDEM000): a file that is not Python because Jinja markup stands where the parser
+    fails is information, never a finding: nothing in it is a DAG to fix, and what it renders is
+    linted as its own files. Markup elsewhere (a ``'{{ ds }}'`` inside a string) decides nothing:
+    only the failing line counts, so a real syntax error beside templated SQL stays IDEM000."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return None
+    found = _JINJA_TAG.search(lines[line - 1])
+    return found.group(0) if found is not None else None
 
 
 def repository_of(path: Path, argument: Path) -> Path:
@@ -86,7 +109,11 @@ class Linter:
             try:
                 parsed = parse_module(src.text, str(path))
             except SyntaxError as err:
-                self.recorder.add("IDEM000", src.display, err.lineno or 1, f"not valid Python: {err.msg}")
+                line = err.lineno or 1
+                if (tag := jinja_tag(src.text, line)) is not None:
+                    self.recorder.info("IDEM000", src.display, line, _TEMPLATE.format(tag=tag, line=line))
+                else:
+                    self.recorder.add("IDEM000", src.display, line, f"not valid Python: {err.msg}")
                 return
             except ValueError as err:  # null bytes
                 self.recorder.add("IDEM000", src.display, 1, f"not valid Python: {err}")

@@ -270,13 +270,25 @@ def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
     return None
 
 
-def clock_use(
+def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    """`_value_use`'s verdict, with ``"used"`` refined to ``"stamp"`` when the value only stamps a
+    record (`_stamp_only`; a clock read only: randomness makes ids, never stamps)."""
+    use = _value_use(call, body, parents)
+    random = isinstance(call, ast.Call) and dotted(call.func) in _RANDOM_CALLS
+    if use == "used" and not random and _stamp_only(call, body, parents, 0):
+        return "stamp"
+    return use
+
+
+def _value_use(
     call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
 ) -> str:
     """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
-    ``"output"`` (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made
-    text that only names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written,
-    returned, stored, or deciding what is read)."""
+    ``"rendered"`` (shifted, but only rendered into a template: see `_rendered_only`), ``"stamp"``
+    (only a named field of a record: see `_stamp_only`), ``"output"``
+    (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made text that only
+    names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written, returned,
+    stored, or deciding what is read)."""
     node: ast.AST = call
     parent = parents.get(node)
     text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
@@ -294,10 +306,8 @@ def clock_use(
             and isinstance(parent, ast.BinOp)
             and isinstance(parent.op, ast.Add | ast.Sub)
             and _span(parent, node)
-        ):
-            return "relative"
-        if not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS:
-            return "relative"
+        ) or (not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS):
+            return "rendered" if _rendered_only(parent, body, parents, 0) else "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
         if text and isinstance(parent, ast.keyword) and _labels(parent, node):
@@ -322,14 +332,137 @@ def clock_use(
         ]
         if not uses:
             return "unused"
-        found = {clock_use(use, body, parents, _depth + 1, text) for use in uses}
-        for verdict in ("relative", "used", "label"):
+        found = {_value_use(use, body, parents, _depth + 1, text) for use in uses}
+        for verdict in ("relative", "used", "rendered", "label"):
             if verdict in found:
                 return verdict
         return "output" if "output" in found else "unused"
     if isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is call:
         return "unused"  # a bare call whose value nobody keeps
     return "used"
+
+
+#: calls that keep a value for the next run or retry (task or asset state, a Variable, XCom), or make
+#: a key of it (a hash, a name-based uuid): a clock value reaching them is no record's stamp
+_KEEPS = frozenset({"set", "set_state", "xcom_push", "sha1", "sha256", "md5", "uuid3", "uuid5", "hash"})
+
+
+def _keeps(call: ast.Call) -> bool:
+    return last_name(dotted(call.func)) in _KEEPS
+
+
+def _stamp_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int) -> bool:
+    """Principle (IDEM003): a clock value whose every use is a named field of a record the task returns
+    (a value under a string key of a dict, or a keyword of ``dict(..)`` or of a class), directly, as text
+    (``.isoformat()``) or through the names it is assigned to, stamps that record: a rerun returns
+    the record with a later stamp, and no id, path, filter or state is derived from it (adapstory's
+    ``"observedAt": now().isoformat()`` in a returned observation). Decided by the value's flow, never
+    by the field's name: the same value that also reaches a hash, a format of a key, a comparison,
+    arithmetic, any call (a query's parameters) or state kept for the next run (``.set(..)``,
+    ``xcom_push``) stays a finding."""
+    if depth > 3:
+        return False
+    child, parent = node, parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Attribute) and parent.value is child:
+            call = parents.get(parent)
+            if not (isinstance(call, ast.Call) and call.func is parent) or _keeps(call):
+                return False  # a part of it (.year) goes elsewhere
+            child, parent = call, parents.get(call)  # a method of the value: .isoformat(), .replace(..)
+            continue
+        if isinstance(parent, ast.keyword):
+            call = parents.get(parent)
+            return (
+                isinstance(call, ast.Call) and _record_type(call) and _record_handed_on(call, body, parents)
+            )
+        if isinstance(parent, ast.Dict):
+            key = parent.keys[parent.values.index(child)] if child in parent.values else None
+            named = isinstance(key, ast.Constant) and isinstance(key.value, str)
+            return named and _record_handed_on(parent, body, parents)
+        return False
+    if (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        name = parent.targets[0].id
+        uses = [
+            n
+            for n in ast.walk(body)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ]
+        return bool(uses) and all(_stamp_only(use, body, parents, depth + 1) for use in uses)
+    return False
+
+
+def _record_type(call: ast.Call) -> bool:
+    """``dict(..)`` or a class (``Observation(..)``, a capitalised name): a call that builds a record
+    from its keywords. Any other call's keyword may filter, key or compute (``fetch(since=now())``)."""
+    name = last_name(dotted(call.func))
+    return name == "dict" or name[:1].isupper()
+
+
+def _record_handed_on(record: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """The record is what the task returns (its XCom), directly or through the name it is assigned to,
+    whose other uses only set or read its fields. A record handed to any call may be a query's
+    parameters or a filter (``hook.run(sql, parameters={"day": day})``): never a stamp."""
+    parent = parents.get(record)
+    if isinstance(parent, ast.Return):
+        return True
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    returned = False
+    for use in (n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name):
+        above = parents.get(use)
+        if use in parent.targets:
+            continue
+        if isinstance(above, ast.Return):
+            returned = True
+            continue
+        if isinstance(above, ast.Subscript) and above.value is use:
+            continue  # its fields are set or read
+        return False
+    return returned
+
+
+#: methods that fill a template with values: Jinja's ``template.render(..)`` and its streaming form
+_RENDER_METHODS = frozenset({"render", "render_async", "stream"})
+
+
+def _rendered_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int) -> bool:
+    """Principle (IDEM004): a span-shifted clock value whose every use ends as an argument of a
+    template's ``render(..)`` (directly, as text: ``"datetime({}, {}, {})".format(now.year, ..)``, or
+    through the names it is assigned to) is written into a generated file, say as a generated DAG's
+    ``start_date`` (semio's ``utcnow() - timedelta(days=1)``): no data is read over that span, so it
+    is no window. The generated file is linted on its own, where its start_date is judged."""
+    if depth > 3:
+        return False
+    child, parent = node, parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
+                return True
+            if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in _TEXT_METHODS):
+                return False  # passed to any other call: what it does there is not known
+        if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
+            return False
+        child, parent = parent, parents.get(parent)
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    uses = [
+        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(uses) and all(_rendered_only(use, body, parents, depth + 1) for use in uses)
 
 
 def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:

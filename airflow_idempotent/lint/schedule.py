@@ -134,7 +134,9 @@ def windowless_factory(call: ast.Call, scope: Scope) -> bool:
     """The call is of a repository function that builds DAGs (``DAG(..)`` in its body), each with a
     schedule written as one that creates no windows (``None``, ``"@once"``), and reads the clock only
     in a ``start_date``: that start creates no windows (`start_date_moot`'s principle, applied at a
-    DAG factory's call; a schedule passed in by the caller is not read, and stays a finding)."""
+    DAG factory's call; a schedule passed in by the caller is not read, and stays a finding). The
+    clock may reach the ``start_date`` through local names (``start = utcnow()``, ``start =
+    combine(start.date(), ..)``, ``'start_date': start``) when those names go nowhere else."""
     if not isinstance(call.func, ast.Name):
         return False
     found = scope.function(call.func.id)
@@ -143,7 +145,7 @@ def windowless_factory(call: ast.Call, scope: Scope) -> bool:
     fn, fn_scope = found
     fn_parents = parents(fn)
     clocks = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and clock_call(n, fn_scope) is not None]
-    if any(context_of(c, fn_parents) != START_DATE_CONTEXT for c in clocks):
+    if not all(_only_start(c, fn, fn_parents, set()) for c in clocks):
         return False  # a clock read elsewhere in the factory (a task's value, a name) is not the start
     dags = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and last_name(dotted(n.func)) == "DAG"]
     for dag in dags:
@@ -153,6 +155,27 @@ def windowless_factory(call: ast.Call, scope: Scope) -> bool:
         if not (isinstance(value, ast.Constant) and value.value in (None, "@once")):
             return False
     return bool(dags)
+
+
+def _only_start(node: ast.AST, fn: ast.AST, fn_parents: dict[ast.AST, ast.AST], names: set[str]) -> bool:
+    """`node`'s value goes only to a ``start_date``: it is one, or it is assigned to a name whose every
+    use is (names already being followed count as such: ``start = f(start)``)."""
+    if context_of(node, fn_parents) == START_DATE_CONTEXT:
+        return True
+    stmt = node
+    while stmt in fn_parents and not isinstance(stmt, ast.stmt):
+        stmt = fn_parents[stmt]
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return False
+    name = stmt.targets[0].id
+    if name in names:
+        return True
+    uses = [
+        n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(uses) and all(_only_start(use, fn, fn_parents, names | {name}) for use in uses)
 
 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:

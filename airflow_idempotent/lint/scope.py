@@ -143,6 +143,15 @@ class Scope:
                 return other.functions[imported[1]], other
         return None
 
+    def module_function(self, module: str, name: str) -> tuple[FunctionNode, Scope] | None:
+        """Function `name` of the project module imported here as `module` (``import functions as
+        f`` then ``f.execute_query(..)``); None for an installed library's, or a name that is no
+        module."""
+        other = self._module_named(module)
+        if other is None or name not in other.functions:
+            return None
+        return other.functions[name], other
+
     def method(self, class_name: str, name: str) -> tuple[FunctionNode, Scope] | None:
         """Method `name` of the class called `class_name` here (defined in this module or imported
         from another), as written in the class's body (inherited methods are not looked up)."""
