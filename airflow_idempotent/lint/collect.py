@@ -277,6 +277,8 @@ class Collector:
                 ctx.scope, keywords(context).get("group_id") or (context.args[0] if context.args else None)
             )
             return replace(ctx, group=f"{ctx.group}{gid}.") if gid else ctx
+        if isinstance(context, ast.Name) and context.id in self.dag_vars:
+            return replace(ctx, dag=self.dag_vars[context.id])  # dag = DAG(..); with dag: ..
         self._expr(context, ctx)
         return ctx
 
@@ -432,7 +434,8 @@ class Collector:
                 line=call.lineno,
                 end_line=call.end_lineno or call.lineno,
                 operator=f"@{decorator}",
-                kwargs={**merged, **kwargs},
+                # positional arguments are the callable's op_args: templated like its keywords
+                kwargs={**merged, **kwargs, **({"op_args": ast.List(list(call.args))} if call.args else {})},
                 functions=[fn],
                 decorator=decorator,
                 inputs=inputs,

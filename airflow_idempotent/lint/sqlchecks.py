@@ -24,6 +24,8 @@ __all__ = ["check_jinja", "check_sql", "check_templated_args"]
 _KIND_TEXT = {"clock": "the clock", "random": "randomness", "sequence": "a sequence"}
 _XCOM_PULL = re.compile(r"xcom_pull\(\s*(?:task_ids\s*=\s*)?['\"]([\w.-]+)['\"]")
 _VARIABLE = re.compile(r"\bvar\.(?:value|json)\.(?:get\(\s*['\"])?([\w-]+)")
+#: the run's (or this try's) start as the wall clock gave it; Airflow resets it when a run is cleared
+_RUN_STARTS = frozenset({("dag_run", "start_date"), ("ti", "start_date"), ("task_instance", "start_date")})
 
 
 def _shown(hit: Finding) -> str:
@@ -197,12 +199,62 @@ def check_jinja(check: TaskCheck, prepared: Prepared, located: Located, where: s
                 facts.windows.append(WindowRef("clock", f"The clock: {{{{ {text} }}}} in {where}."))
         if clock:
             continue
+        started = [n for n in ast.walk(tree) if _run_start(n) is not None]
+        if started:
+            _run_start_read(check, started[0], parent_of, text, place, where)
+            continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         run = sorted((names | attrs) & RUN_NAMES)
         if run:
             what = "data interval" if any(n.startswith("data_interval") for n in run) else "logical date"
             facts.windows.append(WindowRef("run", f"The run's {what}: {{{{ {text} }}}} in {where}."))
+
+
+def _run_start(node: ast.AST) -> str | None:
+    """``dag_run.start_date``, ``ti.start_date``: the moment the run (or try) started, as written."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    return f"{node.value.id}.{node.attr}" if (node.value.id, node.attr) in _RUN_STARTS else None
+
+
+def _run_start_read(
+    check: TaskCheck,
+    node: ast.AST,
+    parent_of: dict[ast.AST, ast.AST],
+    text: str,
+    place: tuple[str, int],
+    where: str,
+) -> None:
+    """Principle: the run's start (``{{ dag_run.start_date }}``, ``{{ ti.start_date }}``) is the wall
+    clock when the run (or try) began, never its window: a run cleared or retried later starts later.
+    In SQL it is read as ``now()`` is (IDEM001; IDEM004 when shifted by a span in the template). Handed
+    to a task's code or command as a whole argument, it stands where the run's window belongs: the
+    window the code derives from it is taken from the clock, IDEM004. Triggered DAGs too: a triggered
+    run's logical date is the moment it was asked for and stays when the run is cleared; its start
+    does not."""
+    name = _run_start(node) or text
+    facts = check.facts
+    shifted = any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add | ast.Sub) for n in parent_of.values()
+    )
+    if where == "its SQL" and not shifted:
+        check.add(
+            "IDEM001",
+            *place,
+            f"the template {{{{ {text} }}}} in {where} reads the run's wall-clock start ({name}), not its "
+            "window: a run cleared or retried later renders a later time",
+            cause="clock",
+        )
+        facts.windows.append(WindowRef("clock", f"The clock: {{{{ {text} }}}} in {where}."))
+        return
+    message = (
+        f"the window is taken from the run's wall-clock start: {{{{ {text} }}}} in {where} ({name}), not "
+        "the run's data interval; a run cleared or retried on another day reads another span, and its "
+        "own is never read"
+    )
+    check.add("IDEM004", *place, message, cause="window")
+    facts.windows.append(WindowRef("relative", f"The clock: the run's start {{{{ {text} }}}} in {where}."))
 
 
 def check_templated_args(check: TaskCheck, node: ast.expr | None, where: str) -> None:
