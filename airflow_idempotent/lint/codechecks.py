@@ -15,6 +15,7 @@ import re
 from airflow_idempotent.lint.collect import Collector, walk_no_defs
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.gates import flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
@@ -62,6 +63,7 @@ def check_code(check: TaskCheck) -> None:
         (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
     ]
     decorator = task.decorator or ""
+    callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
     while queue:
         fn, scope = queue.pop(0)
         if id(fn) in seen:
@@ -95,6 +97,7 @@ def check_code(check: TaskCheck) -> None:
                 found = scope.function(node.func.id)
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
+                    callers.setdefault(id(helper), []).append((node, fn))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
             elif (bound_method := _own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
@@ -132,6 +135,23 @@ def check_code(check: TaskCheck) -> None:
                             else "only dates a chat message: a rerun posts about another day, and "
                             "writes nothing"
                         ),
+                    )
+                elif use == "relative" and gates_only(node, fn, parent_of, callers.get(id(fn))):
+                    check.info(
+                        "IDEM004",
+                        file,
+                        node.lineno,
+                        f"{clock} shifted by a span in {getattr(fn, 'name', 'its code')}() only decides "
+                        "whether the run goes ahead (a readiness gate): no span is read from it, and a "
+                        "late rerun passes the gate as the first run did",
+                    )
+                elif use == "used" and returned_for_output(node, parent_of, callers.get(id(fn))):
+                    check.info(
+                        "IDEM003",
+                        file,
+                        node.lineno,
+                        f"{clock} in {getattr(fn, 'name', 'its code')}() is returned only to calls whose "
+                        "value is printed or logged: nothing is written, filtered or kept from it",
                     )
                 elif use == "label":
                     check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
@@ -257,7 +277,7 @@ def _state_use(
     use = StateUse(kind, key, file, node.lineno)
     if func.attr == "set":
         check.facts.state_saves.append(use)
-    elif clock_use(node, fn, parent_of) in ("used", "relative", "stamp"):
+    elif not flag_only(node, parent_of) and clock_use(node, fn, parent_of) in ("used", "relative", "stamp"):
         check.facts.state_reads.append(use)
     return True
 
