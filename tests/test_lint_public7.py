@@ -207,3 +207,44 @@ def test_a_clock_returned_by_a_helper_only_to_be_printed_reaches_no_data(tmp_pat
     assert [(f.rule, f.task_id, f.line) for f in report.findings] == [("IDEM003", "keep", 10)]
     printed = [i for i in report.information if "printed or logged" in i.message]
     assert [(i.rule, i.task_id, i.line) for i in printed] == [("IDEM003", "sync", 10)]
+
+
+# -- (d) a resubmitted ingestion that replaces its interval ---------------------------------------
+
+_DRUID = (
+    _HEAD
+    + """
+import json
+import requests
+
+
+def spec(day):
+    return {"type": "index_parallel", "ioConfig": {"appendToExisting": False, "interval": day}}
+
+
+def statement(day):
+    return f"REPLACE INTO metrics_daily OVERWRITE WHERE __time >= TIMESTAMP '{day}' SELECT * FROM metrics"
+
+
+def submit(ds):
+    body = json.dumps(spec(ds))
+    requests.post("http://druid/druid/indexer/v1/task", data=body)
+    requests.post("http://druid/druid/v2/sql/task", json={"query": statement(ds)})
+    requests.post("http://shop/orders", json={"order": ds})
+
+
+with DAG("druid", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False,
+         default_args={"retries": 2}) as dag:
+    PythonOperator(task_id="submit", python_callable=submit)
+"""
+)
+
+
+def test_a_retried_ingestion_that_replaces_its_interval_is_information(tmp_path: Path) -> None:
+    """Lines 22 and 23 submit, with retries=2, a spec with appendToExisting false and a REPLACE ..
+    OVERWRITE statement, each built by a function of the file: a second send rewrites the same day,
+    information. Line 24 posts an order: sent twice, two orders, IDEM006 stays."""
+    report = _lint(tmp_path, _DRUID)
+    assert _rules(report.findings) == [("IDEM006", 24)]
+    replaced = [i for i in report.information if "replaces its interval" in i.message]
+    assert _rules(replaced) == [("IDEM006", 22), ("IDEM006", 23)]

@@ -391,6 +391,15 @@ def task_findings(
                     f"but it is a failure alert ({alert}): a second copy of an alert is harmless",
                 )
                 continue
+            if effect.replaces is not None:
+                check.info(
+                    "IDEM006",
+                    effect.file,
+                    effect.line,
+                    f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
+                    f"but the body is {effect.replaces}: a second send rewrites the same interval",
+                )
+                continue
             check.add(
                 "IDEM006",
                 effect.file,

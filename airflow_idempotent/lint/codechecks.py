@@ -30,6 +30,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
+from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
 from airflow_idempotent.lint.source import Located
@@ -187,9 +188,9 @@ def check_code(check: TaskCheck) -> None:
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
                     continue
-                facts.effects.append(
-                    Effect(f"{SIDE_EFFECT_CALLS[method]} ({name}(...))", keyed(node), file, node.lineno)
-                )
+                again = REPLACES_TEXT if replaces_interval(node, fn, scope) else None
+                what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
+                facts.effects.append(Effect(what, keyed(node), file, node.lineno, again))
         if decorator in ("task.sql", "task.bash") and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None):
                 returned = scope.string(ret.value)

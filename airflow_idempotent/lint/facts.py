@@ -78,6 +78,8 @@ class Effect:
     keyed: bool
     file: str
     line: int
+    #: why sending it again rewrites what the first send wrote (`resubmit.replaces_interval`), or None
+    replaces: str | None = None
 
 
 @dataclass(frozen=True)
