@@ -15,7 +15,7 @@ import re
 from airflow_idempotent.lint.collect import Collector, walk_no_defs
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
-from airflow_idempotent.lint.gates import flag_only, gates_only, returned_for_output
+from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
@@ -138,22 +138,9 @@ def check_code(check: TaskCheck) -> None:
                         ),
                     )
                 elif use == "relative" and gates_only(node, fn, parent_of, callers.get(id(fn))):
-                    check.info(
-                        "IDEM004",
-                        file,
-                        node.lineno,
-                        f"{clock} shifted by a span in {getattr(fn, 'name', 'its code')}() only decides "
-                        "whether the run goes ahead (a readiness gate): no span is read from it, and a "
-                        "late rerun passes the gate as the first run did",
-                    )
+                    check.info("IDEM004", file, node.lineno, f"{clock} in {_name(fn)}() {GATE_TEXT}")
                 elif use == "used" and returned_for_output(node, parent_of, callers.get(id(fn))):
-                    check.info(
-                        "IDEM003",
-                        file,
-                        node.lineno,
-                        f"{clock} in {getattr(fn, 'name', 'its code')}() is returned only to calls whose "
-                        "value is printed or logged: nothing is written, filtered or kept from it",
-                    )
+                    check.info("IDEM003", file, node.lineno, f"{clock} in {_name(fn)}() {PRINTED_TEXT}")
                 elif use == "label":
                     check.info("IDEM003", file, node.lineno, f"{clock} in its code {_LABEL_TEXT}")
                 elif use == "rendered":
@@ -202,6 +189,10 @@ def check_code(check: TaskCheck) -> None:
                     check_bash(check, returned)
     if not facts.writes and not facts.effects and facts.opaque is None:
         facts.opaque = "its Python code"
+
+
+def _name(fn: ast.AST) -> str:
+    return getattr(fn, "name", "its code")
 
 
 def _params(fn: ast.AST) -> list[str]:

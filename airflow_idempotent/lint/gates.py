@@ -26,7 +26,15 @@ import ast
 from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_use, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["flag_only", "gates_only", "returned_for_output", "shift_gates"]
+__all__ = ["GATE_TEXT", "PRINTED_TEXT", "flag_only", "gates_only", "returned_for_output", "shift_gates"]
+
+GATE_TEXT = (
+    "is shifted by a span only to decide whether the run goes ahead (a readiness gate): no span is "
+    "read from it, and a late rerun passes the gate as the first run did"
+)
+PRINTED_TEXT = (
+    "is returned only to calls whose value is printed or logged: nothing is written, filtered or kept from it"
+)
 
 #: a helper's calls in the task, each with the function it is called in
 Calls = list[tuple[ast.Call, ast.AST]] | None
