@@ -395,6 +395,13 @@ def _stamp_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], d
     return False
 
 
+def assigned_name(stmt: ast.AST | None) -> str | None:
+    """The one plain name `stmt` assigns (``x = ..``), else None (tuples, attributes, several)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    return None
+
+
 def _record_type(call: ast.Call) -> bool:
     """``dict(..)`` or a class (``Observation(..)``, a capitalised name): a call that builds a record
     from its keywords. Any other call's keyword may filter, key or compute (``fetch(since=now())``)."""
@@ -409,17 +416,13 @@ def _record_handed_on(record: ast.AST, body: ast.AST, parents: dict[ast.AST, ast
     parent = parents.get(record)
     if isinstance(parent, ast.Return):
         return True
-    if not (
-        isinstance(parent, ast.Assign)
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0], ast.Name)
-    ):
+    name = assigned_name(parent)
+    if name is None:
         return False
-    name = parent.targets[0].id
     returned = False
     for use in (n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name):
         above = parents.get(use)
-        if use in parent.targets:
+        if above is parent:  # the assignment's own target
             continue
         if isinstance(above, ast.Return):
             returned = True
@@ -452,13 +455,9 @@ def _rendered_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]
         if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
             return False
         child, parent = parent, parents.get(parent)
-    if not (
-        isinstance(parent, ast.Assign)
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0], ast.Name)
-    ):
+    name = assigned_name(parent)
+    if name is None:
         return False
-    name = parent.targets[0].id
     uses = [
         n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
     ]

@@ -55,6 +55,8 @@ TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
 #: Columns per BIGINT of the checksum's NULL mask (`SparkAdapter.row_checksum`): bits 0-61.
 NULL_MASK_BITS = 62
+#: The error condition of a name the catalog does not hold.
+TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 #: The error condition of a SQL script on a server whose SQL scripting is disabled.
 SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 #: At most this many SET LOCATIONs per script. A task killed while its script runs cannot stop the
@@ -281,15 +283,19 @@ class SparkAdapter(EngineAdapter):
         lookup: tuple[str, str | None] = (table, None) if catalog else (name, schema)
         if catalog:
             schema = f"{catalog}.{schema}"
-        if not session.catalog.tableExists(*lookup):
+        try:  # one round trip: a missing table is the lookup's error, not a question asked first
+            listed = session.catalog.listColumns(*lookup)
+        except Exception as err:
+            if TABLE_NOT_FOUND not in str(err):
+                raise
             raise SchemaError(
                 f"table {table!r} does not exist in the Spark catalog: create it first (e.g. CREATE TABLE "
                 f"{table} (...) USING parquet PARTITIONED BY (sale_date)), or fix the table name."
-            )
+            ) from None
         columns: dict[str, ColumnInfo] = {}
         types: dict[str, str] = {}
         partitions: list[str] = []
-        for col in session.catalog.listColumns(*lookup):
+        for col in listed:
             columns[col.name.lower()] = ColumnInfo(
                 name=col.name,
                 type_name=col.dataType,

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from airflow_idempotent.errors import RowsOutsideWindowError, UnsupportedConnectionError
+from airflow_idempotent.errors import RowsOutsideWindowError, SchemaError, UnsupportedConnectionError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
 from airflow_idempotent.operators import MergeOperator
 from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
@@ -33,6 +33,15 @@ pytestmark = pytest.mark.spark
 
 def test_truth_is_the_scenarios_figure() -> None:
     assert day_truth(DAY) == (2000, Decimal("299730.00"))
+
+
+@pytest.mark.parametrize("table", ["payouts_never_created", f"{ICEBERG_CATALOG}.idem.payouts_never_created"])
+def test_a_missing_table_is_named_with_the_fix_and_nothing_is_created(spark, spark_conn, table) -> None:
+    if table.startswith(ICEBERG_CATALOG):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.idem")
+    with pytest.raises(SchemaError, match=r"does not exist in the Spark catalog: create it first"):
+        operator(spark_conn, table).execute(context(DAY))
+    assert not spark.catalog.tableExists(table)
 
 
 def test_payouts_crash_then_three_reruns(spark, spark_conn) -> None:
