@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_use, parents
+from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, assigned_name, clock_use, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["GATE_TEXT", "PRINTED_TEXT", "flag_only", "gates_only", "returned_for_output", "shift_gates"]
@@ -53,12 +53,6 @@ def _loads(body: ast.AST, name: str) -> list[ast.Name]:
     return [n for n in names if isinstance(n.ctx, ast.Load)]
 
 
-def _assigned_name(stmt: ast.AST | None) -> str | None:
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-        return stmt.targets[0].id
-    return None
-
-
 def _in_loop(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> bool:
     parent = parent_of.get(node)
     while parent is not None and not isinstance(parent, _FUNCTIONS):
@@ -84,7 +78,7 @@ def _shifts(node: ast.AST, body: ast.AST, parent_of: dict[ast.AST, ast.AST], dep
     parent = parent_of.get(node)
     if _is_shift(parent, node):
         return [parent]  # type: ignore[list-item]
-    name = _assigned_name(parent)
+    name = assigned_name(parent)
     if name is None or depth >= _MAX_DEPTH:
         return []
     return [s for use in _loads(body, name) for s in _shifts(use, body, parent_of, depth + 1)]
@@ -105,7 +99,7 @@ def _decides(
             return GATE if compared and not _in_loop(parent, parent_of) else None
         elif isinstance(parent, ast.Return):
             return PREDICATE if compared and not _in_loop(parent, parent_of) else None
-        elif (name := _assigned_name(parent)) is not None and depth < _MAX_DEPTH:
+        elif (name := assigned_name(parent)) is not None and depth < _MAX_DEPTH:
             uses = _loads(body, name)
             found = {_decides(use, body, parent_of, compared, depth + 1) for use in uses}
             return found.pop() if uses and len(found) == 1 else None

@@ -20,6 +20,7 @@ __all__ = [
     "SIDE_EFFECT_OPERATORS",
     "SQL_METHODS",
     "START_DATE_CONTEXT",
+    "assigned_name",
     "clock_call",
     "clock_owner_purpose",
     "clock_use",
