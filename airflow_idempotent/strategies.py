@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, rowcount, validate_identifier
+from airflow_idempotent.adapters.unique_source import keys_provably_unique
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError, SchemaError
 from airflow_idempotent.window import Window
 
@@ -305,7 +306,13 @@ def merge(
                 check_keys(adapter, conn, spec, key_names, params)
                 source_rows = _count_source(adapter, conn, spec, params)
             elif not refused_in_statement:
-                counted = key_names if how == "counts" else ()
+                # the distinct and NULL keys are counted unless the SELECT's shape and its table's
+                # key already rule them out (`keys_provably_unique`)
+                counted = (
+                    key_names
+                    if how == "counts" and not keys_provably_unique(adapter, conn, spec.query, key_names)
+                    else ()
+                )
                 profile = adapter.source_profile(spec.query, spec.partition_column, counted)
                 row = adapter.execute(conn, profile, params).one()
                 source_rows, outside = int(row[0]), int(row[1] or 0)

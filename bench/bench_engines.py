@@ -231,6 +231,8 @@ def kind_of(sql: str) -> str:
         return "key check"
     if "COUNT(DISTINCT" in head:
         return "counts + keys"
+    if "_IDEM_SRC" in head:  # the merge's pass over its source: rows and the window, no keys
+        return "source pass"
     return "counts"
 
 
@@ -528,7 +530,10 @@ def write(args: argparse.Namespace, rows: list[str], loads: list[str], took: flo
         "",
         "'other' = operator wall time minus its statements and its warehouse commit: connect, lock, "
         "reflection, sqlglot, lint, fingerprint, kill switch checks, history record (the fixed cost per "
-        "call). The commit is listed as a step because the hand-written write pays it too; on DuckDB a "
+        "call). 'counts' = the target window's row count; 'counts + keys' = the merge's pass over its "
+        "source counting its rows, the window and its distinct and NULL keys; 'source pass' = that pass "
+        "without the keys, where the SELECT's shape proves them unique and not NULL. The commit is "
+        "listed as a step because the hand-written write pays it too; on DuckDB a "
         "large write's checkpoint happens in it. For the guarded row the columns are guarded / plain "
         "overwrite. 'Fixed cost beyond the hand-written's' = the operator's 'other' minus the "
         "hand-written write's own (its wall time minus its statements and commit: creating the engine, "

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter
+from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter, split_table_name
 
 
 class MySQLAdapter(EngineAdapter):
@@ -68,6 +68,20 @@ class MySQLAdapter(EngineAdapter):
         ]
         text = exp.Anonymous(this="CONCAT_WS", expressions=[exp.Literal.string("|"), *parts])
         return exp.Anonymous(this="CRC32", expressions=[text])
+
+    def source_unique_keys(self, conn: Connection, table: str) -> list[frozenset[str]]:
+        """The unique NOT NULL keys from SHOW INDEX, one statement that resolves the name as a query
+        does (a temporary table first); SQLAlchemy's reflection takes two and parses SHOW CREATE TABLE."""
+        schema, name = split_table_name(table)
+        target = f"`{schema}`.`{name}`" if schema else f"`{name}`"
+        keys: dict[str, set[str]] = {}
+        nullable: set[str] = set()
+        for row in conn.execute(sa.text(f"SHOW INDEX FROM {target}")).mappings():
+            if int(row["Non_unique"]) == 0:
+                keys.setdefault(row["Key_name"], set()).add(str(row["Column_name"]).lower())
+                if row["Null"] == "YES":
+                    nullable.add(row["Key_name"])
+        return [frozenset(cols) for key, cols in keys.items() if key not in nullable]
 
     @classmethod
     def connect_args(cls, timeout: float) -> dict[str, Any]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from sqlalchemy.engine import Connection
 from sqlglot import exp
+
+from airflow_idempotent.adapters.schema import TableInfo
 
 #: The alias of the user's SELECT as a derived table (`EngineAdapter.source`).
 SOURCE_ALIAS = "_idem_src"
@@ -45,6 +48,21 @@ class SourceChecks:
 
     def source(self, query: exp.Expr) -> exp.Subquery:
         raise NotImplementedError
+
+    def describe(self, conn: Connection, table: str) -> TableInfo:
+        raise NotImplementedError
+
+    def source_unique_keys(self, conn: Connection, table: str) -> list[frozenset[str]]:
+        """The lower-case column sets of `table`'s unique keys whose columns are all NOT NULL (its
+        primary key among them): no two of its rows share one, none is NULL. Read by
+        `unique_source.keys_provably_unique` for a merge's source table; from `describe`, which an
+        adapter with a cheaper catalog query overrides this with."""
+        info = self.describe(conn, table)
+        return [
+            key
+            for key in info.unique_keys
+            if key and all(c in info.columns and not info.columns[c].nullable for c in key)
+        ]
 
     def refuse_outside(self, partition_column: str, kind: str) -> exp.Expr:
         """The source's partition value, or a cast that fails for a value outside the window or NULL.
