@@ -72,8 +72,8 @@ class MySQLAdapter(EngineAdapter):
     def source_unique_keys(self, conn: Connection, table: str) -> list[frozenset[str]]:
         """The unique NOT NULL keys from SHOW INDEX, one statement that resolves the name as a query
         does (a temporary table first); SQLAlchemy's reflection takes two and parses SHOW CREATE TABLE."""
-        schema, name = split_table_name(table)
-        target = f"`{schema}`.`{name}`" if schema else f"`{name}`"
+        split_table_name(table)  # a catalog part is refused, as for every SQL target
+        target = self.render(self.table(table))
         keys: dict[str, set[str]] = {}
         nullable: set[str] = set()
         for row in conn.execute(sa.text(f"SHOW INDEX FROM {target}")).mappings():

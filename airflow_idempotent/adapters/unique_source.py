@@ -2,8 +2,9 @@
 
 A merge refuses a source holding one key twice or a NULL key (`strategies.merge`). Where the
 database's upsert does not refuse them itself (MariaDB, SQLite: `key_check` "counts"), the source
-pass counts the distinct and NULL keys; on MariaDB that COUNT(DISTINCT) was 40% of the pass. It is
-skipped only when the answer is known without reading a row: the SELECT reads one table, with no
+pass counts the distinct and NULL keys (on MariaDB 12 of the pass's 138 ms at 1,000,000 rows;
+at 100,000 rows SHOW INDEX costs what the skip saves). It is skipped only when the answer is
+known without reading a row: the SELECT reads one table, with no
 join, lateral, union, grouping, CTE or row-multiplying function in its projections, and projects the
 columns of one of that table's NOT NULL unique keys (its primary key) as plain column references,
 each named as one of the merge keys. Filtering (WHERE, LIMIT) only drops rows, so the keys stay
