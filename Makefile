@@ -41,10 +41,16 @@ machine:
 # that sets PYTHONDONTWRITEBYTECODE (this one does) otherwise compiles Airflow from source in every
 # process: `import airflow.sdk` and the operators took 6.5 s without .pyc files and 1.8-2.1 s with
 # them, in each scheduler, API server, task and CLI process the suite and the demo start.
+# pyspark is published only as a source distribution, and on this machine's package mirror uv builds
+# it again into a new cache revision at every install (1.1-1.9 GB each): 62 installs in two days
+# filled uv's cache to 73 GB and the disk with it, and the next CI run died after 20 s on "No space
+# left on device". `uv cache prune` then drops the revisions no install points at (69.8 GB in 16 s
+# that time; it waits while another uv process holds the cache).
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv cache prune --quiet
 	@touch $@
 
 # Groups, in order; their times in the clean-clone `bash .ci/run` of 77ab36c (31 min 38 s in all,

@@ -25,9 +25,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from scratch import scratch_dir
 
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "results" / "cold.md"
@@ -79,7 +80,7 @@ def main() -> int:
     import bench_engines as engines
 
     started = time.perf_counter()
-    home = Path(tempfile.mkdtemp(prefix="idem_bench_cold_"))
+    home = scratch_dir("idem_bench_cold_")
     env = dict(os.environ) | {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

@@ -36,7 +36,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 import pendulum
 import sqlalchemy as sa
+from scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -148,7 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         conf = dict(DELTA_CONF)
-        work = Path(tempfile.mkdtemp(prefix=f"idem_bench_{args.format}_"))
+        work = scratch_dir(f"idem_bench_{args.format}_")
         if args.format == "iceberg":
             conf.update(iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg"))
         run_bench(args, conf, work)

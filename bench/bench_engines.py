@@ -32,13 +32,14 @@ import platform
 import secrets
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
+
+from scratch import scratch_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -416,7 +417,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.perf_counter()
     ticks = cpu_ticks()
-    home = Path(tempfile.mkdtemp(prefix="idem_bench_home_"))
+    home = scratch_dir("idem_bench_home_")
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),

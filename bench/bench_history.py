@@ -20,7 +20,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -161,7 +161,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "history.md"))
     args = parser.parse_args()
 
-    home = tempfile.mkdtemp(prefix="idem_bench_history_")
+    home = str(scratch_dir("idem_bench_history_"))
     os.environ.setdefault("AIRFLOW_HOME", home)
     db = f"idem_bench_hist_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG.format(db="postgres"), isolation_level="AUTOCOMMIT")

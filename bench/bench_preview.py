@@ -34,10 +34,11 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scratch import scratch_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         setup = time.perf_counter() - t0
         changed = expected_changed(args.rows)
 
-        home = tempfile.mkdtemp(prefix="idem_bench_home_")
+        home = str(scratch_dir("idem_bench_home_"))
         env = {
             **os.environ,
             "AIRFLOW_HOME": home,

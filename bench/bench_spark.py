@@ -28,13 +28,13 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pendulum
+from scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--cluster-dir", help="attach to a running cluster (its base directory)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark.md"))
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="idem_bench_spark_"))
+    work = scratch_dir("idem_bench_spark_")
     began = time.monotonic()
     if args.cluster_dir:
         cluster = SparkCluster.attach(args.cluster_dir)
