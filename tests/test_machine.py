@@ -24,9 +24,13 @@ ACTIONS = ("installing", "starting", "creating", "apt-get", "trust authenticatio
 
 
 def run_machine(
-    tmp_path: Path, *, redis_port: int | None = None, user: str | None = None
+    tmp_path: Path,
+    *,
+    redis_port: int | None = None,
+    user: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "IDEM_MACHINE_STATE": str(tmp_path / "state")}
+    env = {**os.environ, "IDEM_MACHINE_STATE": str(tmp_path / "state"), **(extra_env or {})}
     if redis_port is not None:
         env["IDEM_MACHINE_REDIS_PORT"] = str(redis_port)
     cmd = ["bash", str(SCRIPT)]
@@ -93,6 +97,23 @@ def test_second_run_changes_nothing(tmp_path: Path) -> None:
     for service in ("PostgreSQL", "MariaDB", "Redis"):
         assert f"[machine] {service} is up and ready" in lines
     assert not [line for line in lines if any(word in line for word in ACTIONS)]
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_full_disk_stops_it_first_naming_the_free_space_and_the_fix(tmp_path: Path) -> None:
+    """Asked for more room than the filesystem has, it stops before any package or server."""
+    stat = os.statvfs(tmp_path)
+    free_mb = stat.f_bavail * stat.f_frsize // 2**20
+    port = free_port()
+    need = {"IDEM_MACHINE_NEED_MB": str(free_mb + 10_000), "TMPDIR": str(tmp_path)}
+    result = run_machine(tmp_path, redis_port=port, extra_env=need)
+    assert result.returncode == 1
+    said = int(result.stderr.split("only ")[1].split(" MB free")[0])
+    assert abs(said - free_mb) < 2_000  # others write to this disk meanwhile
+    assert f"needs about {free_mb + 10_000} MB" in result.stderr
+    assert "uv cache prune" in result.stderr
+    assert result.stdout == ""  # nothing installed, configured or started
+    assert redis_config(port, "save") is None
     assert not (tmp_path / "state").exists()
 
 

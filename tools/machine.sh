@@ -32,6 +32,20 @@ need_root() {
     fail "$1, and this is not root, so nothing was changed. Run \`sudo bash $SCRIPT\` (it installs, configures and starts only what is missing), then make test again"
 }
 
+# --- disk ---------------------------------------------------------------------------------------
+# A run needs room: the venv (1.8 GB), pyspark built from its sdist into uv's cache (1.1-1.9 GB),
+# the Spark groups' tables and logs and the packages below. A full disk otherwise fails deep inside
+# a wheel build ("No space left on device", as one CI run did after 20 s), so check first.
+NEED_MB=${IDEM_MACHINE_NEED_MB:-6144}
+for dir in "$(dirname "$SCRIPT")/.." "${TMPDIR:-/tmp}"; do
+    free_mb=$(df -Pm "$dir" | awk 'NR == 2 { print $4 }')
+    if [ "$free_mb" -lt "$NEED_MB" ]; then
+        uv_cache=${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/uv}
+        uv_size=$(du -sh "$uv_cache" 2>/dev/null | cut -f1 || true)
+        fail "only ${free_mb} MB free on the filesystem of $(cd "$dir" && pwd), and a run needs about ${NEED_MB} MB (the venv, pyspark's build, Spark's tables and logs). Free space and run again: uv's cache ($uv_cache, ${uv_size:-absent}) keeps old builds until \`uv cache prune\`; old test and bench directories in ${TMPDIR:-/tmp} can go"
+    fi
+done
+
 # --- packages -----------------------------------------------------------------------------------
 # One apt-get install for everything missing (each apt-get call costs seconds on its own).
 missing=()
