@@ -397,7 +397,7 @@ def task_findings(
                     effect.file,
                     effect.line,
                     f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
-                    f"but the body is {effect.replaces}: a second send rewrites the same interval",
+                    f"but {effect.replaces}",
                 )
                 continue
             check.add(

@@ -30,7 +30,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
-from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
+from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval, triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
 from airflow_idempotent.lint.source import Located
@@ -177,7 +177,8 @@ def check_code(check: TaskCheck) -> None:
                     continue
                 again = REPLACES_TEXT if replaces_interval(node, fn, scope) else None
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
-                facts.effects.append(Effect(what, keyed(node), file, node.lineno, again))
+                has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
+                facts.effects.append(Effect(what, has_key, file, node.lineno, again))
         if decorator in ("task.sql", "task.bash") and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None):
                 returned = scope.string(ret.value)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, assigned_name, clock_use, parents
+from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, assigned_name, clock_use, name_loads, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["GATE_TEXT", "PRINTED_TEXT", "flag_only", "gates_only", "returned_for_output", "shift_gates"]
@@ -46,11 +46,6 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 _FLAG_OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
 _TEXT_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
 _MAX_DEPTH = 3
-
-
-def _loads(body: ast.AST, name: str) -> list[ast.Name]:
-    names = (n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name)
-    return [n for n in names if isinstance(n.ctx, ast.Load)]
 
 
 def _in_loop(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> bool:
@@ -81,7 +76,7 @@ def _shifts(node: ast.AST, body: ast.AST, parent_of: dict[ast.AST, ast.AST], dep
     name = assigned_name(parent)
     if name is None or depth >= _MAX_DEPTH:
         return []
-    return [s for use in _loads(body, name) for s in _shifts(use, body, parent_of, depth + 1)]
+    return [s for use in name_loads(body, name) for s in _shifts(use, body, parent_of, depth + 1)]
 
 
 def _decides(
@@ -100,7 +95,7 @@ def _decides(
         elif isinstance(parent, ast.Return):
             return PREDICATE if compared and not _in_loop(parent, parent_of) else None
         elif (name := assigned_name(parent)) is not None and depth < _MAX_DEPTH:
-            uses = _loads(body, name)
+            uses = name_loads(body, name)
             found = {_decides(use, body, parent_of, compared, depth + 1) for use in uses}
             return found.pop() if uses and len(found) == 1 else None
         else:

@@ -29,6 +29,7 @@ __all__ = [
     "is_relative",
     "keyed",
     "looks_like_sql",
+    "name_loads",
     "parents",
 ]
 
@@ -72,6 +73,13 @@ _LABEL_NAME = re.compile(
 
 
 _FILE_SUFFIX = re.compile(r"\.(?:pdf|png|jpe?g|svg|csv|tsv|xlsx?|json|txt|zip|gz|html?|log)$", re.IGNORECASE)
+
+
+def name_loads(body: ast.AST, name: str) -> list[ast.Name]:
+    """Every place `body` reads the local name `name` (its loads, not its assignments)."""
+    return [
+        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
 
 
 def _labels(stmt_or_kw: ast.AST, value: ast.AST) -> bool:
@@ -326,11 +334,7 @@ def _value_use(
         )
         and (not isinstance(parent, ast.Assign) or len(parent.targets) == 1)
     ):
-        uses = [
-            n
-            for n in ast.walk(body)
-            if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
-        ]
+        uses = name_loads(body, target.id)
         if not uses:
             return "unused"
         found = {_value_use(use, body, parents, _depth + 1, text) for use in uses}
@@ -387,11 +391,7 @@ def _stamp_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], d
         and isinstance(parent.targets[0], ast.Name)
     ):
         name = parent.targets[0].id
-        uses = [
-            n
-            for n in ast.walk(body)
-            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-        ]
+        uses = name_loads(body, name)
         return bool(uses) and all(_stamp_only(use, body, parents, depth + 1) for use in uses)
     return False
 
@@ -459,9 +459,7 @@ def _rendered_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]
     name = assigned_name(parent)
     if name is None:
         return False
-    uses = [
-        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-    ]
+    uses = name_loads(body, name)
     return bool(uses) and all(_rendered_only(use, body, parents, depth + 1) for use in uses)
 
 
@@ -499,9 +497,7 @@ def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) 
     if not isinstance(target, ast.Name):
         return False
     name = target.id
-    uses = [
-        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-    ]
+    uses = name_loads(body, name)
     return bool(uses) and all(
         isinstance(attr := parents.get(use), ast.Attribute) and attr.attr in _DURATION_ATTRS for use in uses
     )

@@ -16,29 +16,32 @@ import ast
 
 from airflow_idempotent.lint.scope import Scope
 
-__all__ = ["REPLACES_TEXT", "replaces_interval"]
+__all__ = ["REPLACES_TEXT", "replaces_interval", "triggers_keyed_run"]
 
-REPLACES_TEXT = "an ingestion that replaces its interval (REPLACE .. OVERWRITE, appendToExisting false)"
+REPLACES_TEXT = (
+    "the body is an ingestion that replaces its interval (REPLACE .. OVERWRITE, appendToExisting "
+    "false): a second send rewrites the same interval"
+)
 _BODY_KEYWORDS = ("data", "json")
 _MAX_DEPTH = 3
 
 
-def _text(node: ast.AST) -> str:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return " ".join(_text(v) for v in node.values)
+def _text(node: ast.AST, scope: Scope) -> str:
+    """A string literal's or f-string's text as the scope reads it (`Scope.string`), else ''."""
+    if isinstance(node, ast.Constant | ast.JoinedStr):
+        located = scope.string(node)
+        return located.text if located is not None else ""
     return ""
 
 
-def _marks(root: ast.AST) -> bool:
+def _marks(root: ast.AST, scope: Scope) -> bool:
     for node in ast.walk(root):
-        text = _text(node).upper()
+        text = _text(node, scope).upper()
         if "REPLACE INTO" in text and "OVERWRITE" in text:
             return True
         if isinstance(node, ast.Dict) and any(
             key is not None
-            and _text(key) == "appendToExisting"
+            and _text(key, scope) == "appendToExisting"
             and isinstance(value, ast.Constant)
             and value.value is False
             for key, value in zip(node.keys, node.values, strict=False)
@@ -50,7 +53,7 @@ def _marks(root: ast.AST) -> bool:
 def _builds(root: ast.AST, scope: Scope, depth: int) -> bool:
     """`root` (an expression or a function) holds a replace marker, or calls a repository function
     that builds one."""
-    if _marks(root):
+    if _marks(root, scope):
         return True
     if depth >= _MAX_DEPTH:
         return False
@@ -62,17 +65,66 @@ def _builds(root: ast.AST, scope: Scope, depth: int) -> bool:
     return False
 
 
+def _assigned(fn: ast.AST, name: str) -> list[ast.expr]:
+    """The values `fn` assigns to the local name `name`."""
+    return [
+        n.value
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+
+
 def replaces_interval(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:
     """The request's body is built as an interval-replacing ingestion (see the module's principle)."""
     body = next((k.value for k in request.keywords if k.arg in _BODY_KEYWORDS), None)
     if body is None:
         return False
     if isinstance(body, ast.Name):
-        sources = [
-            n.value
-            for n in ast.walk(fn)
-            if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == body.id for t in n.targets)
-        ]
+        sources = _assigned(fn, body.id)
         return bool(sources) and all(_builds(s, scope, 0) for s in sources)
     return _builds(body, scope, 0)
+
+
+#: the body keys by which Airflow's REST API refuses a second DAG run (409 Conflict)
+_RUN_KEYS = frozenset({"logical_date", "execution_date", "dag_run_id"})
+_DAG_RUNS = "/dagRuns"
+
+
+def _names_run(root: ast.AST, fn: ast.AST, scope: Scope, depth: int = 0) -> bool:
+    """A dict in `root` (or in what `fn` assigns to the names `root` reads) has a run key."""
+    for node in ast.walk(root):
+        if isinstance(node, ast.Dict) and any(
+            k is not None and _text(k, scope) in _RUN_KEYS for k in node.keys
+        ):
+            return True
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and depth < _MAX_DEPTH
+            and any(_names_run(value, fn, scope, depth + 1) for value in _assigned(fn, node.id))
+        ):
+            return True
+    return False
+
+
+def triggers_keyed_run(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:
+    """Round 8 (IDEM006): a POST to Airflow's REST API that creates a DAG run (``/dags/{id}/dagRuns``)
+    with the run's logical date or run id in its body is keyed by them: Airflow refuses a second run
+    of one DAG with the same logical date or run id, so a retried trigger creates nothing. The URL is
+    the request's own (first argument or ``url=``) as the scope reads it, or, when it is only known
+    at run time (``self.api_endpoint``), a string of the same module naming ``/dagRuns``."""
+    body = next((k.value for k in request.keywords if k.arg in _BODY_KEYWORDS), None)
+    if body is None or not _names_run(body, fn, scope):
+        return False
+    url = (
+        request.args[0] if request.args else next((k.value for k in request.keywords if k.arg == "url"), None)
+    )
+    located = scope.string(url) if isinstance(url, ast.expr) else None
+    if located is not None and _DAG_RUNS in located.text:
+        return True
+    module = scope.root.tree
+    return any(
+        _DAG_RUNS in _text(n, scope.root)
+        for n in ast.walk(module)
+        if isinstance(n, ast.Constant | ast.JoinedStr)
+    )

@@ -24,6 +24,13 @@ both only set columns and one column is set by both (a rerun overwrites the othe
 other pair (an append and updates of its rows, keyed upserts beside an append, updates of
 different columns) re-applies only its own change on a rerun: information (`_redo_only_own`).
 
+Round 8's principle, from the tuning labels (mitgate's granularity DAGs each appending their own
+control records to ``control_load_data``, FredHutch's run ledgers): two writers that only *append*
+rows never touch each other's rows. A rerun of either adds its own rows again, which is that
+writer's own defect (IDEM002, reported on it), not the pair's: information. Amounts added to a
+column (``SET x = x + ..``) stay a defect when both writers add to the table (each rerun adds on top
+of the other's total: tenminschool's quiz and video DAGs).
+
 Tables are scoped by connection and by the operator's ``database=`` / ``schema=`` (`transfers.task_conn`):
 one table name in two databases is two tables.
 """
@@ -198,7 +205,7 @@ def _redo_only_own(a: TaskFacts, b: TaskFacts, table: str) -> bool:
     and no value the other task wrote is overwritten (a task's rerun alone is enough: clearing one
     task is as common as rerunning a DAG, so one DAG's order does not settle a shared column)."""
     ha, hb = _hows(a, table), _hows(b, table)
-    if (ha | hb) & _REPLACES or (ha <= _ADDS and hb <= _ADDS):
+    if (ha | hb) & _REPLACES or (ha <= _ADDS and hb <= _ADDS and "accumulate" in ha | hb):
         return False
     if not (ha <= _COLUMN_WRITES and hb <= _COLUMN_WRITES):
         return True
@@ -272,9 +279,9 @@ def check_shared_targets(
                     task.line,
                     f"{table} is also written by {names}, but each leaves the other's rows alone on a "
                     "rerun (a clear and its loader, keyed writers, each its own slice, flags set to "
-                    "literals, a scratch table each DAG rebuilds whole, or writers that neither replace "
-                    "rows nor both add them without a key: runs of two DAGs at once still race, a "
-                    "scheduling matter)",
+                    "literals, a scratch table each DAG rebuilds whole, writers that only append their "
+                    "own rows, or writers that neither replace rows nor both add amounts: runs of two "
+                    "DAGs at once still race, a scheduling matter)",
                     dag_id=task.dag_id,
                     task_id=task.task_id,
                     anchors=((write.file, write.line),),
