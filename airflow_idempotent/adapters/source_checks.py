@@ -35,6 +35,9 @@ class SourceChecks:
     #: upsert alone refuses every bad source and the passes run only to name what it refused
     #: (`strategies.merge`). Read by `EngineAdapter.insert_select`. Where a failing cast is only a
     #: warning (MariaDB outside strict mode, SQLite), or costs more than the pass, it stays off.
+    #: MariaDB's two-row subquery (`failing_value`) fails in every mode, but there the projection's
+    #: CASE costs what the pass does: server CPU at 1,000,000 rows, pass 130 + upsert 2,980 ms
+    #: against 3,120 ms for the guarded upsert alone (100,000: 10 + 280 against 290), so it stays off.
     refuses_rows_outside_in_statement: ClassVar[bool] = False
 
     def table(self, name: str, alias: str | None = None) -> exp.Table:
@@ -93,6 +96,10 @@ class SourceChecks:
         the window, else a failure (`failing_value`). A merge of one window must not move a row out
         of another window, which it neither locks nor records; the database refuses it in the
         statement, evaluated only for rows the upsert updates, and `strategies.merge` names the keys.
+
+        A guard that costs, kept for want of a cheaper one: on MariaDB, updating 1,000,000 rows,
+        the server's CPU was 2,990 ms with it, 2,810 without (the hand-written upsert 2,760); IF(),
+        the negated CASE and an ELSE NULL cost the same (2,980-3,050 ms).
         """
         held = self.column(partition_column, table)
         return exp.Case(

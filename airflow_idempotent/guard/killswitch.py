@@ -105,24 +105,35 @@ def _covering(dag: bool, backfill: bool) -> sa.TextualSelect:
     ).columns(*(sa.column(n, table.c[n].type) for n in names))
 
 
-def active_switches(store: HistoryStore, dag_id: str | None = None, backfill: bool = False) -> list[Switch]:
-    """The switches that cover a write of `dag_id` (in a backfill run if `backfill`)."""
-    store.migrate()
+def active_switches(
+    store: HistoryStore, dag_id: str | None = None, backfill: bool = False, conn: sa.Connection | None = None
+) -> list[Switch]:
+    """The switches that cover a write of `dag_id` (in a backfill run if `backfill`); on `conn` when
+    given (a `history.link.StoreLink`'s, shared with the fence), else on a connection of its own."""
     binds: dict[str, Any] = {"active": True} | ({"dag_id": dag_id} if dag_id is not None else {})
-    with store.engine.connect() as conn:
+    if conn is not None:
         rows = conn.execute(_covering(dag_id is not None, backfill), binds).all()
+    else:
+        store.migrate()
+        with store.engine.connect() as own:
+            rows = own.execute(_covering(dag_id is not None, backfill), binds).all()
     return [Switch(r.scope, r.scope_key, r.reason, r.set_by, r.set_at) for r in rows]
 
 
 def check(
-    store: HistoryStore, dag_id: str | None, backfill: bool, when: str, set_before: datetime | None = None
+    store: HistoryStore,
+    dag_id: str | None,
+    backfill: bool,
+    when: str,
+    set_before: datetime | None = None,
+    conn: sa.Connection | None = None,
 ) -> None:
     """Raise KillSwitchTripped if any switch covers this write; `when` says which check it is.
 
     With `set_before` (a person's approval of this window), only switches set before that moment
     count: a decision stands against a stop that came after it.
     """
-    switches = active_switches(store, dag_id, backfill)
+    switches = active_switches(store, dag_id, backfill, conn)
     if set_before is not None:
         switches = [s for s in switches if s.set_at is None or s.set_at < set_before]
     if switches:

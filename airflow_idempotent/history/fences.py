@@ -37,6 +37,7 @@ import sqlalchemy as sa
 
 from airflow_idempotent.adapters.base import rowcount
 from airflow_idempotent.errors import FencedError
+from airflow_idempotent.history.link import StoreLink
 from airflow_idempotent.history.models import Fence
 from airflow_idempotent.history.store import HistoryStore, utcnow
 from airflow_idempotent.identity import AttemptIdentity
@@ -138,7 +139,13 @@ def _newer(conn: sa.Connection, keys: Sequence[str], try_number: int) -> dict[st
     return {r.fence_key: NewerAttempt(int(r.try_number), r.hostname, r.pid, r.started_at) for r in rows}
 
 
-def take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
+def take(
+    store: HistoryStore,
+    identity: AttemptIdentity,
+    target: str,
+    windows: Sequence[Window],
+    conn: sa.Connection | None = None,
+) -> None:
     """Raise each window's fence to this attempt's try number, in one transaction; FencedError,
     nothing changed (rolled back), when a newer attempt holds one of them.
 
@@ -148,13 +155,23 @@ def take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: S
     try already does. Two attempts inserting one fence at once: the second waits for the first's
     commit and then finds the row. A transaction the database picks as a deadlock's victim
     (MariaDB: two raises of one fence at once, each holding the shared lock its insert-if-absent
-    took on the existing row) was rolled back whole, and runs again.
+    took on the existing row) was rolled back whole, and runs again. On `conn` when given (a
+    `history.link.StoreLink`'s, whose kill switch read may have begun the transaction this commits).
     """
     store.migrate()
     adapter = store.adapter
     for attempt in range(1, DEADLOCK_RETRIES + 1):
         try:
-            _take(store, identity, target, windows)
+            if conn is None:
+                with store.engine.begin() as own:
+                    _take(own, store, identity, target, windows)
+            else:
+                try:
+                    _take(conn, store, identity, target, windows)
+                    conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
             return
         except sa.exc.DBAPIError as err:
             if attempt == DEADLOCK_RETRIES or not adapter.is_deadlock(err):
@@ -164,40 +181,55 @@ def take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: S
             time.sleep(pause)
 
 
-def _take(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
+def _take(
+    conn: sa.Connection,
+    store: HistoryStore,
+    identity: AttemptIdentity,
+    target: str,
+    windows: Sequence[Window],
+) -> None:
+    """`take`'s statements, in the caller's transaction."""
     table, adapter = _table(), store.adapter
     now, host, pid = utcnow(), socket.gethostname()[:250], os.getpid()
     mine = {"try_number": identity.try_number, "hostname": host, "pid": pid, "started_at": now}
     raised = {"mine": identity.try_number, "host": host, "process": pid, "at": now}
-    with store.engine.begin() as conn:
-        for window in windows:
-            key = fence_key(identity, target, window)
-            row = {
-                "fence_key": key,
-                "dag_id": identity.dag_id,
-                "run_id": identity.run_id,
-                "task_id": identity.task_id,
-                "map_index": identity.map_index,
-                "target": target,
-                "window_start": window.start,
-                "window_end": window.end,
-                **mine,
-            }
-            if adapter.insert_if_absent(conn, table, row) > 0:
-                continue
-            if rowcount(conn.execute(_raise(), {**raised, "key": key})) > 0:
-                continue
-            newer = _newer(conn, [key], identity.try_number).get(key)
-            if newer is not None:  # raising rolls back the windows raised before this one
-                raise fenced_error(identity, target, window, newer)
+    for window in windows:
+        key = fence_key(identity, target, window)
+        row = {
+            "fence_key": key,
+            "dag_id": identity.dag_id,
+            "run_id": identity.run_id,
+            "task_id": identity.task_id,
+            "map_index": identity.map_index,
+            "target": target,
+            "window_start": window.start,
+            "window_end": window.end,
+            **mine,
+        }
+        if adapter.insert_if_absent(conn, table, row) > 0:
+            continue
+        if rowcount(conn.execute(_raise(), {**raised, "key": key})) > 0:
+            continue
+        newer = _newer(conn, [key], identity.try_number).get(key)
+        if newer is not None:  # raising rolls back the windows raised before this one
+            raise fenced_error(identity, target, window, newer)
 
 
-def check(store: HistoryStore, identity: AttemptIdentity, target: str, windows: Sequence[Window]) -> None:
+def check(
+    store: HistoryStore,
+    identity: AttemptIdentity,
+    target: str,
+    windows: Sequence[Window],
+    conn: sa.Connection | None = None,
+) -> None:
     """FencedError when a newer attempt raised one of the windows' fences since this one took them
-    (one SELECT, which returns no row unless a newer attempt holds a fence)."""
+    (one SELECT, which returns no row unless a newer attempt holds a fence); on `conn` when given."""
     keys = [fence_key(identity, target, w) for w in windows]
-    with store.engine.connect() as conn:
+    if conn is not None:
         newer = _newer(conn, keys, identity.try_number)
+    else:
+        with store.engine.connect() as own:
+            newer = _newer(own, keys, identity.try_number)
     for key, window in zip(keys, windows, strict=True):
         if key in newer:
             raise fenced_error(identity, target, window, newer[key])
@@ -213,12 +245,16 @@ def holder(store: HistoryStore, identity: AttemptIdentity, target: str, window: 
 
 @dataclass
 class AttemptFence:
-    """One attempt's fence on the windows it writes; a store that cannot answer leaves it unfenced."""
+    """One attempt's fence on the windows it writes; a store that cannot answer leaves it unfenced.
+
+    `link`, when set, is the moment's connection the kill switch check shares (`history.link`):
+    the caller sets it around the take and the check before commit."""
 
     store: HistoryStore | None
     identity: AttemptIdentity
     target: str
     windows: Sequence[Window]
+    link: StoreLink | None = None
 
     def take(self) -> None:
         self._guarded(take, "taken")
@@ -230,8 +266,11 @@ class AttemptFence:
         if self.store is None:
             return
         try:
-            step(self.store, self.identity, self.target, self.windows)
+            conn = self.link.connection() if self.link is not None else None
+            step(self.store, self.identity, self.target, self.windows, conn)
         except FencedError:
             raise
         except Exception as err:  # the history store must never block a write
+            if self.link is not None:
+                self.link.discard()
             log.warning("fence not %s: history store unavailable (%s); writing unfenced", what, err)

@@ -45,6 +45,7 @@ from airflow_idempotent.guard.results import GuardBreach, KeptStage
 from airflow_idempotent.history import approvals
 from airflow_idempotent.history.approvals import PendingApproval
 from airflow_idempotent.history.fences import AttemptFence
+from airflow_idempotent.history.link import StoreLink
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
 from airflow_idempotent.identity import AttemptIdentity, with_counts
@@ -444,16 +445,21 @@ def _with_kill_switch(
     attempt's `fence`, if given."""
 
     def before_commit() -> None:
-        op.check_kill_switch(
-            history,
-            dag_id,
-            backfill,
-            fail_closed=True,
-            when="before swapping an approved window",
-            set_before=approved_at,
-        )
-        if fence is not None:
-            fence.check()
+        with StoreLink(history.store) as link:  # both checks on one connection (history.link)
+            if fence is not None:
+                fence.link = link
+            op.check_kill_switch(
+                history,
+                dag_id,
+                backfill,
+                fail_closed=True,
+                when="before swapping an approved window",
+                set_before=approved_at,
+                link=link,
+            )
+            if fence is not None:
+                fence.check()
+                fence.link = None
 
     return dataclasses.replace(spec, before_commit=before_commit)
 

@@ -19,6 +19,7 @@ from airflow_idempotent.guard import (
     check_window_closed,
 )
 from airflow_idempotent.history.fences import FENCED, AttemptFence
+from airflow_idempotent.history.link import StoreLink
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import DEFAULT_CONN_ID
 from airflow_idempotent.hooks.warehouse import WarehouseHook
@@ -222,23 +223,38 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         # as that approval's own swap does (`swap_decided`): a stop set after a person approved
         # does not undo the decision; if the approval no longer applies, `guarded_execute` checks here
         carrying = self.carries_approval(guard, intent, adapter, spec, identity, history, target)
-        if not carrying:
-            self.check_kill_switch(
-                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before writing"
-            )
-        fence = AttemptFence(
-            history.store if history is not None else None, identity, target, spec.lock_windows
-        )
+        store = history.store if history is not None else None
+        fence = AttemptFence(store, identity, target, spec.lock_windows)
 
         def before_commit() -> None:
-            self.check_kill_switch(
-                history, identity.dag_id, backfill, fail_closed=intent is not None, when="before commit"
-            )
-            fence.check()  # the last word: a newer attempt of this task instance started writing
+            with StoreLink(store) as link:  # both checks on one connection (history.link)
+                fence.link = link
+                self.check_kill_switch(
+                    history,
+                    identity.dag_id,
+                    backfill,
+                    fail_closed=intent is not None,
+                    when="before commit",
+                    link=link,
+                )
+                fence.check()  # the last word: a newer attempt of this task instance started writing
+            fence.link = None
 
         spec = dataclasses.replace(spec, before_commit=before_commit, attempt=identity.label())
         try:
-            fence.take()
+            with StoreLink(store) as link:  # the switch read and the fence's raise: one transaction
+                fence.link = link
+                if not carrying:
+                    self.check_kill_switch(
+                        history,
+                        identity.dag_id,
+                        backfill,
+                        fail_closed=intent is not None,
+                        when="before writing",
+                        link=link,
+                    )
+                fence.take()
+            fence.link = None
             return self.fenced_execute(
                 context,
                 adapter,

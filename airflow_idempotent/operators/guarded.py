@@ -17,6 +17,7 @@ from airflow.sdk.exceptions import AirflowRescheduleException
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import BackfillIntent, GuardConfig, GuardRefusal, killswitch, sizes
 from airflow_idempotent.history import approvals
+from airflow_idempotent.history.link import StoreLink
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.history.store import utcnow
 from airflow_idempotent.identity import AttemptIdentity, table_version, with_counts
@@ -91,17 +92,24 @@ class GuardedWriteMixin(ApprovalMixin):
         fail_closed: bool,
         when: str,
         set_before: datetime.datetime | None = None,
+        link: StoreLink | None = None,
     ) -> None:
         """Refuse if a kill switch covers this write (with `set_before`, one set before that moment).
         A store that cannot answer stops a guarded backfill (fail closed) but not a scheduled run
-        (the history store must never block it)."""
+        (the history store must never block it). `link`: the moment's connection, shared with the
+        fence (`history.link`)."""
         if history is None:
             return
         try:
-            killswitch.check(history.store, dag_id, backfill, when, set_before)
+            conn = link.connection() if link is not None else None
+            killswitch.check(history.store, dag_id, backfill, when, set_before, conn)
+            if link is not None:
+                link.after_read()
         except killswitch.KillSwitchTripped:
             raise
         except Exception as err:
+            if link is not None:  # the fence's check opens a connection of its own
+                link.discard()
             if fail_closed:
                 raise GuardRefusal(
                     f"{when}: the kill switch cannot be checked (history store {self.history_conn_id!r}: "
