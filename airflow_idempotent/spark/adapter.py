@@ -528,12 +528,16 @@ class SparkAdapter(EngineAdapter):
     def staged_and_replaced(
         self, staging: str, table: str, partition_column: str, columns: Sequence[ColumnInfo]
     ) -> str:
-        """One query, one round trip, for two scans the switch needs before its plan:
+        """One query, one round trip, for what the switch needs to know of rows before its plan:
 
         - ``('staged', value, NULL, rows, checksum)`` per partition value of the staging (its rows and
-          sum of row hashes: the verify step);
-        - ``('replaced', NULL, dir, rows, NULL)`` per directory the target's window reads now, from
-          the files' metadata (the rows the switch replaces and the directories it leaves unread).
+          sum of row hashes: the verify step, the one scan of the staged rows);
+        - ``('replaced', NULL, NULL, rows, NULL)``: how many rows the target's window holds now (a
+          ``count(*)``, answered from the parquet footers without reading a column).
+
+        The directories the window reads now come from the file index (`window_files`), not from a
+        scan: grouping the window's rows by ``_metadata.file_path`` read every row and took 2.0-2.9 s
+        of the 3.0 s verify step over a 1,000,000-row window, the listing 0.05-0.17 s.
 
         The window is bound as ``:window_start`` and ``:window_end``.
         """
@@ -547,14 +551,29 @@ class SparkAdapter(EngineAdapter):
             exp.alias_(total.copy(), "total"),
         ).from_(self.table(staging))
         staged = staged.group_by(self.column(partition_column))
-        part = self.ident(partition_column)
         replaced = (
-            "SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value, "
-            "regexp_replace(_metadata.file_path, '/[^/]*$', '') AS dir, count(*) AS n, "
-            "CAST(NULL AS DECIMAL(38, 0)) AS total "
-            f"FROM {self.qualified(table)} WHERE {part} >= :window_start AND {part} < :window_end GROUP BY 3"
+            "SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value, CAST(NULL AS STRING) AS dir, "
+            "count(*) AS n, CAST(NULL AS DECIMAL(38, 0)) AS total "
+            f"FROM {self.qualified(table)} WHERE {self.window_filter(partition_column)}"
         )
         return f"{self.render(staged)} UNION ALL {replaced}"
+
+    def window_filter(self, partition_column: str) -> str:
+        """The window's predicate on the partition column, bound as ``:window_start``/``:window_end``."""
+        part = self.ident(partition_column)
+        return f"{part} >= :window_start AND {part} < :window_end"
+
+    def window_files(
+        self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None
+    ) -> list[str]:
+        """The data files `table` reads (its window's, with a `partition_column` and the window
+        bound in `params`), from the catalog's partition locations and a listing of their directories
+        (``DataFrame.inputFiles``, after partition pruning): no row is read. Paths as Spark
+        qualifies them (``file:///..``)."""
+        query = f"SELECT * FROM {self.qualified(table)}"
+        if partition_column is not None:
+            query += f" WHERE {self.window_filter(partition_column)}"
+        return sorted(str(f) for f in conn.sql(query, params).frame.inputFiles())
 
     def trash_statements(
         self, trash: str, table: str, partition_column: str, dirs: Sequence[str]

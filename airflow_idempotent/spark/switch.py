@@ -11,13 +11,15 @@ tears a month when killed). This protocol never touches the files the target rea
 3. Stage: record the attempt, then write the window's SELECT into a fresh per-attempt location
    (an external staging table partitioned like the target, each column cast to the target's type).
 4. Verify, in the cluster, in one scan of the staging: row count and checksum per partition
-   value; a value outside the window (or NULL) refuses the write before anything is replaced.
+   value; a value outside the window (or NULL) refuses the write before anything is replaced. The
+   staged files and the directories the window reads now are listed (file index, no row read).
 5. Plan: per date of the window, SET LOCATION (the day exists; SQL scripts of up to 8 of them),
    ADD PARTITION (a new day) or DROP PARTITION (the window no longer has it: an empty window
    really is emptied, a month is replaced whole). The plan is recorded in the history store
    before the first operation.
 6. Switch under the table's catalog lock, REFRESH TABLE for readers, check that the target's
-   window now has the staged count and checksum, mark the plan done.
+   window now reads exactly the staged files (whose count and checksum step 4 verified; the
+   catalog's locations and a listing prove it without a second scan), mark the plan done.
 7. Sweep (`sweep`): delete the replaced directories and the locations of attempts no partition
    reads, through a throw-away managed table; keep whatever an unfinished plan still needs.
 
@@ -277,6 +279,30 @@ def _path(location: str) -> str:
     return "/" + path.lstrip("/").rstrip("/") + "/"
 
 
+def _check_switched(
+    adapter: SparkAdapter,
+    conn: Any,
+    spec: WriteSpec,
+    column: str,
+    window_only: dict[str, Any],
+    staged_files: list[str],
+    checksum: str,
+) -> None:
+    """After the switch, the window must read exactly the staged files, whose count and checksum
+    were verified: the catalog's locations and a listing prove it, without reading a row again
+    (the count and checksum scan it replaces took 1.0 s of a 1,000,000-row window's 8.9 s). A day
+    the switch missed, or a partition or file another writer added, is a file of another list."""
+    now = {_path(f) for f in adapter.window_files(conn, spec.table, column, window_only)}
+    staged = {_path(f) for f in staged_files}
+    if now != staged:
+        stray = sorted(now ^ staged)
+        raise SchemaError(
+            f"after the switch {spec.table} window {spec.window.label()} reads {len(now)} file(s), not "
+            f"the {len(staged)} file(s) staged and verified ({checksum}); e.g. {stray[0].rstrip('/')} is "
+            "in one list only: another writer changed the table outside this provider; rerun the task."
+        )
+
+
 def overwrite_by_switch(
     adapter: SparkAdapter,
     spec: WriteSpec,
@@ -317,12 +343,17 @@ def overwrite_by_switch(
         step("recorded")
         conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
         step("staged")
-        # one round trip: the staging's rows and checksum per day, and what the target's window reads now
+        # one round trip: the staging's rows and checksum per day, and the rows the target's window holds
         scanned = conn.sql(
             adapter.staged_and_replaced(staging, spec.table, column, list(info.columns.values())), window_only
         ).all()
         stats = [(v, int(n), s) for src, v, _, n, s in scanned if src == "staged"]
-        old = [(str(where), int(n)) for src, _, where, n, _ in scanned if src == "replaced"]
+        deleted = sum(int(n) for src, _, _, n, _ in scanned if src == "replaced")
+        # the files those figures were read from, and the directories the window reads now (listings)
+        staged_files = adapter.window_files(conn, staging, None)
+        replaced = sorted(
+            {f.rsplit("/", 1)[0] for f in adapter.window_files(conn, spec.table, column, window_only)}
+        )
         outside = [(v, n) for v, n, _ in stats if v is None or not (start <= v < end)]
         if outside:
             conn.sql(adapter.drop_table(staging))
@@ -347,8 +378,6 @@ def overwrite_by_switch(
             conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
-        deleted = sum(n for _, n in old)
-        replaced = [where for where, _ in old]
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
         ops = _plan(existing, {v for v, _, _ in stats}, start, end, location, column)
         switches.set_status(
@@ -358,14 +387,7 @@ def overwrite_by_switch(
         with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _apply(adapter, conn, spec.table, column, ops)
         step("switched")
-        query = adapter.window_checksum(spec.table, column, list(info.columns.values()))
-        count, after = adapter.execute(conn, query, window_only).one()
-        holds = adapter.checksum_text(int(count), after)
-        if holds != checksum:
-            raise SchemaError(
-                f"after the switch {spec.table} window {spec.window.label()} holds {holds}, not the "
-                f"staged {checksum}: another writer changed the table outside this provider; rerun the task."
-            )
+        _check_switched(adapter, conn, spec, column, window_only, staged_files, checksum)
         switches.set_status(store, attempt, switches.DONE)
         conn.sql(adapter.drop_table(staging))
         step("done")

@@ -155,3 +155,50 @@ def test_merge_into_a_parquet_table_is_refused_with_nothing_written(spark, spark
         ).execute(context(DAY))
     assert "parquet" in str(err.value)
     assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
+
+
+def staging_tables(spark) -> set[str]:
+    return {t.name for t in spark.catalog.listTables() if t.name.startswith("_idem_stg_")}
+
+
+@pytest.mark.parametrize("meddle", ["insert", "point_back"])
+def test_a_switch_changed_behind_the_operator_is_refused_by_the_listing(spark, spark_conn, meddle) -> None:
+    """After its switch the operator checks, by the catalog and a listing, that the window reads
+    exactly the files it staged and verified. Another writer acting between the switch and that
+    check (appending a file to a day, or pointing a day back at its former directory, as a switch
+    that failed would leave it) makes the write fail, naming it, instead of reporting the staged
+    figures for a window that does not hold them."""
+    from airflow_idempotent.spark import steps
+
+    table = f"payouts_meddled_{meddle}"
+    create_payouts(spark, table)
+    operator(spark_conn, table).execute(context(DAY))
+    spec = f"PARTITION (sale_date = '{DAY.isoformat()}')"
+    former = next(
+        str(r[1])
+        for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table} {spec}").collect()
+        if r[0] == "Location"
+    )
+
+    def hook(step: str) -> None:
+        if step != "switched":
+            return
+        if meddle == "insert":
+            simulate_crash(spark, table, DAY, rows=3)
+        else:
+            spark.sql(f"ALTER TABLE {table} {spec} SET LOCATION '{former}'")
+
+    before = staging_tables(spark)
+    steps.step_hook = hook
+    try:
+        with pytest.raises(
+            SchemaError, match=r"file\(s\), not the \d+ file\(s\) staged and verified .*another writer"
+        ):
+            operator(spark_conn, table, parameters={"policy_version": "v2"}).execute(context(DAY))
+    finally:
+        steps.step_hook = None
+    # the rerun the message asks for completes the refused attempt's plan, then writes the day again
+    operator(spark_conn, table, parameters={"policy_version": "v2"}).execute(context(DAY))
+    rows, total = day_truth(DAY, "v2")
+    assert day_figures(spark, table, DAY) == (rows, rows, total)
+    assert staging_tables(spark) == before
