@@ -166,6 +166,7 @@ def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect:
     if (
         not facts.saw_sql
         and not task.functions
+        and not task.classes
         and "bash_command" not in task.kwargs
         and not facts.effects
         and not facts.writes

@@ -32,7 +32,7 @@ from airflow_idempotent.lint.pyfacts import (
 )
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval, triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
-from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, parameters
+from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
@@ -56,13 +56,16 @@ def check_code(check: TaskCheck) -> None:
     clock reads, SQL passed to hooks and cursors, DataFrame/hook writes, side effects and their keys,
     state kept across runs (Variables, asset state)."""
     task, facts = check.task, check.facts
-    if not task.functions:
+    execute = method_of(task.classes, "execute")  # a custom operator's (collect.operator_classes)
+    if not task.functions and execute is None:
         return
     facts.saw_code = True
     seen: set[int] = set()
     queue: list[tuple[ast.AST, Scope]] = [
         (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
     ]
+    if execute is not None:
+        queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
     while queue:
@@ -100,6 +103,9 @@ def check_code(check: TaskCheck) -> None:
                     helper, def_scope = found
                     callers.setdefault(id(helper), []).append((node, fn))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
+            elif (own := self_method(node.func, task.classes)) is not None:
+                # ``self.upload(..)`` in a custom operator's execute: its class's (or a base's) method
+                queue.append((own[0], own[1].child(dict.fromkeys(_params(own[0]), ()))))
             elif (bound_method := _own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
                 queue.append(

@@ -14,11 +14,11 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
+from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name
 
-__all__ = ["Collector", "DagDef", "TaskDef", "walk_no_defs"]
+__all__ = ["Collector", "DagDef", "TaskDef", "operator_classes", "walk_no_defs"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -63,6 +63,9 @@ class TaskDef:
     mapped: frozenset[str] = frozenset()
     #: TaskFlow tasks whose output this task takes as an argument (their task ids)
     inputs: tuple[str, ...] = ()
+    #: a custom operator of the repository: its class and the repository's classes it derives from
+    #: (own first); its ``execute`` is the task's code (`operator_execute`)
+    classes: list[tuple[ast.ClassDef, Scope]] = field(default_factory=list)
 
     @property
     def dag_id(self) -> str | None:
@@ -399,6 +402,8 @@ class Collector:
             found = ctx.scope.function(callable_.id)
             if found is not None and found[1].source is ctx.scope.source:
                 task.functions.append(found[0])
+        elif callable_ is None and isinstance(func, ast.Name):
+            task.classes = operator_classes(ctx.scope, func.id)
         self._add(task)
 
     def _taskflow(
@@ -479,6 +484,32 @@ class Collector:
             task.dag.tasks.append(task)
         else:
             self.loose.append(task)
+
+
+def operator_classes(scope: Scope, class_name: str) -> list[tuple[ast.ClassDef, Scope]]:
+    """The custom operator `class_name` and the repository's classes it derives from, when its
+    ``execute`` is the task's code; empty otherwise.
+
+    Principle: a task made by a class of the repository (defined in the DAG file or one of the
+    repository's own modules) that derives, directly or through the repository's own classes, from an
+    Airflow operator (a base named ``...Operator`` that the repository does not define:
+    ``BaseOperator``, ``BaseSensorOperator``, a provider's operator) runs that class's ``execute``:
+    its body, and the methods it calls on ``self``, are the task's code, read like a
+    ``python_callable``'s. Installed operators are never followed (what they do is the linter's
+    catalogue), and a class whose chain writes no ``execute`` adds nothing."""
+    chain = scope.class_chain(class_name)
+    if not chain or not all(is_project_file(where.source.path) for _, where in chain):
+        return []
+    own = {cls.name for cls, _ in chain}
+    bases = {
+        base.id if isinstance(base, ast.Name) else base.attr
+        for cls, _ in chain
+        for base in cls.bases
+        if isinstance(base, ast.Name | ast.Attribute)
+    }
+    if not any(name.endswith("Operator") for name in bases - own) or method_of(chain, "execute") is None:
+        return []
+    return chain
 
 
 def _text_id(scope: Scope, node: ast.expr | None) -> str | None:

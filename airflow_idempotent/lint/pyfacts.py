@@ -316,9 +316,17 @@ def _value_use(
             and isinstance(parent.op, ast.Add | ast.Sub)
             and _span(parent, node)
         ) or (not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS):
+            if _waits_only(parent, body, parents):
+                return "output"  # a polling deadline: ``end = now() + timeout; while now() < end``
             return "rendered" if _rendered_only(parent, body, parents, 0) else "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
+        if (
+            isinstance(parent, ast.Call)
+            and parent.func is not node
+            and last_name(dotted(parent.func)) == "sleep"
+        ):
+            return "output"  # sleep(random.randint(1, 10)): jitter, when the task acts and never what
         if text and isinstance(parent, ast.keyword) and _labels(parent, node):
             return "label"
         if text and isinstance(parent, ast.Call) and node in parent.args and _names_file(parent):
@@ -344,7 +352,37 @@ def _value_use(
         return "output" if "output" in found else "unused"
     if isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is call:
         return "unused"  # a bare call whose value nobody keeps
+    if isinstance(parent, ast.While) and node is parent.test:
+        return "output"  # ``while now() < deadline:``: how long the task polls, never what it reads
     return "used"
+
+
+def _waits_only(shifted: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Principle (IDEM003/IDEM004): a clock read, or the clock shifted by a span, whose value only
+    decides *when* the task acts is no data: the duration of a ``sleep(..)`` (jitter), and a polling
+    deadline (``end = now() + timeout``) read only in the condition of the ``while`` loop that polls.
+    What the task reads or writes inside the loop comes from other values, so a rerun a day late
+    reads the same data; such reads are not reported. Here: `shifted`'s value is only a deadline a
+    ``while`` loop's condition compares, directly or through the one name it is assigned to."""
+    node, parent = shifted, parents.get(shifted)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.While) and node is parent.test:
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and node is parent.value):
+        return False
+    target = parent.targets[0]
+    if not isinstance(target, ast.Name):
+        return False
+    uses = name_loads(body, target.id)
+    return bool(uses) and all(_in_while_test(use, parents) for use in uses)
+
+
+def _in_while_test(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    parent = parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        node, parent = parent, parents.get(parent)
+    return isinstance(parent, ast.While) and node is parent.test
 
 
 #: calls that keep a value for the next run or retry (task or asset state, a Variable, XCom), or make

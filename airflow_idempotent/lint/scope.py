@@ -28,7 +28,9 @@ __all__ = [
     "Scope",
     "Workspace",
     "bind_arguments",
+    "method_of",
     "parameters",
+    "self_method",
 ]
 
 #: The most loop iterations (or list items) unrolled when a loop makes tasks.
@@ -136,12 +138,18 @@ class Scope:
         """A function by the name it is called with: local, module-level or imported from a module."""
         if name in self.functions:
             return self.functions[name], self
-        imported = self.imports.get(name)
-        if imported is not None and imported[1] is not None:
-            other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
-            if other is not None and imported[1] in other.functions:
-                return other.functions[imported[1]], other
+        found = self._imported(name)
+        if found is not None and found[1] in found[0].functions:
+            return found[0].functions[found[1]], found[0]
         return None
+
+    def _imported(self, name: str) -> tuple[Scope, str] | None:
+        """The project module `name` is imported from here (``from m import name``), and its name there."""
+        imported = self.imports.get(name)
+        if imported is None or imported[1] is None:
+            return None
+        other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
+        return None if other is None else (other, imported[1])
 
     def module_function(self, module: str, name: str) -> tuple[FunctionNode, Scope] | None:
         """Function `name` of the project module imported here as `module` (``import functions as
@@ -152,24 +160,33 @@ class Scope:
             return None
         return other.functions[name], other
 
+    def class_def(self, class_name: str) -> tuple[ast.ClassDef, Scope] | None:
+        """The class called `class_name` here: defined in this module or imported from another."""
+        if class_name in self.root.classes:
+            return self.root.classes[class_name], self.root
+        found = self._imported(class_name)
+        if found is not None and found[1] in found[0].classes:
+            return found[0].classes[found[1]], found[0]
+        return None
+
     def method(self, class_name: str, name: str) -> tuple[FunctionNode, Scope] | None:
         """Method `name` of the class called `class_name` here (defined in this module or imported
         from another), as written in the class's body (inherited methods are not looked up)."""
-        owner: tuple[ast.ClassDef, Scope] | None = None
-        if class_name in self.root.classes:
-            owner = self.root.classes[class_name], self.root
-        else:
-            imported = self.imports.get(class_name)
-            if imported is not None and imported[1] is not None:
-                other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
-                if other is not None and imported[1] in other.classes:
-                    owner = other.classes[imported[1]], other
-        if owner is None:
-            return None
-        for stmt in owner[0].body:
-            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                return stmt, owner[1]
-        return None
+        owner = self.class_def(class_name)
+        return None if owner is None else method_of([owner], name)
+
+    def class_chain(self, class_name: str, _depth: int = 0) -> list[tuple[ast.ClassDef, Scope]]:
+        """The class `class_name` and the classes it derives from that this workspace can read (its
+        own first, then its bases', depth first): empty when `class_name` is not one of them."""
+        found = self.class_def(class_name)
+        if found is None or _depth > 8:
+            return []
+        chain = [found]
+        for base in found[0].bases:
+            name = base.id if isinstance(base, ast.Name) else None
+            if name is not None:
+                chain.extend(found[1].class_chain(name, _depth + 1))
+        return chain
 
     # -- values -------------------------------------------------------------------------------
     def value(self, node: ast.expr | None, _depth: int = 0) -> tuple[ast.expr | None, Scope]:
@@ -464,3 +481,19 @@ def parameters(fn: FunctionNode | ast.Lambda) -> list[str]:
 def _constant(value: int, origin: ast.AST) -> ast.Constant:
     node = ast.Constant(value=value)
     return ast.copy_location(node, origin)
+
+
+def method_of(chain: list[tuple[ast.ClassDef, Scope]], name: str) -> tuple[FunctionNode, Scope] | None:
+    """Method `name` as the first class of `chain` (a class and its bases, in order) that writes it."""
+    for cls, where in chain:
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+                return stmt, where
+    return None
+
+
+def self_method(func: ast.expr, chain: list[tuple[ast.ClassDef, Scope]]) -> tuple[FunctionNode, Scope] | None:
+    """The method a call ``self.name(..)`` runs in the code of a class of `chain` (its own or a base's)."""
+    if not chain or not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    return method_of(chain, func.attr) if func.value.id == "self" else None
