@@ -33,9 +33,10 @@ def keywords(call: ast.Call) -> dict[str, ast.expr]:
 
 def asserts_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     """Principle (IDEM003/IDEM004): a value read only in the test of an ``assert``, or of an ``if``
-    whose body only raises (no ``else``), only decides whether the task fails: a freshness or health
-    check (``if now() - last_reading > timedelta(hours=1): raise ..``). Nothing is read over a window
-    or written from it, so a rerun a day late reads and writes the same data (it may fail instead)."""
+    whose body only raises an error (no ``else``; a skip is a readiness gate), only decides whether
+    the task fails: a freshness or health check (``if now() - last > timedelta(hours=1): raise ..``).
+    Nothing is read over a window or written from it, so a rerun a day late reads and writes the
+    same data (it may fail instead)."""
     child, parent = node, parents.get(node)
     while parent is not None and not isinstance(parent, ast.stmt):
         child, parent = parent, parents.get(parent)
@@ -45,8 +46,14 @@ def asserts_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         isinstance(parent, ast.If)
         and child is parent.test
         and not parent.orelse
-        and all(isinstance(stmt, ast.Raise) for stmt in parent.body)
+        and all(isinstance(stmt, ast.Raise) and not _skips(stmt) for stmt in parent.body)
     )
+
+
+def _skips(stmt: ast.Raise) -> bool:
+    """``raise AirflowSkipException(..)``: a readiness gate (reported as information by `gates`)."""
+    exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+    return exc is not None and "Skip" in last_name(dotted(exc))
 
 
 def main_guard(stmt: ast.stmt) -> bool:
