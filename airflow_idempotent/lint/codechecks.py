@@ -36,7 +36,7 @@ from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_o
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard, module_function
 
 __all__ = [
     "check_bash",
@@ -172,7 +172,7 @@ def check_code(check: TaskCheck) -> None:
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
                 continue
-            if method in ("insert_rows", "to_sql"):
+            if method in ("insert_rows", "to_sql", "to_gbq"):
                 _python_write(check, node, method, scope, file)
                 continue
             if (mode := _append_mode(node)) is not None:
@@ -282,10 +282,15 @@ def _state_use(
 
 
 def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
-    """hook.insert_rows(table, rows[, replace=True]) and DataFrame.to_sql(name, con, if_exists=...)."""
+    """hook.insert_rows(table, rows[, replace=True]), DataFrame.to_sql(name, con, if_exists=...) and
+    pandas-gbq's DataFrame.to_gbq(destination_table, .., if_exists=...) (or ``pandas_gbq.to_gbq(df,
+    destination_table, ..)``): the same ``if_exists`` modes, so 'append' adds the frame's rows again
+    on every retry or rerun ('fail', the default, and 'replace' do not)."""
     kwargs = keywords(node)
-    name_arg = "table" if method == "insert_rows" else "name"
-    table = scope.literal(node.args[0] if node.args else kwargs.get(name_arg))
+    name_arg = {"insert_rows": "table", "to_sql": "name"}.get(method, "destination_table")
+    position = 1 if method == "to_gbq" and module_function(node, ("pandas_gbq", "pd_gbq", "gbq")) else 0
+    positional = node.args[position] if len(node.args) > position else None
+    table = scope.literal(positional if positional is not None else kwargs.get(name_arg))
     shown = table if isinstance(table, str) else "<table>"
     if method == "insert_rows":
         replace = scope.literal(kwargs.get("replace")) is True
@@ -297,7 +302,7 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
             shown = f"{schema}.{table}"
         mode = scope.literal(kwargs.get("if_exists"))
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
-        detail = f"to_sql({shown}, if_exists={mode!r})" if how != "create" else f"to_sql({shown})"
+        detail = f"{method}({shown}, if_exists={mode!r})" if how != "create" else f"{method}({shown})"
     check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
 
 
@@ -441,7 +446,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
     for stmt in scope.tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             module_roots.extend(stmt.decorator_list)
-        else:
+        elif not main_guard(stmt):
             module_roots.append(stmt)
     bodies.append((scope.tree, module_roots))
     for fn, fn_scope in collector.dag_code:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard
 
 __all__ = ["Collector", "DagDef", "TaskDef", "operator_classes", "walk_no_defs"]
 
@@ -190,6 +190,8 @@ class Collector:
             # ``dag.catchup = False`` after ``DAG(..)`` (airflow-maintenance-dags): the DAG's argument
             set_on[0].kwargs[set_on[1]] = stmt.value
             return ctx
+        if main_guard(stmt):
+            return ctx  # never runs when Airflow parses or runs the file (syntax.main_guard)
         if isinstance(stmt, ast.If | ast.While | ast.Try):
             test = getattr(stmt, "test", None)
             if isinstance(test, ast.expr):

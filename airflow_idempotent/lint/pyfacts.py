@@ -10,7 +10,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.syntax import dotted, last_name
+from airflow_idempotent.lint.syntax import asserts_only, dotted, last_name
 
 __all__ = [
     "KEY_WORDS",
@@ -300,6 +300,8 @@ def _value_use(
     stored, or deciding what is read)."""
     node: ast.AST = call
     parent = parents.get(node)
+    if asserts_only(node, parents):
+        return "output"  # a freshness or health check: it only decides whether the task fails
     text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
     while parent is not None and not isinstance(parent, ast.stmt):
         text = text or _as_text(parent, node)

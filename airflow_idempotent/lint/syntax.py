@@ -29,3 +29,51 @@ def last_name(name: str) -> str:
 def keywords(call: ast.Call) -> dict[str, ast.expr]:
     """A call's keyword arguments by name (``**kwargs`` left out)."""
     return {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+
+
+def asserts_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Principle (IDEM003/IDEM004): a value read only in the test of an ``assert``, or of an ``if``
+    whose body only raises an error (no ``else``; a skip is a readiness gate), only decides whether
+    the task fails: a freshness or health check (``if now() - last > timedelta(hours=1): raise ..``).
+    Nothing is read over a window or written from it, so a rerun a day late reads and writes the
+    same data (it may fail instead)."""
+    child, parent = node, parents.get(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        child, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.Assert):
+        return child is parent.test
+    return (
+        isinstance(parent, ast.If)
+        and child is parent.test
+        and not parent.orelse
+        and all(isinstance(stmt, ast.Raise) and not _skips(stmt) for stmt in parent.body)
+    )
+
+
+def _skips(stmt: ast.Raise) -> bool:
+    """``raise AirflowSkipException(..)``: a readiness gate (reported as information by `gates`)."""
+    exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+    return exc is not None and "Skip" in last_name(dotted(exc))
+
+
+def main_guard(stmt: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` at module level: its body runs only when the file is executed as
+    a script, never when Airflow parses or runs the DAG file, so it is no DAG code."""
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def module_function(call: ast.Call, modules: tuple[str, ...]) -> bool:
+    """A call of a module's function (``pandas_gbq.to_gbq(df, ..)``, or a bare imported name), not a
+    method of an object (``df.to_gbq(..)``): its first argument is the object."""
+    func = call.func
+    return isinstance(func, ast.Name) or (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
+    )
