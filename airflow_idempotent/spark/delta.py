@@ -424,14 +424,11 @@ def checked_merge_source(
     delete_missing: bool,
     check_format: Callable[[SparkTableInfo], None],
     described: SparkTableInfo | None = None,
-    keys_in_commit: bool = False,
 ) -> tuple[SparkTableInfo, list[str], dict[str, Any], list[str]]:
     """What a merge checks before its commit, with nothing written: the table's format
     (`check_format`), the key columns, repeated or NULL keys and rows outside the window
     (`check_keys`), keys the table holds in another window (`raise_held_outside`). The table,
-    the SELECT's columns, the parameters and the keys as the table spells them. With
-    `keys_in_commit`, the caller's committing statement refuses repeated or NULL keys and rows
-    outside the window itself (Iceberg's: `iceberg.keys_checked`), and no pass is made here."""
+    the SELECT's columns, the parameters and the keys as the table spells them."""
     if delete_missing and spec.partition_column is None:
         raise SchemaError(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
@@ -444,8 +441,7 @@ def checked_merge_source(
     missing = [k for k in key_names if k not in columns]
     if missing:
         raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
-    if not keys_in_commit:  # else the commit's statement refuses them and `check_keys` names them
-        check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
+    check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
     if spec.partition_column is not None:
         raise_held_outside(adapter, conn, spec, info, key_names, params, moving=True)  # type: ignore[arg-type]
     return info, list(columns), dict(params), key_names

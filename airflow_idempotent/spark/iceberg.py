@@ -15,13 +15,10 @@ outside it unchecked; DELETE then INSERT is two snapshots.
   catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
   files to this window fails the commit (Iceberg's ValidationException), one to another window
   does not, and the statement is retried within the lock timeout (`retry.retry_conflicts`).
-- Merge: ``MERGE INTO`` (the builder Delta's merge uses) from the SELECT with its first key
-  column through ``CASE WHEN COUNT(*) OVER (PARTITION BY <keys>) = 1 AND <no key NULL> AND <in
-  window> THEN key ELSE raise_error(..) END`` (`keys_checked`): a repeated or NULL key or a row
-  outside the window fails the statement in the cluster before the commit, in the MERGE's own
-  pass over the source, and the keys are then named as on Delta (`strategies.check_keys`); keys
-  held in another window are refused before it. Iceberg's MERGE is serializable by default and
-  fails a source row matching twice, but would insert a repeated key that matches nothing twice.
+- Merge: ``MERGE INTO`` (the builder Delta's merge uses), after the same key checks (repeated or
+  NULL keys and rows outside the window refused and named, keys held in another window refused):
+  Iceberg's MERGE is serializable by default and fails a source row matching twice, but inserts
+  a repeated key that matches nothing twice, like Delta.
 
 Each snapshot carries the attempt's identity (`delta.commit_tag`) in its summary (the session's
 ``spark.sql.iceberg.snapshot-property.<key>``), so the snapshot is found by its tag, not as the
@@ -33,7 +30,6 @@ Delta's (`delta.DeltaResult`), its `table_version` the snapshot id.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import uuid
@@ -57,7 +53,7 @@ from airflow_idempotent.spark.delta import (
 )
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
-from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, raise_outside, window_binds
+from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +64,6 @@ TAG_KEY = "airflow-idempotent"
 TAG_CONF = f"spark.sql.iceberg.snapshot-property.{TAG_KEY}"
 #: The text of the statement's own refusal of a row outside the window (raise_error).
 OUTSIDE = "airflow_idempotent: a row of the SELECT is outside the window"
-#: The text of a merge statement's own refusal of a repeated or NULL key or a row outside the window.
-KEYS_REFUSED = (
-    "airflow_idempotent: a key of the merge source is repeated or NULL, or its row outside the window"
-)
 #: Iceberg's refusals of a commit that lost a race with a concurrent one (nothing committed).
 CONFLICTS = ("Found conflicting files", "Found new conflicting", "CommitFailedException")
 #: The property of Iceberg's Spark table naming its current snapshot ("none" before the first).
@@ -224,33 +216,6 @@ def checked_rows(
     return exp.select(*projections).from_(adapter.source(spec.query))
 
 
-def keys_checked(
-    adapter: SparkAdapter, spec: WriteSpec, columns: Sequence[str], keys: Sequence[str]
-) -> WriteSpec:
-    """`spec` merging SELECT <columns> FROM (query), its first key column through CASE WHEN <the
-    key is the only one of its rows, no key part NULL, the row in the window> THEN key ELSE
-    raise_error(..) END: the MERGE joins on it, so a repeated or NULL key or a row outside the
-    window fails the statement in the cluster before the commit, in the MERGE's own pass over the
-    source (a pass of its own cost 1.9 s of a 5 s merge at 1,000,000 rows)."""
-    key_cols = [adapter.column(k, SOURCE_ALIAS) for k in keys]
-    once = exp.EQ(
-        this=exp.Window(this=exp.Count(this=exp.Star()), partition_by=[c.copy() for c in key_cols]),
-        expression=exp.Literal.number(1),
-    )
-    good = exp.and_(once, *[exp.not_(exp.Is(this=c.copy(), expression=exp.null())) for c in key_cols])
-    if spec.partition_column is not None:
-        good = exp.and_(good, adapter.in_window(spec.partition_column, SOURCE_ALIAS))
-    refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(KEYS_REFUSED)])
-    first = keys[0].lower()
-    projections: list[exp.Expr] = []
-    for col in columns:
-        value: exp.Expr = adapter.column(col, SOURCE_ALIAS)
-        if col.lower() == first:
-            value = exp.Case(ifs=[exp.If(this=good, true=value)], default=refuse)
-        projections.append(exp.alias_(value, exp.to_identifier(col, quoted=True)))
-    return dataclasses.replace(spec, query=exp.select(*projections).from_(adapter.source(spec.query)))
-
-
 def replace_where(
     adapter: SparkAdapter,
     info: SparkTableInfo,
@@ -328,15 +293,14 @@ def merge(
 ) -> DeltaResult:
     """Upsert the SELECT's rows into an Iceberg table on `keys` in one MERGE INTO snapshot."""
     info, columns, params, key_names = checked_merge_source(
-        adapter, conn, spec, keys, delete_missing, check_iceberg, info, keys_in_commit=True
+        adapter, conn, spec, keys, delete_missing, check_iceberg, info
     )
     step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()
     earlier_snapshots(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
-    checked = keys_checked(adapter, spec, columns, key_names)
-    statement = merge_into(adapter, checked, columns, key_names, delete_missing, changed_only)
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
     binds = adapter.bindable(params)
 
     def run() -> None:
@@ -345,12 +309,7 @@ def merge(
             conn.sql(statement, binds)
 
     step("checked")
-    try:
-        retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
-    except Exception as err:
-        if KEYS_REFUSED in str(err):  # refused in the statement, nothing committed: name the keys
-            check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
-        raise
+    retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     step("committed")
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
