@@ -121,15 +121,17 @@ class WriteResult:
 
 
 def prepare(
-    adapter: EngineAdapter, conn: Connection, spec: WriteSpec
+    adapter: EngineAdapter, conn: Connection, spec: WriteSpec, info: TableInfo | None = None
 ) -> tuple[TableInfo, list[str], dict[str, Any]]:
     """Check the target and the SELECT's columns; return the table, the columns and all bind values.
 
     The first step of every write of a window (overwrite, merge, the guarded write), inside its
     transaction: the target's spelling of the produced columns, the window bound by the partition
-    column's type, and the user's parameters.
+    column's type, and the user's parameters. `info`: the target as the caller just described it
+    in this connection (described here otherwise).
     """
-    info = adapter.describe(conn, spec.table)
+    if info is None:
+        info = adapter.describe(conn, spec.table)
     params = dict(spec.params)
     if spec.partition_column is not None:
         part = info.column(spec.partition_column, "partition_column")

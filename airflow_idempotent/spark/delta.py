@@ -333,11 +333,13 @@ def earlier_commits(conn: SparkConnection, adapter: SparkAdapter, spec: WriteSpe
         )
 
 
-def overwrite(adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec) -> DeltaResult:
+def overwrite(
+    adapter: SparkAdapter, conn: SparkConnection, spec: WriteSpec, described: SparkTableInfo | None = None
+) -> DeltaResult:
     """Replace the window of a Delta table by the SELECT's rows in one REPLACE WHERE commit."""
     if spec.partition_column is None:
         raise SchemaError("partition overwrite needs a partition_column: the column the window selects.")
-    info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+    info, columns, params = prepare(adapter, conn, spec, described)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
     check_delta(adapter, info)
     step("prepared")
@@ -421,6 +423,7 @@ def checked_merge_source(
     keys: Sequence[str],
     delete_missing: bool,
     check_format: Callable[[SparkTableInfo], None],
+    described: SparkTableInfo | None = None,
 ) -> tuple[SparkTableInfo, list[str], dict[str, Any], list[str]]:
     """What a merge checks before its commit, with nothing written: the table's format
     (`check_format`), the key columns, repeated or NULL keys and rows outside the window
@@ -431,7 +434,7 @@ def checked_merge_source(
             "delete_missing=True needs a partition_column: without a window there is no set of rows "
             "the source is complete for."
         )
-    info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
+    info, columns, params = prepare(adapter, conn, spec, described)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
     check_format(info)
     key_names = [info.column(k, "key column").name for k in keys]
@@ -451,10 +454,11 @@ def merge(
     keys: Sequence[str],
     delete_missing: bool,
     changed_only: bool = False,
+    info: SparkTableInfo | None = None,
 ) -> DeltaResult:
     """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
     info, columns, params, key_names = checked_merge_source(
-        adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found)
+        adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found), info
     )
     step("prepared")
     if spec.before_commit is not None:

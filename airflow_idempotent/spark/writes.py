@@ -4,7 +4,7 @@ A Delta table commits the window itself (`delta`), an Iceberg table in one snaps
 (`iceberg`); a parquet table gets the crash-safe partition
 switch (`airflow_idempotent.spark.switch`), and a merge into one is refused before anything is
 written, since Spark refuses MERGE INTO on parquet tables. The format is read once per write, in
-the session that then writes a Delta or Iceberg table.
+the session that then writes a Delta or Iceberg table, which uses that description.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, targ
     with adapter.engine.connect() as conn:
         info = adapter.describe(conn, spec.table)
         if delta.is_delta(info):
-            return delta.overwrite(adapter, conn, spec)
+            return delta.overwrite(adapter, conn, spec, info)
         if iceberg.is_iceberg(info):
-            return iceberg.overwrite(adapter, conn, spec)
+            return iceberg.overwrite(adapter, conn, spec, info)
     if spec.periods:  # refused before anything is staged: the switch records one window a write
         raise adapter.lookback_refused(spec.table, len(spec.periods) - 1)
     from airflow_idempotent.history.store import HistoryStore
@@ -44,10 +44,10 @@ def merge(adapter: SparkAdapter, spec: WriteSpec, keys: Sequence[str], delete_mi
     with adapter.engine.connect() as conn:
         info: SparkTableInfo = adapter.describe(conn, spec.table)
         if iceberg.is_iceberg(info):
-            return iceberg.merge(adapter, conn, spec, keys, delete_missing)
+            return iceberg.merge(adapter, conn, spec, keys, delete_missing, info=info)
         if not delta.is_delta(info):
             raise adapter.merge_refused(spec.table)
-        return delta.merge(adapter, conn, spec, keys, delete_missing)
+        return delta.merge(adapter, conn, spec, keys, delete_missing, info=info)
 
 
 def commit_stage(
