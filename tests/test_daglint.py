@@ -592,7 +592,11 @@ def test_each_dag_replacing_its_own_slice_of_one_table_is_information(tmp_path: 
     assert {f.task_id for f in report.information if f.rule == "IDEM002"} == {"insert_art", "insert_music"}
 
 
-def test_upsert_then_prune_is_information_two_appenders_stay_findings(tmp_path: Path) -> None:
+def test_upsert_then_prune_and_two_appenders_are_information_each_append_stays_idem002(
+    tmp_path: Path,
+) -> None:
+    """Two keyless appenders of one table leave each other's rows alone (issue 35, round 8): the
+    pair is information; each one's own repeated rows on a retry are still its IDEM002."""
     upsert = (
         "INSERT INTO topics (id, name) SELECT id, name FROM src "
         "ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name"
@@ -608,11 +612,10 @@ def test_upsert_then_prune_is_information_two_appenders_stay_findings(tmp_path: 
             ("load_app", "INSERT INTO events SELECT * FROM app WHERE day = '{{ ds }}'"),
         ),
     )
-    assert _rules([f for f in report.findings if f.rule == "IDEM007"]) == [
+    assert _rules(report.findings) == [("IDEM002", "load_app"), ("IDEM002", "load_web")]
+    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
         ("IDEM007", "load_app"),
         ("IDEM007", "load_web"),
-    ]
-    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
         ("IDEM007", "prune"),
         ("IDEM007", "upsert"),
     ]
@@ -999,9 +1002,11 @@ def test_one_table_name_in_two_databases_is_two_tables(tmp_path: Path) -> None:
     )
     report = _lint(tmp_path, code)
     # lake_a's writer is alone; lake_b is written by two tasks (its name's case does not matter);
-    # the loop's databases are only known at run time: each task's own, never paired
-    shared = sorted(f.task_id for f in report.findings if f.rule == "IDEM007")
+    # the loop's databases are only known at run time: each task's own, never paired. Two appenders
+    # are paired as information (round 8), so the pairing is read there.
+    shared = sorted(f.task_id for f in report.information if f.rule == "IDEM007")
     assert shared == ["mark_b", "mark_b_again"]
+    assert not [f for f in report.findings if f.rule == "IDEM007"]
     assert sorted(f.task_id for f in report.findings if f.rule == "IDEM002") == [
         "mark_a",
         "mark_b",
