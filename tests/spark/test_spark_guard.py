@@ -67,10 +67,12 @@ def test_guard_on_spark_breach_kill_switch_then_corrective_v1_to_v2(
     operator = on_spark(spark_conn, table, policy="v2")
     real = operator.check_kill_switch
 
-    def trip_then_check(history_: Any, dag_id: str, backfill_: bool, fail_closed: bool, when: str) -> None:
+    def trip_then_check(
+        history_: Any, dag_id: str, backfill_: bool, fail_closed: bool, when: str, **rest: Any
+    ) -> None:
         if when == "before commit":
             killswitch.set_switch(history, "global", None, "incident: stop everything")
-        real(history_, dag_id, backfill_, fail_closed, when)
+        real(history_, dag_id, backfill_, fail_closed, when, **rest)
 
     operator.check_kill_switch = trip_then_check  # type: ignore[method-assign]
     with pytest.raises(killswitch.KillSwitchTripped, match="incident: stop everything"):
