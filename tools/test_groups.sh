@@ -53,6 +53,33 @@ sweep() {
   return 0
 }
 
+# The group running now: its timeout's pid, tag and name (empty between groups).
+current=()
+
+# SIGINT or SIGTERM to the whole run (CI giving up, a Ctrl-C): the running group's pytest gets
+# SIGINT, as at its time limit, and a minute to tear its fixtures down; then whatever the group
+# started is swept by its tag before the script exits. Without this, deployments and clusters that
+# run in process groups of their own outlived a run stopped between its groups' sweeps.
+on_signal() {
+  local sig=$1 pid
+  trap - INT TERM
+  echo "[test] $(date -u +%T) SIG$sig: stopping ${current[2]:-the run}"
+  if ((${#current[@]})); then
+    pid=${current[0]}
+    kill -INT "$pid" 2>/dev/null
+    for _ in {1..60}; do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 1
+    done
+    kill -KILL "$pid" 2>/dev/null
+    sweep "${current[1]}" "${current[2]}"
+  fi
+  [[ $sig == INT ]] && exit 130
+  exit 143
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+
 failed=()
 run_group() { # name, limit in minutes, pytest arguments
   local name=$1 limit=$2 tag rc began spent jiffies total0 idle0 steal0 total1 idle1 steal1
@@ -61,9 +88,14 @@ run_group() { # name, limit in minutes, pytest arguments
   echo "[test] $(date -u +%T) group $name (limit $limit min): ${pytest_cmd[*]} --junitxml=$RESULTS/$name.xml $*"
   read -r total0 idle0 steal0 < <(cpu_sample)
   began=$SECONDS
+  # In the background and waited for, so a signal to this script is handled at once (on_signal)
+  # rather than after the group has ended.
   IDEM_TEST_GROUP=$tag timeout --foreground --signal=INT --kill-after=60 "${limit}m" \
-    "${pytest_cmd[@]}" "--junitxml=$RESULTS/$name.xml" "$@"
+    "${pytest_cmd[@]}" "--junitxml=$RESULTS/$name.xml" "$@" &
+  current=("$!" "$tag" "$name")
+  wait "${current[0]}"
   rc=$?
+  current=()
   read -r total1 idle1 steal1 < <(cpu_sample)
   sweep "$tag" "$name"
   spent=$((SECONDS - began))

@@ -1,0 +1,90 @@
+"""tools/test_groups.sh stopped from outside: the running group's leftovers are swept, the run ends.
+
+A stand-in for pytest (a shell script given as PYTEST) starts a process in a process group of its
+own, as an end-to-end deployment or a Spark cluster does, and waits. The run is then signalled as
+CI or a Ctrl-C would signal it. Whether the stand-in's own process is still alive afterwards is read
+from /proc by its pid, which the stand-in writes down, not from the script's output.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "test_groups.sh"
+
+STAND_IN = """#!/usr/bin/env bash
+trap 'echo torn-down > "{dir}/teardown"; exit 2' INT
+setsid sleep 300 &
+echo $! > "{dir}/orphan"
+sleep 300 &
+wait
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def wait_for(path: Path, seconds: float = 20) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.1)
+    raise AssertionError(f"{path} was never written")
+
+
+@pytest.mark.parametrize(
+    ("sig", "whole_group", "code"),
+    [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130), (signal.SIGTERM, True, 143)],
+    ids=["TERM-to-script", "INT-to-group", "TERM-to-group"],
+)
+def test_a_signalled_run_sweeps_its_group_and_stops(
+    tmp_path: Path, sig: signal.Signals, whole_group: bool, code: int
+) -> None:
+    stand_in = tmp_path / "pytest.sh"
+    stand_in.write_text(STAND_IN.format(dir=tmp_path))
+    stand_in.chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTEST": str(stand_in),
+        "JOBS": "1",
+        "E2E_JOBS": "1",
+        "RESULTS": str(tmp_path / "results"),
+    }
+    run = subprocess.Popen(
+        ["bash", str(SCRIPT)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    orphan = int(wait_for(tmp_path / "orphan"))
+    try:
+        assert alive(orphan)
+        if whole_group:
+            os.killpg(run.pid, sig)
+        else:
+            run.send_signal(sig)
+        out, _ = run.communicate(timeout=90)
+        assert run.returncode == code, out
+        assert not alive(orphan), f"process {orphan} outlived the run:\n{out}"
+        assert "group 1-dagrun" not in out, f"the run went on to the next group:\n{out}"
+        if sig == signal.SIGINT or not whole_group:
+            assert (tmp_path / "teardown").read_text().strip() == "torn-down", out
+    finally:
+        if alive(orphan):
+            os.kill(orphan, signal.SIGKILL)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
