@@ -24,6 +24,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.checksums import ChecksumStatements
+from airflow_idempotent.adapters.early import EarlyConnect
 from airflow_idempotent.adapters.locks import LockId, LockStyle
 from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
@@ -137,7 +138,7 @@ def insert_if_absent_statement(
     return sa.text(rendered).bindparams(*(sa.bindparam(name, type_=table.c[name].type) for name in names))
 
 
-class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
+class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, EarlyConnect):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
     The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent
@@ -310,11 +311,11 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements):
         transaction: contextlib.AbstractContextManager[Connection]
         if self.lock_style == "advisory":
             transaction = locks.advisory_transaction(
-                self.engine, held, timeout, timed_out("advisory lock held")
+                self.connect, held, timeout, timed_out("advisory lock held")
             )
         elif self.lock_style == "get_lock":
             how = f"GET_LOCK {', '.join(lock.name for lock in held)} not granted"
-            transaction = locks.get_lock_transaction(self.engine, held, timeout, timed_out(how))
+            transaction = locks.get_lock_transaction(self.connect, held, timeout, timed_out(how))
         else:
             paths = [self.lock_path(lock) for lock in held]
             shown = ", ".join(str(p) for p in paths)

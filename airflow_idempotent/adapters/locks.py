@@ -121,9 +121,13 @@ def advisory_xact_lock(
 # overlapping periods queue instead of deadlocking.
 @contextlib.contextmanager
 def advisory_transaction(
-    engine: Engine, locks: Sequence[LockId], timeout: float, on_timeout: Callable[[], Exception]
+    connect: Callable[[], Connection],
+    locks: Sequence[LockId],
+    timeout: float,
+    on_timeout: Callable[[], Exception],
 ) -> Iterator[Connection]:
-    with engine.begin() as conn:
+    """`connect`: the adapter's (`EngineAdapter.connect`), which may hand over an early connection."""
+    with connect() as conn, conn.begin():
         for lock in locks:
             advisory_xact_lock(conn, lock, timeout, on_timeout)
         yield conn
@@ -131,10 +135,13 @@ def advisory_transaction(
 
 @contextlib.contextmanager
 def get_lock_transaction(
-    engine: Engine, locks: Sequence[LockId], timeout: float, on_timeout: Callable[[], Exception]
+    connect: Callable[[], Connection],
+    locks: Sequence[LockId],
+    timeout: float,
+    on_timeout: Callable[[], Exception],
 ) -> Iterator[Connection]:
     """GET_LOCK belongs to the session, not the transaction: take it first, release it after commit."""
-    with engine.connect() as conn:
+    with connect() as conn:
         held: list[LockId] = []
         try:
             for lock in locks:

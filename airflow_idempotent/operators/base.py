@@ -205,6 +205,21 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         identity = AttemptIdentity.from_context(context, self)
         if adapter is None:
             adapter = WarehouseHook(conn_id=self.conn_id).adapter
+        adapter.open_early()  # the write's connection opens while the checks below run
+        try:
+            return self.execute_attempt(context, adapter, guard, periods, identity)
+        finally:
+            adapter.close_early()  # unless the write's transaction took it
+
+    def execute_attempt(
+        self,
+        context: Context,
+        adapter: EngineAdapter,
+        guard: GuardConfig | None,
+        periods: Sequence[Window],
+        identity: AttemptIdentity,
+    ) -> dict[str, Any]:
+        """`execute_with` once the window and adapter are known: lint, fingerprint, fence, write."""
         spec = self.write_spec(context, adapter, periods)
         window = spec.window  # with lookback, the span of the covered periods
         policy = self.effective_policy_version()
