@@ -119,3 +119,8 @@ def test_the_window_scans_and_the_staging_are_bound_and_quoted() -> None:
         "FROM `sales`.`payouts` WHERE `sale_date` >= :window_start AND `sale_date` < :window_end"
     )
     assert " UNION ALL SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value" in statement
+
+
+def test_a_kept_stage_of_iceberg_is_dropped_with_purge() -> None:
+    assert adapter().drop_table("ice.db.stage", purge=True) == "DROP TABLE IF EXISTS `ice`.`db`.`stage` PURGE"
+    assert adapter().drop_table("stage") == "DROP TABLE IF EXISTS `stage`"
