@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from airflow_idempotent.errors import InvalidIdentifierError
-from airflow_idempotent.spark.adapter import MOVES_PER_SCRIPT, SCRIPTING_REFUSED, SparkAdapter, SparkEngine
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine
+from airflow_idempotent.spark.catalog_sql import MOVES_PER_SCRIPT, SCRIPTING_REFUSED
 
 DAYS = [date(2026, 8, 1) + timedelta(days=n) for n in range(31)]
 
@@ -48,7 +49,7 @@ def test_a_months_moves_are_scripts_of_at_most_eight_set_locations_in_order() ->
     assert len(parts) == 31
     for day, part in zip(DAYS, parts, strict=True):
         assert part.rstrip(";") == (
-            f"ALTER TABLE `sales`.`payouts` PARTITION (`sale_date` = '{day.isoformat()}') "
+            f"ALTER TABLE `sales`.`payouts` PARTITION(`sale_date` = '{day.isoformat()}') "
             f"SET LOCATION 'file:/w/t/_idem_attempts/a\\'b/sale_date={day.isoformat()}'"
         )
 
@@ -88,3 +89,38 @@ def test_the_sweeps_trash_statements_are_one_round_trip() -> None:
     adapter().run_statements(conn, statements)
     assert conn.statements == ["BEGIN " + " ".join(f"{s};" for s in statements) + " END"]
     assert len(statements) == 4 and statements[-1].endswith("PURGE")
+
+
+def test_a_months_adds_and_drops_are_one_statement_each_with_locations_escaped() -> None:
+    added = adapter().add_partitions("sales.payouts", "sale_date", where(DAYS[:3]))
+    assert added == "ALTER TABLE `sales`.`payouts` ADD IF NOT EXISTS " + " ".join(
+        f"PARTITION(`sale_date` = '{d.isoformat()}') "
+        f"LOCATION 'file:/w/t/_idem_attempts/a\\'b/sale_date={d.isoformat()}'"
+        for d in DAYS[:3]
+    )
+    dropped = adapter().drop_partitions("payouts", "sale_date", DAYS[:2])
+    assert dropped == (
+        "ALTER TABLE `payouts` DROP IF EXISTS "
+        "PARTITION(`sale_date` = '2026-08-01'), PARTITION(`sale_date` = '2026-08-02')"
+    )
+
+
+def test_a_location_that_reads_like_sql_stays_one_literal() -> None:
+    hostile = "file:/w/x' PARTITION (`sale_date` = '1999-01-01') LOCATION '/etc"
+    added = adapter().add_partitions("payouts", "sale_date", [(DAYS[0], hostile)])
+    assert added.count("PARTITION(") == 1 and "x\\' PARTITION (`sale_date` = \\'1999-01-01\\')" in added
+    with pytest.raises(InvalidIdentifierError):
+        adapter().drop_partitions("payouts", "sale_date`) , PARTITION (`x", DAYS[:1])
+
+
+def test_the_window_scans_and_the_staging_are_bound_and_quoted() -> None:
+    statement = adapter().staged_and_replaced("sales._idem_stg_a", "sales.payouts", "sale_date", [])
+    assert statement.endswith(
+        "FROM `sales`.`payouts` WHERE `sale_date` >= :window_start AND `sale_date` < :window_end"
+    )
+    assert " UNION ALL SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value" in statement
+
+
+def test_a_kept_stage_of_iceberg_is_dropped_with_purge() -> None:
+    assert adapter().drop_table("ice.db.stage", purge=True) == "DROP TABLE IF EXISTS `ice`.`db`.`stage` PURGE"
+    assert adapter().drop_table("stage") == "DROP TABLE IF EXISTS `stage`"

@@ -37,12 +37,12 @@ from airflow_idempotent.adapters.base import (
     SOURCE_ALIAS,
     ColumnInfo,
     ColumnKind,
-    EngineAdapter,
     TableInfo,
     table_parts,
     validate_identifier,
 )
 from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
+from airflow_idempotent.spark.catalog_sql import CatalogStatements
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,6 @@ ATTEMPTS_DIR = "_idem_attempts"
 NULL_MASK_BITS = 62
 #: The error condition of a name the catalog does not hold.
 TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
-#: The error condition of a SQL script on a server whose SQL scripting is disabled.
-SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
-#: At most this many SET LOCATIONs per script. A task killed while its script runs cannot stop the
-#: server finishing it; the retry interrupts the dead session and stages and verifies its own window
-#: (seconds) before its switch, so the dead script's tail must end well before: 8 statements take
-#: ~0.5 s (~60 ms each on the test cluster), while one script for a year's 365 days could outlast
-#: the retry's staging and point a day back at the dead attempt's location after the retry's sweep.
-MOVES_PER_SCRIPT = 8
 
 
 def spark_literal(value: Any) -> exp.Expr:
@@ -215,7 +207,7 @@ class SparkTableInfo(TableInfo):
     spark_types: Mapping[str, str] | None = None  # lower-case name -> Spark type, e.g. decimal(12,2)
 
 
-class SparkAdapter(EngineAdapter):
+class SparkAdapter(CatalogStatements):
     """Spark SQL over Spark Connect: partitioned parquet tables in the session's catalog."""
 
     dialect = "spark"
@@ -391,12 +383,18 @@ class SparkAdapter(EngineAdapter):
         """
         ordered = [c for c in columns if c.lower() != partition_column.lower()]
         ordered.append(info.column(partition_column, "partition_column").name)
-        select = self.typed_rows(info, ordered, query)
-        return (
-            f"CREATE TABLE {self.qualified(staging)} USING parquet "
-            f"PARTITIONED BY ({self.ident(ordered[-1])}) LOCATION {self.literal(location)} "
-            f"AS {self.render(select)}"
+        properties = [
+            exp.FileFormatProperty(this=exp.var("parquet")),
+            exp.PartitionedByProperty(this=exp.Schema(expressions=[self.column(ordered[-1]).this])),
+            exp.LocationProperty(this=exp.Literal.string(location)),
+        ]
+        create = exp.Create(
+            this=self.table(staging),
+            kind="TABLE",
+            properties=exp.Properties(expressions=properties),
+            expression=self.typed_rows(info, ordered, query),
         )
+        return self.render(create, copy=False)
 
     def typed_rows(
         self,
@@ -450,66 +448,6 @@ class SparkAdapter(EngineAdapter):
         rows = conn.sql(f"SHOW TABLES{where} LIKE {self.literal(prefix + '*')}").all()
         return [str(name).lower() for _, name, temporary in rows if not temporary]
 
-    def partition_spec(self, partition_column: str, value: date) -> str:
-        return f"PARTITION ({self.ident(partition_column)} = {self.literal(value.isoformat())})"
-
-    def set_location(self, table: str, partition_column: str, value: date, location: str) -> str:
-        spec = self.partition_spec(partition_column, value)
-        return f"ALTER TABLE {self.qualified(table)} {spec} SET LOCATION {self.literal(location)}"
-
-    @staticmethod
-    def script(statements: Sequence[str]) -> str:
-        """`statements` as one SQL script (Spark 4's compound `BEGIN .. END`), run by the server in
-        order in one round trip; one statement is sent as it is. Not a transaction: each statement
-        commits on its own, and the first that fails ends the script."""
-        if len(statements) == 1:
-            return statements[0]
-        return "BEGIN " + " ".join(f"{statement};" for statement in statements) + " END"
-
-    def run_statements(self, conn: Any, statements: Sequence[str]) -> None:
-        """Run `statements` in order as one script (`script`); a server with SQL scripting disabled
-        (`spark.sql.scripting.enabled=false`, the default before Spark 4.1) refuses it before running
-        anything, and then gets them one by one."""
-        if not statements:
-            return
-        try:
-            conn.sql(self.script(statements))
-        except Exception as err:
-            if len(statements) == 1 or SCRIPTING_REFUSED not in str(err):
-                raise
-            for statement in statements:
-                conn.sql(statement)
-
-    def move_partitions(
-        self, conn: Any, table: str, partition_column: str, where: Sequence[tuple[date, str]]
-    ) -> None:
-        """Set each (value, location), `MOVES_PER_SCRIPT` to a round trip (`run_statements`): each
-        SET LOCATION is one catalog call, so a crash mid-script leaves each day old or new."""
-        statements = [self.set_location(table, partition_column, v, w) for v, w in where]
-        for i in range(0, len(statements), MOVES_PER_SCRIPT):
-            self.run_statements(conn, statements[i : i + MOVES_PER_SCRIPT])
-
-    def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
-        """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for
-        every (value, location): Spark's grammar takes several partition specs in one ADD, and the
-        catalog creates them in one call. IF NOT EXISTS keeps an existing partition's location."""
-        specs = " ".join(
-            f"{self.partition_spec(partition_column, value)} LOCATION {self.literal(location)}"
-            for value, location in where
-        )
-        return f"ALTER TABLE {self.qualified(table)} ADD IF NOT EXISTS {specs}"
-
-    def drop_partitions(self, table: str, partition_column: str, values: Sequence[date]) -> str:
-        """One ALTER TABLE .. DROP IF EXISTS PARTITION (..), PARTITION (..) for every value."""
-        specs = ", ".join(self.partition_spec(partition_column, value) for value in values)
-        return f"ALTER TABLE {self.qualified(table)} DROP IF EXISTS {specs}"
-
-    def refresh(self, table: str) -> str:
-        return f"REFRESH TABLE {self.qualified(table)}"
-
-    def drop_table(self, table: str) -> str:
-        return f"DROP TABLE IF EXISTS {self.qualified(table)}"
-
     def drop_kept(self, table: str) -> None:
         """Drop a kept stage once decided: a Delta or Iceberg table beside the target (an Iceberg
         one PURGEd: a plain DROP leaves its files). A failure is logged, not raised (a table gone
@@ -520,7 +458,7 @@ class SparkAdapter(EngineAdapter):
                     purge = self.describe(conn, table).provider == "iceberg"
                 except Exception:  # gone already, or unreadable: nothing to purge
                     purge = False
-                conn.sql(self.drop_table(table) + (" PURGE" if purge else ""))
+                conn.sql(self.drop_table(table, purge=purge))
         except Exception as err:
             log.warning("could not drop the kept stage %s (%s)", table, err)
 
@@ -551,17 +489,15 @@ class SparkAdapter(EngineAdapter):
             exp.alias_(total.copy(), "total"),
         ).from_(self.table(staging))
         staged = staged.group_by(self.column(partition_column))
-        replaced = (
-            "SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value, CAST(NULL AS STRING) AS dir, "
-            "count(*) AS n, CAST(NULL AS DECIMAL(38, 0)) AS total "
-            f"FROM {self.qualified(table)} WHERE {self.window_filter(partition_column)}"
-        )
-        return f"{self.render(staged)} UNION ALL {replaced}"
-
-    def window_filter(self, partition_column: str) -> str:
-        """The window's predicate on the partition column, bound as ``:window_start``/``:window_end``."""
-        part = self.ident(partition_column)
-        return f"{part} >= :window_start AND {part} < :window_end"
+        replaced = exp.select(
+            exp.alias_(exp.Literal.string("replaced"), "src"),
+            exp.alias_(exp.cast(exp.null(), "DATE"), "value"),
+            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
+            exp.alias_(exp.Count(this=exp.Star()), "n"),
+            exp.alias_(exp.cast(exp.null(), "DECIMAL(38, 0)", dialect="spark"), "total"),
+        ).from_(self.table(table))
+        replaced = replaced.where(self.in_window(partition_column))
+        return self.render(exp.union(staged, replaced, distinct=False), copy=False)
 
     def window_files(
         self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None
@@ -570,29 +506,7 @@ class SparkAdapter(EngineAdapter):
         bound in `params`), from the catalog's partition locations and a listing of their directories
         (``DataFrame.inputFiles``, after partition pruning): no row is read. Paths as Spark
         qualifies them (``file:///..``)."""
-        query = f"SELECT * FROM {self.qualified(table)}"
+        query = exp.select(exp.Star()).from_(self.table(table))
         if partition_column is not None:
-            query += f" WHERE {self.window_filter(partition_column)}"
-        return sorted(str(f) for f in conn.sql(query, params).frame.inputFiles())
-
-    def trash_statements(
-        self, trash: str, table: str, partition_column: str, dirs: Sequence[str]
-    ) -> list[str]:
-        """Delete `dirs` through the catalog (the worker may not see the cluster's storage).
-
-        A managed table LIKE the target is given one partition per directory and dropped with
-        PURGE: dropping a managed table deletes its partitions' directories wherever they are.
-        The partition values are placeholders (one day each from 1970-01-01), never read.
-        """
-        out = [f"DROP TABLE IF EXISTS {self.qualified(trash)} PURGE"]
-        out.append(f"CREATE TABLE {self.qualified(trash)} LIKE {self.qualified(table)}")
-        base = date(1970, 1, 1).toordinal()
-        specs = [
-            f"{self.partition_spec(partition_column, date.fromordinal(base + i))} "
-            f"LOCATION {self.literal(where)}"
-            for i, where in enumerate(dirs)
-        ]
-        if specs:  # one catalog call for every directory
-            out.append(f"ALTER TABLE {self.qualified(trash)} ADD {' '.join(specs)}")
-        out.append(f"DROP TABLE {self.qualified(trash)} PURGE")
-        return out  # run as one script (`run_statements`): one round trip instead of four
+            query = query.where(self.in_window(partition_column))
+        return sorted(str(f) for f in conn.sql(self.render(query, copy=False), params).frame.inputFiles())

@@ -172,7 +172,7 @@ def drop_stage(adapter: SparkAdapter, conn: Any, stage: str, purge: bool) -> Non
     logged, never raised: it must not hide the error that ended the write (a lost Connect
     session fails this too), and the next guarded write of the window drops it."""
     try:
-        conn.sql(adapter.drop_table(stage) + (" PURGE" if purge else ""))
+        conn.sql(adapter.drop_table(stage, purge=purge))
     except Exception as err:
         log.warning("could not drop the staging %s (%s): the window's next guarded write will", stage, err)
 

@@ -155,6 +155,11 @@ def _apply(
     The first catalog change is one statement of its own (the ADD, else the first day's SET
     LOCATION) and `switched_one` fires after it: a crash there leaves the rest of the plan undone.
 
+    Between two statements a reader sees each day whole, some new and some old. One DROP of the
+    moved days and one ADD back would be 2-3.6x cheaper (1.9-3.3 s against 6.9 s for a month at
+    load 11) but shows the reader an empty window in between, deletes a managed table's old
+    directories at the DROP and, killed in between, leaves days missing until the rerun: not done.
+
     `replay` (recovery of a dead attempt's plan): ADD IF NOT EXISTS keeps the location of a day that
     exists already (the dead attempt's ADD may have landed, or another plan added the day since), so
     each added day's location is also set, as the plan says.
