@@ -2,10 +2,12 @@
 the module that owns it, tested here with a few hand-written lines. What each test asserts is what a
 reviewer would say of the snippet, counted by hand (never read from the linter's tables):
 
-- a notice (an email, a chat post: Slack/Teams/Telegram/Discord operators, a request to a chat
-  service's webhook, or one the code names as a chat post) sent again by a retry is a second message
-  to people, not a second effect: information, not an IDEM006 defect (notices); an unkeyed POST to
-  any other endpoint, even one whose path says "email" or "notification", stays a finding.
+- a chat notice (Slack/Teams/Telegram/Discord operators, a request to a chat service's webhook, or
+  one the code names as a chat post) sent again by a retry is a second message in a channel, not a
+  second effect: information, not an IDEM006 defect (notices); an e-mail, and an unkeyed POST to any
+  other endpoint, even one whose path says "email" or "notification", stay findings;
+- a span-shifted clock value that reaches only the text of a log call or of a call named for a
+  notice (``send_notification(f"{yesterday}: ..")``) dates a message: no window (pyfacts).
 """
 
 from __future__ import annotations
@@ -81,16 +83,64 @@ reports()
 """
 
 
-def test_a_notice_sent_again_is_information_and_other_sends_stay_findings(tmp_path: Path) -> None:
+def test_a_chat_notice_sent_again_is_information_and_other_sends_stay_findings(tmp_path: Path) -> None:
     report = _lint(tmp_path, {"notices.py": _NOTICES})
-    # by hand: only the order POST (line 37) and the statement POST to the repository's API (line 41)
-    # change something another system keeps; six notices (lines 13, 20, 25, 33, 43, 44) are information
-    assert _found(report, "IDEM006") == [(37, "order"), (41, "customer_statement")]
+    # by hand: the two e-mails (lines 33, 43), the order POST (line 37) and the statement POST to the
+    # repository's API (line 41) stay findings; four chat posts (lines 13, 20, 25, 44) are information
+    assert _found(report, "IDEM006") == [
+        (33, "mail"),
+        (37, "order"),
+        (41, "customer_statement"),
+        (43, "done"),
+    ]
     assert _info(report, "IDEM006") == [
         (13, "helper_notice"),
         (20, "chat_summary"),
         (25, "named_webhook"),
-        (33, "mail"),
-        (43, "done"),
         (44, "slack"),
     ]
+
+
+_MESSAGE_DATE = """from datetime import date, datetime, timedelta
+import requests
+from airflow.decorators import dag, task
+
+today = date.today()
+yesterday = today - timedelta(days=1)
+
+
+def send_notification(message):
+    requests.post(HOOK, json={"text": message})
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def report():
+    @task
+    def summary():
+        count = count_rows()
+        message = f"{yesterday}: {count} rows"
+        send_notification(message)
+
+    @task
+    def dated_post():
+        day = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d")
+        send_notification(f"report for {day}")
+
+    @task
+    def load():
+        since = datetime.now() - timedelta(days=1)
+        copy_rows(since)
+
+    summary() >> dated_post() >> load()
+
+
+report()
+"""
+
+
+def test_a_clock_value_that_only_dates_a_notice_is_no_window(tmp_path: Path) -> None:
+    report = _lint(tmp_path, {"message.py": _MESSAGE_DATE})
+    # by hand: the module-level yesterday (line 5) and dated_post's day (line 23) only reach a
+    # notification's text; load's since (line 28) is passed to a copy: the one relative window
+    assert _found(report, "IDEM004") == [(28, "load")]
+    assert _found(report, "IDEM003") == []
