@@ -20,6 +20,7 @@ from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.schedule import clock_start, dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
@@ -310,7 +311,8 @@ def _operator_effect(check: TaskCheck) -> None:
                 or any(KEY_WORDS.search(name) for name in task.kwargs)
                 or any(keyed(v) for v in task.kwargs.values())
             )
-            check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, line))
+            notice = NOTICE_TEXT if notice_operator(task.operator) else None
+            check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, line, notice))
             return
 
 

@@ -16,6 +16,7 @@ from airflow_idempotent.lint.collect import Collector, walk_no_defs
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
+from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
@@ -30,7 +31,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
-from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval, triggers_keyed_run
+from airflow_idempotent.lint.resubmit import triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
 from airflow_idempotent.lint.source import Located
@@ -181,7 +182,7 @@ def check_code(check: TaskCheck) -> None:
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
                     continue
-                again = REPLACES_TEXT if replaces_interval(node, fn, scope) else None
+                again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
                 facts.effects.append(Effect(what, has_key, file, node.lineno, again))

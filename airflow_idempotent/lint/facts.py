@@ -78,7 +78,7 @@ class Effect:
     keyed: bool
     file: str
     line: int
-    #: why sending it again rewrites what the first send wrote (`resubmit.replaces_interval`), or None
+    #: why sending it again is safe (`resubmit.replaces_interval`, `notices`: information), or None
     replaces: str | None = None
 
 

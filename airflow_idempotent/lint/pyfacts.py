@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.notices import NOTICE_CALLEE
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import asserts_only, dotted, last_name
 
@@ -293,7 +294,7 @@ def _value_use(
     call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
 ) -> str:
     """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
-    ``"rendered"`` (shifted, but only rendered into a template: see `_rendered_only`), ``"stamp"``
+    ``"rendered"`` (shifted, but only rendered into a template: see `_ends_in_text`), ``"stamp"``
     (only a named field of a record: see `_stamp_only`), ``"output"``
     (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made text that only
     names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written, returned,
@@ -320,7 +321,8 @@ def _value_use(
         ) or (not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS):
             if _waits_only(parent, body, parents):
                 return "output"  # a polling deadline: ``end = now() + timeout; while now() < end``
-            return "rendered" if _rendered_only(parent, body, parents, 0) else "relative"
+            ends = _ends_in_text(parent, body, parents, 0)
+            return ("output" if ends == {"output"} else "rendered") if ends else "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
         if (
@@ -478,29 +480,38 @@ def _record_handed_on(record: ast.AST, body: ast.AST, parents: dict[ast.AST, ast
 _RENDER_METHODS = frozenset({"render", "render_async", "stream"})
 
 
-def _rendered_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int) -> bool:
+def _ends_in_text(
+    node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int, text: bool = False
+) -> set[str] | None:
     """Principle (IDEM004): a span-shifted clock value whose every use ends as an argument of a
     template's ``render(..)`` (directly, as text: ``"datetime({}, {}, {})".format(now.year, ..)``, or
     through the names it is assigned to) is written into a generated file, say as a generated DAG's
     ``start_date`` (semio's ``utcnow() - timedelta(days=1)``): no data is read over that span, so it
-    is no window. The generated file is linted on its own, where its start_date is judged."""
+    is no window (``"rendered"``; the generated file is linted on its own). Round 11: one whose every
+    use ends, once made text, in a log call or in a call named for a notice (`notices.NOTICE_CALLEE`:
+    ``send_notification(f"{yesterday}: ..")``) only dates a message people read (``"output"``)."""
     if depth > 3:
-        return False
+        return None
     child, parent = node, parents.get(node)
     while parent is not None and not isinstance(parent, ast.stmt):
+        text = text or _as_text(parent, child)
         if isinstance(parent, ast.Call) and child is not parent.func:
             if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
-                return True
+                return {"rendered"}
+            if text and (is_log_call(parent) or NOTICE_CALLEE.search(last_name(dotted(parent.func)))):
+                return {"output"}
             if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in _TEXT_METHODS):
-                return False  # passed to any other call: what it does there is not known
+                return None  # passed to any other call: what it does there is not known
         if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
-            return False
+            return None
         child, parent = parent, parents.get(parent)
-    name = assigned_name(parent)
-    if name is None:
-        return False
-    uses = name_loads(body, name)
-    return bool(uses) and all(_rendered_only(use, body, parents, depth + 1) for use in uses)
+    name, owner = assigned_name(parent), parents.get(parent) if parent is not None else None
+    while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+        owner = parents.get(owner)  # a name assigned in a function is read in that function only
+    uses = name_loads(owner or body, name) if name is not None else []
+    ends = [_ends_in_text(use, body, parents, depth + 1, text) for use in uses]
+    known = [e for e in ends if e is not None]
+    return set().union(*known) if uses and len(known) == len(ends) else None
 
 
 def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:

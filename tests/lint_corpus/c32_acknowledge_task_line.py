@@ -1,12 +1,13 @@
-# Lint corpus: retried Slack webhook acknowledged on the task's line
+# Lint corpus: retried partner webhook acknowledged on the task's line
 # expect: none
-# expect-ack: IDEM006@20
-"""A Slack ping that may repeat: acknowledged above the task."""
+# expect-ack: IDEM006@21
+"""A partner ping that may repeat: acknowledged above the task. (A Slack post is information since
+round 11, a chat notice; this ping goes to a partner's webhook, which counts each call.)"""
 
 from __future__ import annotations
 
 import pendulum
-from airflow.providers.slack.operators.slack_webhook import SlackWebhookOperator
+from airflow.providers.http.operators.http import HttpOperator
 from airflow.sdk import DAG
 
 with DAG(
@@ -16,9 +17,10 @@ with DAG(
     catchup=False,
     default_args={"retries": 1},
 ):
-    # idempotent: ack IDEM006 a duplicate "done" ping in #data is harmless
-    SlackWebhookOperator(
+    # idempotent: ack IDEM006 the partner counts a duplicate "done" ping once per day
+    HttpOperator(
         task_id="ping",
-        slack_webhook_conn_id="slack",
-        message="Loaded {{ ds }}",
+        http_conn_id="partner",
+        endpoint="/loaded",
+        data="Loaded {{ ds }}",
     )
