@@ -362,3 +362,35 @@ def test_a_merge_refuses_to_move_a_row_into_the_window_for_each_partition_type(w
         result = merge_of("SELECT k, d, v FROM idem_src WHERE k = 1")
         assert (result.source_rows, result.rows_updated) == (1, 1), type_sql
         assert [r[2] for r in table_rows()] == [5, 1], type_sql
+
+
+def test_the_one_source_query_finds_each_refusal_in_order(warehouse: Any) -> None:
+    """`merge_source_problems` (Spark's one pass for `check_keys` and `raise_held_outside`) on each
+    engine: the repeated and NULL keys first, then a row outside the window, then the keys the
+    table holds outside it (on another day, or with no day), each row as built by hand here."""
+    adapter = adapter_for(warehouse.engine)
+    warehouse.engine.dispose()
+    inside, before = dt.date(2026, 8, 25), dt.date(2026, 8, 24)
+    target = [(1, inside), (2, before), (5, None), (6, inside)]
+    source = [(1, inside), (2, inside), (3, inside), (3, inside), (None, inside), (4, before), (5, inside)]
+    with warehouse.engine.begin() as conn:
+        for table, rows in (("idem_msp_t", target), ("idem_msp_s", source)):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+            conn.execute(sa.text(f"CREATE TABLE {table} (k INTEGER, d DATE)"))
+            conn.execute(
+                sa.text(f"INSERT INTO {table} (k, d) VALUES (:k, :d)"), [{"k": k, "d": d} for k, d in rows]
+            )
+    spec = strategies.WriteSpec(
+        "idem_msp_t", check_deterministic("SELECT k, d FROM idem_msp_s", adapter.dialect), WINDOW_DAY, "d"
+    )
+    with warehouse.engine.connect() as conn:
+        info, _, params = strategies.prepare(adapter, conn, spec)
+        query = adapter.merge_source_problems(spec.table, spec.query, ["k"], "d", 11)
+        rows = [tuple(r) for r in adapter.execute(conn, query, params).all()]
+        held = [(k, str(d) if d is not None else None) for k, *_, d in rows[3:]]
+        assert sorted(rows[:2], key=str) == [(3, 2, 0, 0, None), (None, 1, 0, 0, None)]
+        assert rows[2] == (4, 1, 1, 0, None)
+        assert [r[1:4] for r in rows[3:]] == [(1, 0, 1), (1, 0, 1)]
+        assert held == [(2, str(before)), (5, None)]
+        with pytest.raises(MergeKeyError, match=r"duplicate key\(s\) 3 \(2 rows\) and NULL key\(s\) None"):
+            strategies.check_merge_source(adapter, conn, spec, info=info, keys=["k"], params=params)

@@ -226,3 +226,63 @@ class SourceChecks:
             .order_by(*[self.column(k, TARGET_ALIAS) for k in keys], copy=False)
             .limit(limit, copy=False)
         )
+
+    def merge_source_problems(
+        self, table: str, query: exp.Expr, keys: Sequence[str], partition_column: str, limit: int
+    ) -> exp.Select:
+        """`key_problems` and `keys_held_outside` in one query, for an engine whose MERGE checks
+        neither (Spark): the source grouped by key (its row count, whether a row falls outside the
+        window), left-joined to the table's rows outside the window holding that key. Each row:
+        the keys, `n`, `outside`, `held` (1 when the table holds the key outside the window) and the
+        partition value it is held at; the repeated or NULL keys first, then rows outside the
+        window, then keys held outside, as the refusals run (`strategies.check_merge_source`).
+
+        On Spark one job instead of two, and the held keys join the source already grouped by key
+        (shuffled once) instead of the source scanned and shuffled again."""
+        grouped = self.key_problems(query, keys, partition_column, limit)
+        for clause in ("having", "order", "limit"):
+            grouped.set(clause, None)
+        src = "_idem_keys"
+        on = exp.and_(
+            *[exp.EQ(this=self.column(k, src), expression=self.column(k, TARGET_ALIAS)) for k in keys]
+        )
+        held_at = self.column(partition_column, TARGET_ALIAS)
+        elsewhere = exp.or_(
+            exp.not_(exp.paren(self.in_window(partition_column, TARGET_ALIAS))),
+            exp.Is(this=held_at.copy(), expression=exp.null()),
+        )
+        is_held = exp.not_(exp.Is(this=self.column(keys[0], TARGET_ALIAS), expression=exp.null()))
+        repeated = exp.or_(
+            exp.GT(this=self.column("n", src), expression=exp.Literal.number(1)),
+            *[exp.Is(this=self.column(k, src), expression=exp.null()) for k in keys],
+        )
+        outside = exp.EQ(this=self.column("outside", src), expression=exp.Literal.number(1))
+        rank = exp.Case(
+            ifs=[
+                exp.If(this=repeated.copy(), true=exp.Literal.number(0)),
+                exp.If(this=outside.copy(), true=exp.Literal.number(1)),
+            ],
+            default=exp.Literal.number(2),
+        )
+        flag = exp.Case(
+            ifs=[exp.If(this=is_held.copy(), true=exp.Literal.number(1))], default=exp.Literal.number(0)
+        )
+        return (
+            exp.select(
+                *[self.column(k, src) for k in keys],
+                self.column("n", src),
+                self.column("outside", src),
+                exp.alias_(flag, "held"),
+                held_at.copy(),
+            )
+            .from_(grouped.subquery(src, copy=False), copy=False)
+            .join(
+                self.table(table, TARGET_ALIAS),
+                on=exp.and_(on, exp.paren(elsewhere)),
+                join_type="left",
+                copy=False,
+            )
+            .where(exp.or_(repeated, outside, is_held), copy=False)
+            .order_by(rank, *[self.column(k, src) for k in keys], copy=False)
+            .limit(limit, copy=False)
+        )

@@ -5,10 +5,12 @@
   on any column (partition or not, DATE or TIMESTAMP). Delta refuses the commit when a row falls
   outside the predicate (its constraint check, switched on for the statement); the provider then
   names those rows as on the SQL engines (`strategies.raise_outside`), and nothing was committed.
-- Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, after one pass over the
-  source that refuses repeated or NULL keys and rows outside the window (`strategies.check_keys`)
-  and one that refuses keys the table holds in another window (`strategies.raise_held_outside`),
-  since Delta inserts a repeated key that matches nothing twice and cannot see another window.
+- Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, after ONE query (one Spark
+  job: the source grouped by key, left-joined to the table's rows outside the window) that refuses
+  repeated or NULL keys and rows outside the window (`strategies.check_keys`), then keys the table
+  holds in another window (`strategies.raise_held_outside`), both read by
+  `strategies.check_merge_source`, since Delta inserts a repeated key that matches nothing twice
+  and cannot see another window.
   `delete_missing` is ``WHEN NOT MATCHED BY SOURCE AND <window on t> THEN DELETE``, in that commit.
 
 Each commit carries the attempt's identity as its user metadata (`commit_tag`), so the commit is
@@ -41,9 +43,9 @@ from airflow_idempotent.strategies import (
     WriteResult,
     WriteSpec,
     check_keys,
+    check_merge_source,
     period_binds,
     prepare,
-    raise_held_outside,
     raise_outside,
     window_binds,
 )
@@ -427,7 +429,8 @@ def checked_merge_source(
 ) -> tuple[SparkTableInfo, list[str], dict[str, Any], list[str]]:
     """What a merge checks before its commit, with nothing written: the table's format
     (`check_format`), the key columns, repeated or NULL keys and rows outside the window
-    (`check_keys`), keys the table holds in another window (`raise_held_outside`). The table,
+    (`check_keys`), keys the table holds in another window (`raise_held_outside`), the last two
+    in one query (`check_merge_source`). The table,
     the SELECT's columns, the parameters and the keys as the table spells them."""
     if delete_missing and spec.partition_column is None:
         raise SchemaError(
@@ -441,9 +444,10 @@ def checked_merge_source(
     missing = [k for k in key_names if k not in columns]
     if missing:
         raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
-    check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
-    if spec.partition_column is not None:
-        raise_held_outside(adapter, conn, spec, info, key_names, params, moving=True)  # type: ignore[arg-type]
+    if spec.partition_column is None:
+        check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
+    else:  # one Spark job for both
+        check_merge_source(adapter, conn, spec, info=info, keys=key_names, params=params)  # type: ignore[arg-type]
     return info, list(columns), dict(params), key_names
 
 
@@ -472,12 +476,11 @@ def merge(
     commit = commit_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
     checksum: str | None = None
-    if spec.partition_column is not None:
-        # the merge's own metrics say what it changed: no count at the version it read (None)
+    if spec.partition_column is not None and spec.checksum:
+        # the merge's own metrics say what it changed: no count at the version it read (None);
+        # without a checksum no scan at all (the count went unreported)
         binds = window_binds(params)
         row_count, checksum, _ = window_stats(adapter, conn, spec, info, commit.version, None, binds)
-        if not spec.checksum:
-            row_count = None
     periods = period_stats(adapter, conn, spec, info, commit.version, commit.read_version)
     step("counted")
     result = DeltaResult(

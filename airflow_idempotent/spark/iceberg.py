@@ -314,13 +314,12 @@ def merge(
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
     checksum: str | None = None
-    if spec.partition_column is not None:
-        # the merge's own metrics say what it changed: no count at the snapshot it read (None)
+    if spec.partition_column is not None and spec.checksum:
+        # the merge's own metrics say what it changed: no count at the snapshot it read (None);
+        # without a checksum no scan at all (the count went unreported)
         row_count, checksum, _ = window_stats(
             adapter, conn, spec, info, snapshot.snapshot_id, None, window_binds(params)
         )
-        if not spec.checksum:
-            row_count = None
     periods = period_stats(adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id)
     step("counted")
     prefix = "spark.merge-into.num-target-rows-"

@@ -137,16 +137,17 @@ def test_month_is_replaced_whole(spark, spark_conn) -> None:
     assert days[july] == (1, Decimal("1.00")) and days[september] == (1, Decimal("2.00"))
 
 
-def test_rows_outside_the_window_are_refused_with_nothing_committed(spark, spark_conn) -> None:
-    table = "delta_payouts_outside"
+@pytest.mark.parametrize("make", [operator, merge_operator], ids=["overwrite", "merge"])
+def test_rows_outside_the_window_are_refused_with_nothing_committed(spark, spark_conn, make) -> None:
+    table = f"delta_payouts_outside_{make.__name__}"
     create_delta_payouts(spark, table)
-    operator(spark_conn, table).execute(context(DAY))
+    make(spark_conn, table).execute(context(DAY))
     before, first = all_days(spark, table), version(spark, table)
     leaky = PAYOUT_SQL.replace("s.sale_date < :window_end", "s.sale_date <= :window_end")
     with pytest.raises(
         RowsOutsideWindowError, match=r"2000 row\(s\) whose sale_date is outside .* 2026-08-26.*nothing"
     ):
-        operator(spark_conn, table, sql=leaky).execute(context(DAY))
+        make(spark_conn, table, sql=leaky).execute(context(DAY))
     assert version(spark, table) == first
     assert all_days(spark, table) == before == {DAY: day_truth(DAY)}
 
@@ -229,4 +230,31 @@ def test_merge_never_moves_a_row_out_of_another_window(spark, spark_conn) -> Non
     with pytest.raises(MergeKeyError, match=rf"already holds outside the window .*{moved}"):
         merge_operator(spark_conn, table).execute(context(DAY))
     assert version(spark, table) == first
+    assert all_days(spark, table) == before
+
+
+def test_merge_names_repeated_keys_before_keys_held_in_another_window(spark, spark_conn) -> None:
+    """Both checks run as one Spark query; the refusals keep their order: a repeated key is named
+    first, and the keys held outside the window are named (up to ten) once the keys are unique."""
+    table = "delta_merge_both"
+    create_delta_payouts(spark, table)
+    after = DAY + timedelta(days=1)
+    merge_operator(spark_conn, table).execute(context(after))
+    first_sale = (DAY - START).days * 2000 + 1
+    moved = list(range(first_sale + 100, first_sale + 112))  # 12 sales of DAY held on the next day
+    rows = ", ".join(f"({i}, 1.00, 0.60, DATE'{after}')" for i in moved)
+    spark.sql(f"INSERT INTO {table} VALUES {rows}")
+    before, head = all_days(spark, table), version(spark, table)
+    extra = f"SELECT sale_id, sale_date, 1.00, 0.60 FROM sales WHERE sale_id = {first_sale}"
+    repeated = f"{PAYOUT_SQL} UNION ALL {extra}"
+    with pytest.raises(MergeKeyError, match=rf"duplicate key\(s\) {first_sale} \(2 rows\) on") as err:
+        merge_operator(spark_conn, table, sql=repeated, parameters={"policy_version": "v2"}).execute(
+            context(DAY)
+        )
+    assert "already holds" not in str(err.value)
+    with pytest.raises(MergeKeyError, match=r"already holds outside the window") as err:
+        merge_operator(spark_conn, table).execute(context(DAY))
+    named = [f"{i} (sale_date {after})" for i in moved]
+    assert ", ".join(named[:10]) in str(err.value) and named[10] not in str(err.value)
+    assert version(spark, table) == head
     assert all_days(spark, table) == before
