@@ -22,6 +22,9 @@ a Delta table partitioned by day, alternating (ABAB) after one warm-up each:
   ``MERGE INTO``.
 
 Every measured run is a rerun of the window (the target already holds it). Goal: within 1.2x.
+``--rows 10000000`` benches a 10,000,000-row window (the source three windows' worth, as at the
+default 1,000,000) to show how the cost grows; ``--only overwrite`` (or ``merge``) one write's
+paths.
 Each bare statement is also run as an Airflow task runs it, in a Spark Connect session of its own
 (the operator opens one per call too): a new session's first statements pay its catalog's and
 file listings' setup, 1.3 s for an Iceberg MERGE here.

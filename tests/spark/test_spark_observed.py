@@ -2,9 +2,8 @@
 (`spark.observed`), against the same figures read back at the commit's version.
 
 The expected figure is the window checksum's own query run ``VERSION AS OF`` the commit, apart
-from the write, over rows with NULLs, decimals and timestamps; and, where the commit's metrics
-cannot vouch for the observation (rows copied back from files only partly in the window, on
-Iceberg), the write must say it read the window at its version instead.
+from the write, over rows with NULLs, decimals and timestamps, and the write must not have fallen
+back to that read (`observed.trusted` logs when it does; tests/test_spark_observed_trust.py).
 """
 
 from __future__ import annotations
@@ -45,15 +44,14 @@ def rows_sql(values: list[str]) -> str:
     return f"SELECT * FROM VALUES {', '.join(values)} AS v(id, note, amount, at, d)"
 
 
-def write_window(spark: Any, conn_id: str, table: str, using: str, partitioned: bool) -> dict[str, Any]:
-    """`table` created holding OLD (one file when not partitioned: July's and August's rows
-    together), then August replaced by NEW through the operator; its result."""
+def write_window(spark: Any, conn_id: str, table: str, using: str, by: str | None) -> dict[str, Any]:
+    """`table` created (partitioned `by`) holding OLD (one file when not partitioned: July's and
+    August's rows together), then August replaced by NEW through the operator; its result."""
     source = f"obs_src_{uuid.uuid4().hex[:8]}"
     spark.sql(f"DROP TABLE IF EXISTS {table}")
-    by = " PARTITIONED BY (d)" if partitioned else ""
-    spark.sql(f"CREATE TABLE {table} ({COLUMNS}) USING {using}{by}")
+    spark.sql(f"CREATE TABLE {table} ({COLUMNS}) USING {using}{f' PARTITIONED BY ({by})' if by else ''}")
     spark.sql(f"INSERT INTO {table} {rows_sql(OLD)} ")
-    if not partitioned:
+    if not by:
         spark.sql(f"INSERT OVERWRITE {table} SELECT /*+ COALESCE(1) */ * FROM {table}")
     spark.sql(f"CREATE TABLE {source} USING parquet AS {rows_sql(NEW)}")
     try:
@@ -95,7 +93,7 @@ def test_delta_observed_checksum_equals_the_one_read_at_the_version(
     observed figures are trusted and equal the version's."""
     caplog.set_level(logging.INFO, logger="airflow_idempotent.spark.observed")
     table = f"delta_observed_{'part' if partitioned else 'flat'}"
-    result = write_window(spark, spark_conn, table, "delta", partitioned)
+    result = write_window(spark, spark_conn, table, "delta", "d" if partitioned else None)
     assert result["row_count"] == 4 and result["rows_deleted"] == 2
     assert result["checksum"] == read_at_version(spark_conn, table, result["table_version"])
     assert not fell_back(caplog)
@@ -104,18 +102,15 @@ def test_delta_observed_checksum_equals_the_one_read_at_the_version(
     assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 6
 
 
-@pytest.mark.parametrize("partitioned", [True, False], ids=["by-day", "one-file"])
-def test_iceberg_observed_checksum_equals_the_one_read_at_the_version(
-    spark, spark_conn, caplog, partitioned
-) -> None:
-    """Partitioned: trusted, equal. One file: the snapshot's added records count the rows copied
-    back, so the observation is not trusted, and the window is read at the snapshot (logged)."""
+def test_iceberg_observed_checksum_equals_the_one_read_at_the_version(spark, spark_conn, caplog) -> None:
+    """Partitioned by day (Iceberg refuses to overwrite a file only partly in the window, by SQL
+    as by DataFrame, so no rows are copied back): trusted, equal."""
     caplog.set_level(logging.INFO, logger="airflow_idempotent.spark.observed")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.idem")
-    table = f"{ICEBERG_CATALOG}.idem.observed_{'part' if partitioned else 'flat'}"
-    result = write_window(spark, spark_conn, table, "iceberg", partitioned)
+    table = f"{ICEBERG_CATALOG}.idem.observed_day"
+    result = write_window(spark, spark_conn, table, "iceberg", "d")
     assert result["row_count"] == 4 and result["rows_deleted"] == 2
     assert result["checksum"] == read_at_version(spark_conn, table, result["table_version"])
-    assert fell_back(caplog) is not partitioned
+    assert not fell_back(caplog)
     spark.sql(f"REFRESH TABLE {table}")
     assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 6
