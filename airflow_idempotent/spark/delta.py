@@ -37,7 +37,7 @@ from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
-from airflow_idempotent.spark.observed import Observed, trusted, window_aggregates, write_observed
+from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
@@ -344,7 +344,9 @@ def overwrite(
     binds = adapter.bindable(params)
     select = adapter.render(adapter.typed_rows(info, list(info.columns), spec.query, produced=columns))
     predicate = adapter.render(adapter.in_window(spec.partition_column))
-    aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
+    aggregates = []
+    if observable(info):
+        aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
     def run() -> Observed | None:  # REPLACE WHERE's plan, the rows counted as they are written
         with tagged(conn, tag):

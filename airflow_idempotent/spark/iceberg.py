@@ -52,7 +52,7 @@ from airflow_idempotent.spark.delta import (
     replaced,
     window_stats,
 )
-from airflow_idempotent.spark.observed import Observed, trusted, window_aggregates, write_observed
+from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
@@ -251,7 +251,9 @@ def overwrite(
     binds = adapter.bindable(params)
     select = adapter.render(checked_rows(adapter, info, columns, spec))
     predicate = adapter.render(adapter.in_window(spec.partition_column))
-    aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
+    aggregates = []
+    if observable(info):
+        aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
     def run() -> Observed | None:  # the snapshot validated from is read again on each try
         conn.sql(adapter.refresh(spec.table))  # past the session catalog's cache of the table
