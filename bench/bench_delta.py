@@ -270,15 +270,15 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     at_end = [round(x, 2) for x in os.getloadavg()]
     how = "attached: started earlier" if args.cluster_dir else f"started in {started:.1f} s"
     med = {k: statistics.median(v) for k, v in times.items()}
-    nan = float("nan")
-    overwrite_ratio = med.get("PartitionOverwriteOperator", nan) / med.get(
-        "bare INSERT INTO .. REPLACE WHERE", 1
-    )
-    merge_ratio = med.get("MergeOperator", nan) / med.get("bare MERGE INTO", 1)
-    task_overwrite = med.get("PartitionOverwriteOperator", nan) / med.get(
-        "bare REPLACE WHERE, own session", 1
-    )
-    task_merge = med.get("MergeOperator", nan) / med.get("bare MERGE INTO, own session", 1)
+
+    def ratio(operator: str, bare: str) -> str:
+        """operator / bare statement (medians), or why there is none (`--only`)."""
+        return f"**{med[operator] / med[bare]:.2f}x**" if operator in med else "not benched"
+
+    overwrite_ratio = ratio("PartitionOverwriteOperator", "bare INSERT INTO .. REPLACE WHERE")
+    merge_ratio = ratio("MergeOperator", "bare MERGE INTO")
+    task_overwrite = ratio("PartitionOverwriteOperator", "bare REPLACE WHERE, own session")
+    task_merge = ratio("MergeOperator", "bare MERGE INTO, own session")
     per_day = max(1, args.rows // 31)
     flags = "".join(
         f" --{k} {v}"
@@ -305,10 +305,10 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             for name, v in times.items()
         ],
         "",
-        f"Overwrite: operator / bare statement (medians) **{overwrite_ratio:.2f}x**; "
-        f"merge: **{merge_ratio:.2f}x**. Against the bare statement in a Spark Connect session of its "
+        f"Overwrite: operator / bare statement (medians) {overwrite_ratio}; "
+        f"merge: {merge_ratio}. Against the bare statement in a Spark Connect session of its "
         f"own, as an Airflow task runs it (each operator call opens one too): overwrite "
-        f"**{task_overwrite:.2f}x**, merge **{task_merge:.2f}x**.",
+        f"{task_overwrite}, merge {task_merge}.",
         "",
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
