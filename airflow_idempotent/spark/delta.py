@@ -345,7 +345,7 @@ def overwrite(
     select = adapter.render(adapter.typed_rows(info, list(info.columns), spec.query, produced=columns))
     predicate = adapter.render(adapter.in_window(spec.partition_column))
     aggregates = []
-    if observable(info):
+    if observable(conn, adapter, spec.table):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
     def run() -> Observed | None:  # REPLACE WHERE's plan, the rows counted as they are written

@@ -42,10 +42,15 @@ class Observed:
     total: Any = None
 
 
-def observable(info: SparkTableInfo) -> bool:
+def observable(conn: SparkConnection, adapter: SparkAdapter, table: str) -> bool:
     """Whether the rows as written hash like the rows read back: not with a CHAR(n) column, which
-    Spark pads when it reads (``spark.sql.readSideCharPadding``), not when it writes."""
-    return not any(str(t).lower().startswith("char(") for t in (info.spark_types or {}).values())
+    Spark pads when it reads (``spark.sql.readSideCharPadding``), not when it writes. The catalog
+    lists such a column as a string; its schema's field metadata keeps the CHAR type."""
+    schema = conn.session.table(adapter.qualified(table)).schema
+    return not any(
+        str(field.metadata.get("__CHAR_VARCHAR_TYPE_STRING", "")).lower().startswith("char(")
+        for field in schema.fields
+    )
 
 
 def window_aggregates(
