@@ -22,6 +22,9 @@ a Delta table partitioned by day, alternating (ABAB) after one warm-up each:
   ``MERGE INTO``.
 
 Every measured run is a rerun of the window (the target already holds it). Goal: within 1.2x.
+``--rows 10000000`` benches a 10,000,000-row window (the source three windows' worth, as at the
+default 1,000,000) to show how the cost grows; ``--only overwrite`` (or ``merge``) one write's
+paths.
 Each bare statement is also run as an Airflow task runs it, in a Spark Connect session of its own
 (the operator opens one per call too): a new session's first statements pay its catalog's and
 file listings' setup, 1.3 s for an Iceberg MERGE here.
@@ -59,7 +62,7 @@ from airflow_idempotent.spark.cluster import (  # noqa: E402
 )
 
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_spark import PER_DAY, SOURCE_SQL, WINDOW_SQL, machine  # noqa: E402
+from bench_spark import PER_DAY, SOURCE_ROWS, SOURCE_SQL, WINDOW_SQL, machine  # noqa: E402
 
 WINDOW_START = pendulum.datetime(2026, 8, 1, tz="UTC")
 TARGET_DDL = (
@@ -124,6 +127,16 @@ def catalog_database() -> Any:
         admin.dispose()
 
 
+def source_sql(rows: int) -> str:
+    """bench_spark's source, sized for a window of about `rows` rows (31 days of rows // 31 a
+    day), three windows' worth as at the default 1,000,000."""
+    per_day = max(1, rows // 31)
+    total = per_day * SOURCE_ROWS // PER_DAY
+    return SOURCE_SQL.replace(f"DIV {PER_DAY} ", f"DIV {per_day} ").replace(
+        f"range(0, {SOURCE_ROWS})", f"range(0, {total})"
+    )
+
+
 def in_own_session(cluster: SparkCluster, statement: str) -> None:
     """`statement` in a new Spark Connect session, stopped after: what a task of its own pays."""
     session = cluster.session()
@@ -145,6 +158,15 @@ def main() -> None:
     parser.add_argument("--cluster-dir", help="attach to a running cluster (its base directory)")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta")
     parser.add_argument("--out", help="results file (default bench/results/<format>.md)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=1_000_000,
+        help="the window's rows (about; 31 days), 1,000,000 by default",
+    )
+    parser.add_argument(
+        "--only", choices=("overwrite", "merge"), help="bench one write's paths only (default both)"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         conf = dict(DELTA_CONF)
@@ -187,7 +209,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             spark.sql("CREATE NAMESPACE IF NOT EXISTS ice.bench")
         for name in TABLES:
             spark.sql(f"DROP TABLE IF EXISTS {prefix if name != TABLES[0] else ''}{name}")
-        spark.sql(SOURCE_SQL)
+        spark.sql(source_sql(args.rows))
         for name in TABLES[1:]:
             spark.sql(named(TARGET_DDL.format(name=f"{prefix}{name}"), fmt))
         common: dict[str, Any] = {
@@ -228,15 +250,19 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             "bare REPLACE WHERE, own session": lambda: in_own_session(cluster, named(TASK_REPLACE, fmt)),
             "bare MERGE INTO, own session": lambda: in_own_session(cluster, named(TASK_MERGE, fmt)),
         }
+        if args.only:
+            paths = {k: v for k, v in paths.items() if ("MERGE" in k.upper()) == (args.only == "merge")}
+        times = {k: v for k, v in times.items() if k in paths}
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
         phases.clear()
         for _ in range(args.runs):
             for name, run in paths.items():
                 times[name].append(timed(run))
+        window_rows = 31 * max(1, args.rows // 31)
         for name in TABLES[1:]:
             rows = spark.sql(f"SELECT count(*) FROM {prefix}{name}").collect()[0][0]
-            assert rows == 31 * PER_DAY, (name, rows)
+            assert rows in (0, window_rows), (name, rows)  # 0: a path not benched (--only)
     finally:
         spark.stop()
         if not args.cluster_dir:
@@ -244,19 +270,31 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     at_end = [round(x, 2) for x in os.getloadavg()]
     how = "attached: started earlier" if args.cluster_dir else f"started in {started:.1f} s"
     med = {k: statistics.median(v) for k, v in times.items()}
-    overwrite_ratio = med["PartitionOverwriteOperator"] / med["bare INSERT INTO .. REPLACE WHERE"]
-    merge_ratio = med["MergeOperator"] / med["bare MERGE INTO"]
-    task_overwrite = med["PartitionOverwriteOperator"] / med["bare REPLACE WHERE, own session"]
-    task_merge = med["MergeOperator"] / med["bare MERGE INTO, own session"]
+
+    def ratio(operator: str, bare: str) -> str:
+        """operator / bare statement (medians), or why there is none (`--only`)."""
+        return f"**{med[operator] / med[bare]:.2f}x**" if operator in med else "not benched"
+
+    overwrite_ratio = ratio("PartitionOverwriteOperator", "bare INSERT INTO .. REPLACE WHERE")
+    merge_ratio = ratio("MergeOperator", "bare MERGE INTO")
+    task_overwrite = ratio("PartitionOverwriteOperator", "bare REPLACE WHERE, own session")
+    task_merge = ratio("MergeOperator", "bare MERGE INTO, own session")
+    per_day = max(1, args.rows // 31)
+    flags = "".join(
+        f" --{k} {v}"
+        for k, v in (("rows", args.rows if args.rows != 1_000_000 else None), ("only", args.only))
+        if v
+    )
     lines = [
         f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
         f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py "
-        f"--format {fmt} --runs {args.runs}` "
+        f"--format {fmt} --runs {args.runs}{flags}` "
         f"({args.runs} measured runs of each path, in turn, after one warm-up each).",
         "",
-        f"A 1,000,000-row window ({31 * PER_DAY:,} rows: 31 days of {PER_DAY:,}) rewritten from a "
-        f"3,000,000-row source into a{' Delta' if fmt == 'delta' else 'n Iceberg'} table partitioned by day, "
+        f"A {args.rows:,}-row window ({31 * per_day:,} rows: 31 days of {per_day:,}) rewritten from a "
+        f"{per_day * SOURCE_ROWS // PER_DAY:,}-row source into "
+        f"{'a Delta' if fmt == 'delta' else 'an Iceberg'} table partitioned by day, "
         "on a standalone cluster on loopback (a master, two 1-core 1 GiB workers, a Spark Connect server "
         f"with Delta's and Iceberg's extensions; {how}).",
         "",
@@ -267,10 +305,10 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             for name, v in times.items()
         ],
         "",
-        f"Overwrite: operator / bare statement (medians) **{overwrite_ratio:.2f}x**; "
-        f"merge: **{merge_ratio:.2f}x**. Against the bare statement in a Spark Connect session of its "
+        f"Overwrite: operator / bare statement (medians) {overwrite_ratio}; "
+        f"merge: {merge_ratio}. Against the bare statement in a Spark Connect session of its "
         f"own, as an Airflow task runs it (each operator call opens one too): overwrite "
-        f"**{task_overwrite:.2f}x**, merge **{task_merge:.2f}x**.",
+        f"{task_overwrite}, merge {task_merge}.",
         "",
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "

@@ -1,10 +1,12 @@
 """Delta Lake tables on Spark: each window written by ONE commit of the engine's own.
 
-- Overwrite: ``INSERT INTO t REPLACE WHERE <window> SELECT ..``: the window's old rows go and the
-  SELECT's rows come in one commit; an empty SELECT empties the window, a month is replaced whole,
-  on any column (partition or not, DATE or TIMESTAMP). Delta refuses the commit when a row falls
-  outside the predicate (its constraint check, switched on for the statement); the provider then
-  names those rows as on the SQL engines (`strategies.raise_outside`), and nothing was committed.
+- Overwrite: ``INSERT INTO t REPLACE WHERE <window> SELECT ..``'s plan, sent as
+  ``writeTo(t).overwrite(<window>)`` so its rows are counted as written (`observed`): the window's
+  old rows go and the SELECT's rows come in one commit; an empty SELECT empties the window, a month
+  is replaced whole, on any column (partition or not, DATE or TIMESTAMP). Delta refuses the commit
+  when a row falls outside the predicate (its constraint check, switched on for the statement); the
+  provider then names those rows as on the SQL engines (`strategies.raise_outside`), and nothing was
+  committed.
 - Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, after ONE query (one Spark
   job: the source grouped by key, left-joined to the table's rows outside the window) that refuses
   repeated or NULL keys and rows outside the window (`strategies.check_keys`), then keys the table
@@ -16,8 +18,9 @@
 Each commit carries the attempt's identity as its user metadata (`commit_tag`), so the commit is
 found in the table's history by its tag, not as "the latest" (another window may commit between),
 and a rerun after a crash can tell whether an earlier try's commit landed (`tagged_commits`). The
-count and checksum are read from that commit's version (``VERSION AS OF``), never a later state,
-and the version is returned with the result (history records it with the write).
+count and checksum are that commit's, never a later state: an overwrite's from the rows it
+wrote when its metrics agree (`observed.trusted`), else read at its version (``VERSION AS OF``);
+the version is returned with the result (history records it with the write).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
+from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
@@ -184,22 +188,6 @@ def pinned(select: exp.Select, table: str, version: int) -> exp.Select:
     return out
 
 
-def replace_where(
-    adapter: SparkAdapter,
-    info: SparkTableInfo,
-    columns: Sequence[str],
-    spec: WriteSpec,
-) -> str:
-    """INSERT INTO t REPLACE WHERE <window> SELECT <every column of t, in t's order> FROM (query).
-
-    REPLACE WHERE takes no column list: the SELECT gives the target's columns by position, each
-    cast to the target's type, NULL for a column the query does not produce."""
-    assert spec.partition_column is not None
-    select = adapter.typed_rows(info, list(info.columns), spec.query, produced=columns)
-    predicate = adapter.render(adapter.in_window(spec.partition_column))
-    return f"INSERT INTO {adapter.qualified(spec.table)} REPLACE WHERE {predicate} {adapter.render(select)}"
-
-
 def merge_into(
     adapter: SparkAdapter,
     spec: WriteSpec,
@@ -273,16 +261,21 @@ def window_stats(
     read_version: int | None,
     window_only: Mapping[str, Any],
     replaced_rows: Callable[[int], int] | None = None,
+    observed: Observed | None = None,
 ) -> tuple[int, str | None, int]:
     """The window's rows and checksum at the commit's `version`, and its rows at the version the
     commit read (`read_version`: what it replaced), both by time travel (``VERSION AS OF``: a Delta
     version or an Iceberg snapshot id), never a later state. `replaced_rows` (the window's new row
-    count -> the rows it replaced), when the commit's own metrics say it, saves the second scan."""
+    count -> the rows it replaced), when the commit's own metrics say it, saves the second scan;
+    `observed` (the rows the commit wrote, `observed.trusted`) saves the first."""
     assert spec.partition_column is not None
-    if spec.checksum:
+    if observed is not None:
+        count = observed.rows
+        checksum: str | None = adapter.checksum_text(count, observed.total) if spec.checksum else None
+    elif spec.checksum:
         query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
         count, total = adapter.execute(conn, at_version(query, version), window_only).one()
-        checksum: str | None = adapter.checksum_text(int(count), total)
+        checksum = adapter.checksum_text(int(count), total)
     else:
         query = adapter.count_window(spec.table, spec.partition_column)
         count = adapter.execute(conn, at_version(query, version), window_only).scalar_one()
@@ -350,9 +343,19 @@ def overwrite(
     earlier_commits(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
     step("checked")
+    binds = adapter.bindable(params)
+    select = adapter.render(adapter.typed_rows(info, list(info.columns), spec.query, produced=columns))
+    predicate = adapter.render(adapter.in_window(spec.partition_column))
+    aggregates = []
+    if observable(conn, adapter, spec.table):
+        aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
+
+    def run() -> Observed | None:  # REPLACE WHERE's plan, the rows counted as they are written
+        with tagged(conn, tag):
+            return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates)
+
     try:
-        statement = replace_where(adapter, info, columns, spec)
-        _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+        observed = retry_conflicts(run, CONCURRENT, "the Delta commit", spec.lock_timeout)
     except Exception as err:
         if REPLACE_WHERE_MISMATCH in str(err):  # refused by Delta, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
@@ -370,7 +373,16 @@ def overwrite(
         commit.read_version,
         "Delta commit",
         None if deleted is None else lambda _: int(deleted),
+        trusted(observed, written_rows(commit), f"Delta commit {commit.version}"),
     )
+
+
+def written_rows(commit: Commit) -> int | None:
+    """The rows a REPLACE WHERE commit added to its window, by its metrics: those it wrote less
+    those copied back from files only partly in the window (None when the metrics do not say)."""
+    if "numOutputRows" not in commit.metrics:
+        return None
+    return commit.metric("numOutputRows") - commit.metric("numCopiedRows")
 
 
 def replaced(
@@ -383,14 +395,16 @@ def replaced(
     read_version: int | None,
     what: str,
     replaced_rows: Callable[[int], int] | None = None,
+    observed: Observed | None = None,
 ) -> DeltaResult:
     """The result of a window replaced by one commit of the table format (`version`: a Delta
     version or an Iceberg snapshot id, `read_version` the one it replaced), its figures read at
     that commit and logged (`what` names the commit's kind; `replaced_rows` as the commit's
-    metrics give it, else counted at `read_version`)."""
+    metrics give it, else counted at `read_version`; `observed`: the window's figures as the
+    commit wrote them, when trusted, else read at `version`)."""
     binds = window_binds(params)
     row_count, checksum, before = window_stats(
-        adapter, conn, spec, info, version, read_version, binds, replaced_rows
+        adapter, conn, spec, info, version, read_version, binds, replaced_rows, observed
     )
     periods = period_stats(adapter, conn, spec, info, version, read_version)
     step("counted")

@@ -6,11 +6,12 @@ empty result; ``REPLACE WHERE`` (an overwrite by filter) deletes the window's ro
 outside it unchecked; DELETE then INSERT is two snapshots.
 
 - Overwrite: ``INSERT INTO t WITH (isolation-level, validate-from-snapshot-id) REPLACE WHERE
-  <window> SELECT ..``: one snapshot deletes the window's rows and adds the SELECT's. The
-  partition column of every row passes through ``CASE WHEN <in window> THEN p ELSE raise_error(..)
-  END``, so a row outside the window (or NULL) fails the statement in the cluster before the commit,
-  and the provider then names those rows as on the SQL engines (`strategies.raise_outside`). An
-  empty SELECT commits a snapshot that empties the window; a month is replaced whole.
+  <window> SELECT ..``'s plan (``writeTo(t)`` with those options, ``.overwrite(<window>)``): one
+  snapshot deletes the window's rows and adds the SELECT's. The partition column of every row passes
+  through ``CASE WHEN <in window> THEN p ELSE raise_error(..) END``, so a row outside the window (or
+  NULL) fails the statement in the cluster before the commit, and the provider then names those rows
+  as on the SQL engines (`strategies.raise_outside`). An empty SELECT commits a snapshot that
+  empties the window; a month is replaced whole.
   Serializable isolation from the snapshot read just before (after a REFRESH: Spark's Iceberg
   catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
   files to this window fails the commit (Iceberg's ValidationException), one to another window
@@ -23,7 +24,8 @@ outside it unchecked; DELETE then INSERT is two snapshots.
 Each snapshot carries the attempt's identity (`delta.commit_tag`) in its summary (the session's
 ``spark.sql.iceberg.snapshot-property.<key>``), so the snapshot is found by its tag, not as the
 latest; its id goes with the result (history records it), and the window's count and checksum are
-read ``VERSION AS OF`` that id, what it replaced ``VERSION AS OF`` its parent; the result is
+an overwrite's rows as written (`observed`, when the summary's added records agree), else read
+``VERSION AS OF`` that id, what it replaced from the summary or ``VERSION AS OF`` its parent; the result is
 Delta's (`delta.DeltaResult`), its `table_version` the snapshot id.
 """
 
@@ -35,13 +37,12 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlglot import exp
 
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import SchemaError
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo, inline_params
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.spark.delta import (
     DeltaResult,
     checked_merge_source,
@@ -51,6 +52,7 @@ from airflow_idempotent.spark.delta import (
     replaced,
     window_stats,
 )
+from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
@@ -91,6 +93,13 @@ class Snapshot:
     @property
     def tag(self) -> str | None:
         return self.summary.get(TAG_KEY)
+
+    def added_rows(self) -> int | None:
+        """The rows an overwrite snapshot added, by its summary; None when it added delete files
+        (their rows are not among the added records)."""
+        if self.metric("added-delete-files") or "added-records" not in self.summary:
+            return None
+        return self.metric("added-records")
 
     def replaced_rows(self) -> Callable[[int], int] | None:
         """The window's rows an overwrite snapshot removed, from its summary, given the window's new
@@ -216,26 +225,12 @@ def checked_rows(
     return exp.select(*projections).from_(adapter.source(spec.query))
 
 
-def replace_where(
-    adapter: SparkAdapter,
-    info: SparkTableInfo,
-    columns: Sequence[str],
-    spec: WriteSpec,
-    params: Mapping[str, Any],
-    read_snapshot: int | None,
-) -> str:
-    """INSERT INTO t WITH (isolation-level serializable, validate-from-snapshot-id <read>) REPLACE
-    WHERE <window> SELECT <checked rows>, its values written in (`inline_params`): the write
-    options' clause is Spark's, which sqlglot does not parse, so the parts are bound apart."""
-    assert spec.partition_column is not None
+def write_options(read_snapshot: int | None) -> dict[str, str]:
+    """The overwrite's write options: serializable isolation, validated from the snapshot it read."""
     options = {"isolation-level": "serializable"}
     if read_snapshot is not None:
         options["validate-from-snapshot-id"] = str(int(read_snapshot))
-    written = ", ".join(f"{adapter.literal(k)} = {adapter.literal(v)}" for k, v in options.items())
-    binds = adapter.bindable(params)
-    predicate = inline_params(adapter.render(adapter.in_window(spec.partition_column)), binds)
-    select = inline_params(adapter.render(checked_rows(adapter, info, columns, spec)), binds)
-    return f"INSERT INTO {adapter.qualified(spec.table)} WITH ({written}) REPLACE WHERE {predicate} {select}"
+    return options
 
 
 def overwrite(
@@ -253,16 +248,22 @@ def overwrite(
     earlier_snapshots(conn, adapter, spec)
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
 
-    def run() -> None:  # the snapshot validated from is read again on each try
+    binds = adapter.bindable(params)
+    select = adapter.render(checked_rows(adapter, info, columns, spec))
+    predicate = adapter.render(adapter.in_window(spec.partition_column))
+    aggregates = []
+    if observable(conn, adapter, spec.table):
+        aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
+
+    def run() -> Observed | None:  # the snapshot validated from is read again on each try
         conn.sql(adapter.refresh(spec.table))  # past the session catalog's cache of the table
-        read = current_snapshot(conn, adapter, spec.table)
-        statement = replace_where(adapter, info, columns, spec, params, read)
+        options = write_options(current_snapshot(conn, adapter, spec.table))
         with tagged(conn, tag):
-            conn.sql(statement)
+            return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)
 
     step("checked")
     try:
-        retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+        observed = retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     except Exception as err:
         if OUTSIDE in str(err):  # refused in the statement, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
@@ -279,6 +280,7 @@ def overwrite(
         snap.parent_id,
         "Iceberg snapshot",
         snap.replaced_rows(),
+        trusted(observed, snap.added_rows(), f"Iceberg snapshot {snap.snapshot_id}"),
     )
 
 
