@@ -12,15 +12,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import pendulum
 from pendulum import DateTime
 
 from airflow_idempotent.errors import WindowError
+from airflow_idempotent.instants import (
+    Granularity,
+    Zone,
+    aware_bound,
+    coerce_instant,
+    is_local_midnight,
+    midnight,
+    naive,
+    parse_iso,
+    period_containing,
+    resolve_zone,
+    shift,
+)
 
 log = logging.getLogger(__name__)
-
-Granularity = Literal["hour", "day", "week", "month", "year"]
-"""A calendar period, floored in the window's time zone (weeks are ISO weeks, starting Monday)."""
 
 ParsedGranularity = Granularity | datetime.timedelta
 """What `parse_granularity` returns: a calendar unit, or a fixed width (timedelta or pendulum.Duration)."""
@@ -44,7 +53,7 @@ _ACCEPTED = (
     "or a positive datetime.timedelta"
 )
 _ZERO = datetime.timedelta(0)
-_TICK = datetime.timedelta(microseconds=1)
+TICK = datetime.timedelta(microseconds=1)
 
 
 #: The widest each calendar period can be (a day or longer may gain a DST hour).
@@ -83,9 +92,9 @@ class Window:
 
     def __post_init__(self) -> None:
         """Reject empty, reversed or naive windows here, so no caller ever has to re-check."""
-        _zone(self.tz)
-        start = _aware_bound(self.start, "start").in_timezone("UTC")
-        end = _aware_bound(self.end, "end").in_timezone("UTC")
+        resolve_zone(self.tz)
+        start = aware_bound(self.start, "start").in_timezone("UTC")
+        end = aware_bound(self.end, "end").in_timezone("UTC")
         if end <= start:
             raise WindowError(
                 f"window end {end.isoformat()} is not after its start {start.isoformat()}: a window is "
@@ -98,7 +107,7 @@ class Window:
     @property
     def is_date_aligned(self) -> bool:
         """Both bounds fall at local midnight in `tz`, so the window is a whole number of dates."""
-        return _is_local_midnight(self.start, self.tz) and _is_local_midnight(self.end, self.tz)
+        return is_local_midnight(self.start, self.tz) and is_local_midnight(self.end, self.tz)
 
     def start_date(self) -> datetime.date:
         """First date in the window (inclusive), for DATE partition columns."""
@@ -110,11 +119,11 @@ class Window:
 
     def naive_start(self) -> datetime.datetime:
         """Local wall time of start in `tz` without tzinfo, for TIMESTAMP WITHOUT TIME ZONE columns."""
-        return _naive(self.start.in_timezone(self.tz))
+        return naive(self.start.in_timezone(self.tz))
 
     def naive_end(self) -> datetime.datetime:
         """Local wall time of end in `tz` without tzinfo (exclusive bound)."""
-        return _naive(self.end.in_timezone(self.tz))
+        return naive(self.end.in_timezone(self.tz))
 
     def label(self) -> str:
         """A stable, human-readable key for locks and run history.
@@ -146,7 +155,7 @@ class Window:
 
     def _bound_date(self, bound: DateTime, name: str) -> datetime.date:
         local = bound.in_timezone(self.tz)
-        if not _is_local_midnight(local, self.tz):
+        if not is_local_midnight(local, self.tz):
             raise WindowError(
                 f"the window's {name} {local.isoformat()} is not at midnight in {self.tz}, so it is not a "
                 f"date: use granularity='day' (or week/month/year), a data interval whose bounds are at "
@@ -186,7 +195,7 @@ def parse_granularity(value: str | datetime.timedelta | None) -> ParsedGranulari
 def check_timezone(name: str) -> str:
     """`name` if windows can be read in it (an IANA zone), else the WindowError a window would give:
     so a declaration (e.g. the guard's) is refused where it is made, by the windows' own rule."""
-    _zone(name)
+    resolve_zone(name)
     return name
 
 
@@ -234,10 +243,10 @@ def covered_windows(
         return [window]
     unit = parse_granularity(granularity)
     assert unit is not None  # check_lookback refuses lookback without a granularity
-    zone = _zone(window.tz)
+    zone = resolve_zone(window.tz)
     if (
         not isinstance(unit, datetime.timedelta)
-        and _period_containing(window.start, unit, zone)[0] != window.start
+        and period_containing(window.start, unit, zone)[0] != window.start
     ):
         raise WindowError(
             f"window {window.label()} does not start on a {unit} boundary in {window.tz}, so the "
@@ -248,9 +257,9 @@ def covered_windows(
     for _ in range(lookback):
         after = periods[0].start
         if isinstance(unit, datetime.timedelta):
-            start = _shift(after, -unit)
+            start = shift(after, -unit)
         else:
-            start = _period_containing(_shift(after, -_TICK), unit, zone)[0]
+            start = period_containing(shift(after, -TICK), unit, zone)[0]
         periods.insert(0, Window(start, after, source="lookback", tz=window.tz))
     return periods
 
@@ -334,12 +343,12 @@ def to_utc(value: object, name: str = "instant") -> DateTime:
     The one UTC normalisation of the package: history records, UI query values and the harness
     all go through it, so an instant never means two things.
     """
-    return _coerce_instant(value, name)
+    return coerce_instant(value, name)
 
 
 def to_utc_datetime(value: object, name: str = "instant") -> datetime.datetime:
     """`to_utc` as a plain stdlib datetime with tzinfo=datetime.timezone.utc (for SQLAlchemy, JSON)."""
-    instant = _coerce_instant(value, name)
+    instant = coerce_instant(value, name)
     return datetime.datetime.fromtimestamp(instant.timestamp(), tz=datetime.timezone.utc)
 
 
@@ -363,9 +372,9 @@ def window_of(
     start = _named_instant(value, timezone)
     unit = parse_granularity(width) or "day"
     if isinstance(unit, datetime.timedelta):
-        end = _shift(start, unit)
+        end = shift(start, unit)
     else:
-        end = _period_containing(start, unit, _zone(timezone))[1]
+        end = period_containing(start, unit, resolve_zone(timezone))[1]
     return Window(start, end, source, timezone)
 
 
@@ -373,17 +382,17 @@ def day_range(first: datetime.date, last: datetime.date, timezone: str = "UTC") 
     """The window of the whole days from `first` to `last`, both included (the CLI's --from/--to)."""
     if last < first:
         raise WindowError(f"--to {last.isoformat()} is before --from {first.isoformat()}: swap them")
-    zone = _zone(timezone)
-    after = _midnight(last + datetime.timedelta(days=1), zone)
-    return Window(_midnight(first, zone), after, "range", timezone)
+    zone = resolve_zone(timezone)
+    after = midnight(last + datetime.timedelta(days=1), zone)
+    return Window(midnight(first, zone), after, "range", timezone)
 
 
 def _named_instant(value: object, timezone: str) -> DateTime:
-    """A date is the local midnight of `timezone`; a datetime or ISO string is as `_coerce_instant`."""
+    """A date is the local midnight of `timezone`; a datetime or ISO string is as `coerce_instant`."""
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return _midnight(value, _zone(timezone)).in_timezone("UTC")
+        return midnight(value, resolve_zone(timezone)).in_timezone("UTC")
     if isinstance(value, str):
-        parsed = _parse_iso(value, timezone)
+        parsed = parse_iso(value, timezone)
         if parsed is None:
             raise WindowError(
                 f"window {value!r} is not an ISO 8601 date or datetime: give e.g. '2026-08-25' or "
@@ -391,7 +400,7 @@ def _named_instant(value: object, timezone: str) -> DateTime:
             )
         return parsed
     if isinstance(value, datetime.datetime):
-        return _coerce_instant(value, "window")
+        return coerce_instant(value, "window")
     raise WindowError(
         f"window {value!r} is a {type(value).__name__}: give a date, a datetime, an ISO string or a "
         "(start, end) pair"
@@ -417,7 +426,7 @@ def _derive_window(
 
     Calendar periods are computed in `timezone`, so a day there can last 23 or 25 hours.
     """
-    zone = _zone(timezone)
+    zone = resolve_zone(timezone)
     anchor = check_anchor(anchor)
     unit = parse_granularity(granularity)
 
@@ -431,7 +440,7 @@ def _derive_window(
                 f"granularity='day' for daily partitions (accepted: {_ACCEPTED})"
             )
         if partition_date is not None:
-            instant = _coerce_instant(partition_date, "partition_date")
+            instant = coerce_instant(partition_date, "partition_date")
         else:
             instant = _parse_partition_key(partition_key, timezone)
         start, end = _period(instant, unit, zone, "start")
@@ -444,8 +453,8 @@ def _derive_window(
 
     raw_start = context.get("data_interval_start")
     raw_end = context.get("data_interval_end")
-    interval_start = _coerce_instant(raw_start, "data_interval_start") if raw_start is not None else None
-    interval_end = _coerce_instant(raw_end, "data_interval_end") if raw_end is not None else None
+    interval_start = coerce_instant(raw_start, "data_interval_start") if raw_start is not None else None
+    interval_end = coerce_instant(raw_end, "data_interval_end") if raw_end is not None else None
     if interval_start is not None and interval_end is not None:
         if interval_end < interval_start:
             raise WindowError(
@@ -468,7 +477,7 @@ def _derive_window(
             f"`airflow dags trigger {dag_id} --logical-date 2026-08-25`, or set the logical date in the "
             "UI's trigger form"
         )
-    logical = _coerce_instant(raw_logical, "logical_date")
+    logical = coerce_instant(raw_logical, "logical_date")
     if unit is None:
         if interval_start is not None and interval_start == interval_end:
             cause = (
@@ -497,57 +506,9 @@ def _derive_window(
     return window
 
 
-def _zone(tz: str) -> pendulum.Timezone | pendulum.FixedTimezone:
-    """Resolve a zone name once, turning pendulum's error into one that says what to pass instead."""
-    try:
-        return pendulum.timezone(tz)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise WindowError(
-            f"unknown time zone {tz!r}: use an IANA zone name such as 'UTC' or 'Europe/Paris'"
-        ) from exc
-
-
-def _aware_bound(value: object, name: str) -> DateTime:
-    """A Window bound must be an aware datetime: a naive one would mean different instants per server."""
-    if not isinstance(value, datetime.datetime):
-        raise WindowError(
-            f"window {name} {value!r} is a {type(value).__name__}, not a datetime: "
-            "pass a tz-aware datetime, e.g. pendulum.datetime(2026, 8, 25, tz='UTC')"
-        )
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise WindowError(
-            f"window {name} {value.isoformat()} is naive (no time zone), so it is not one instant: "
-            "pass a tz-aware datetime, e.g. pendulum.datetime(2026, 8, 25, tz='UTC')"
-        )
-    return value if isinstance(value, DateTime) else pendulum.instance(value)
-
-
-def _coerce_instant(value: object, name: str) -> DateTime:
-    """Accept what Airflow and tests put in a context: pendulum, stdlib datetime or ISO string.
-
-    Naive values are UTC, because that is how Airflow stores them.
-    """
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is not None and value.utcoffset() is None:
-            value = value.replace(tzinfo=None)  # a tzinfo that knows no offset is as good as none
-        return pendulum.instance(value, tz="UTC").in_timezone("UTC")
-    if isinstance(value, str):
-        parsed = _parse_iso(value, "UTC")
-        if parsed is not None:
-            return parsed
-        raise WindowError(
-            f"context[{name!r}] = {value!r} is not an ISO 8601 date or datetime: "
-            "pass a datetime or a string such as '2026-08-25T00:00:00+00:00'"
-        )
-    raise WindowError(
-        f"context[{name!r}] = {value!r} is a {type(value).__name__}, not a datetime: "
-        "pass a datetime or an ISO 8601 string such as '2026-08-25T00:00:00+00:00'"
-    )
-
-
 def _parse_partition_key(key: object, timezone: str) -> DateTime:
     """Read a time partition key (e.g. '2026-08-25', '2026-08-25T10') as local time in `timezone`."""
-    parsed = _parse_iso(str(key), timezone)
+    parsed = parse_iso(str(key), timezone)
     if parsed is None:
         raise WindowError(
             f"partition_key {key!r} is not a date or datetime, so it cannot be turned into a time window: "
@@ -557,92 +518,22 @@ def _parse_partition_key(key: object, timezone: str) -> DateTime:
     return parsed
 
 
-def _parse_iso(text: str, tz: str) -> DateTime | None:
-    """Parse a date or datetime; None otherwise. exact=True so a bare time ('10:00') is rejected rather
-    than silently completed with today's date, and 'now' is refused: either would make the window
-    depend on the clock."""
-    if text.strip().lower() == "now":  # pendulum.parse reads it as the wall clock
-        return None
-    try:
-        parsed = pendulum.parse(text.strip(), tz=tz, exact=True)
-    except (ValueError, TypeError):
-        return None
-    if isinstance(parsed, DateTime):
-        return parsed.in_timezone("UTC")
-    if isinstance(parsed, pendulum.Date):
-        return _midnight(parsed, _zone(tz)).in_timezone("UTC")
-    return None
-
-
 def _period(
     instant: DateTime,
     unit: ParsedGranularity,
-    zone: pendulum.Timezone | pendulum.FixedTimezone,
+    zone: Zone,
     anchor: Anchor,
 ) -> tuple[DateTime, DateTime]:
     """The period containing `instant` (anchor start) or the one ending at its floor (anchor end)."""
     if isinstance(unit, datetime.timedelta):
         if anchor == "start":
-            return instant, _shift(instant, unit)
-        return _shift(instant, -unit), instant
-    start, end = _period_containing(instant, unit, zone)
+            return instant, shift(instant, unit)
+        return shift(instant, -unit), instant
+    start, end = period_containing(instant, unit, zone)
     if anchor == "end":
         # The instant just before the floor lies in the previous period, whatever its length.
-        start, end = _period_containing(_shift(start, -_TICK), unit, zone)
+        start, end = period_containing(shift(start, -TICK), unit, zone)
     return start, end
-
-
-def _period_containing(
-    instant: DateTime, unit: Granularity, zone: pendulum.Timezone | pendulum.FixedTimezone
-) -> tuple[DateTime, DateTime]:
-    local = instant.in_timezone(zone)
-    if unit == "hour":
-        # replace() keeps the fold, so the repeated hour of a DST change floors to the right instant.
-        floor = local.replace(minute=0, second=0, microsecond=0)
-        return floor, _shift(floor, datetime.timedelta(hours=1)).in_timezone(zone)
-    day = pendulum.date(local.year, local.month, local.day)
-    if unit == "day":
-        first, after = day, day.add(days=1)
-    elif unit == "week":
-        first = day.subtract(days=day.weekday())  # ISO week: Monday, regardless of pendulum's settings
-        after = first.add(days=7)
-    elif unit == "month":
-        first = pendulum.date(day.year, day.month, 1)
-        after = first.add(months=1)
-    else:
-        first = pendulum.date(day.year, 1, 1)
-        after = first.add(years=1)
-    return _midnight(first, zone), _midnight(after, zone)
-
-
-def _midnight(day: datetime.date, zone: pendulum.Timezone | pendulum.FixedTimezone) -> DateTime:
-    """Start of a local day. Built from the date (not by adding days) so DST days get 23 or 25 hours,
-    and in zones where midnight is skipped the day starts at the first instant that exists."""
-    return pendulum.datetime(day.year, day.month, day.day, tz=zone)
-
-
-def _is_local_midnight(bound: DateTime, tz: str) -> bool:
-    local = bound.in_timezone(tz)
-    # Compared in UTC: same-zone comparison would ignore the fold (see Window).
-    return local.in_timezone("UTC") == _midnight(local.date(), _zone(tz)).in_timezone("UTC")
-
-
-def _shift(instant: DateTime, delta: datetime.timedelta) -> DateTime:
-    """Exact elapsed-time arithmetic (in UTC), unlike pendulum's calendar-aware add(days=...)."""
-    return instant.in_timezone("UTC") + delta
-
-
-def _naive(local: DateTime) -> datetime.datetime:
-    return datetime.datetime(
-        local.year,
-        local.month,
-        local.day,
-        local.hour,
-        local.minute,
-        local.second,
-        local.microsecond,
-        fold=local.fold,
-    )
 
 
 def _dag_id(context: Mapping[str, Any]) -> str:
