@@ -44,7 +44,6 @@ __all__ = [
     "check_call_args_clock",
     "check_code",
     "check_dag_code_clock",
-    "check_start_date_helpers",
     "clock_helper",
 ]
 
@@ -468,7 +467,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if name is None and (helper := clock_helper(node, scope)) is not None:
                     name, shifted = helper
                     if context_of(node, parent_of) == START_DATE_CONTEXT:
-                        continue  # check_start_date_helpers
+                        continue  # startdates.check_start_date_helpers
                 if name is None:
                     continue
                 seen.add(id(node))
@@ -578,31 +577,3 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
             if use in ("used", "relative", "stamp"):
                 return f"{call.func.id}() (which calls {inner})", use == "relative"
     return None
-
-
-def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
-    """A ``start_date`` computed by a function of the repository that reads the clock
-    (``start_date=get_days_ago_start_date(..)``): IDEM003 as a clock-based start_date, information
-    when the DAG's start creates no windows (`Recorder.clock_read`)."""
-    for dag in collector.dags:
-        node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
-        if not isinstance(node, ast.Call) or clock_call(node, dag.scope) is not None:
-            continue
-        name = dotted(node.func)
-        found = dag.scope.function(name) if name else None
-        if found is None or isinstance(found[0], ast.Lambda):
-            continue
-        fn, fn_scope = found
-        clocks = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and clock_call(c, fn_scope)]
-        if not clocks:
-            continue
-        inner = clock_call(clocks[0], fn_scope)
-        recorder.clock_read(
-            dag,
-            f"{name}() (which calls {inner})",
-            (dag.file, node.lineno),
-            ((dag.file, dag.line),),
-            "the DAG's arguments",
-            False,
-            start_date=True,
-        )
