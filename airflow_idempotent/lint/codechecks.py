@@ -13,6 +13,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector, walk_no_defs
+from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
@@ -31,6 +32,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
+from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
@@ -68,6 +70,8 @@ def check_code(check: TaskCheck) -> None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
+    values = constructor_values(task) if task.classes else {}  # `dispatch`: branches it never runs
+    methods = {id(m) for cls, _ in task.classes for m in cls.body}
     while queue:
         fn, scope = queue.pop(0)
         if id(fn) in seen:
@@ -78,11 +82,14 @@ def check_code(check: TaskCheck) -> None:
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
-        scope = _with_locals(fn, scope)
+        dead = dead_nodes(fn, values) if id(fn) in methods else set()
+        scope = _with_locals(fn, scope, dead)
         instances = _instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
         for node in ast.walk(fn):
+            if id(node) in dead:
+                continue
             if isinstance(node, ast.Name) and node.id == "get_current_context":
                 facts.windows.append(
                     WindowRef("run", "The run's context: get_current_context() in its code.")
@@ -181,6 +188,8 @@ def check_code(check: TaskCheck) -> None:
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
                     continue
+                if changes_nothing(node, method, fn, scope):
+                    continue  # `reads`: a read sent by POST, a whole object PUT to its key
                 again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
@@ -206,11 +215,17 @@ def _params(fn: ast.AST) -> list[str]:
     return parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
 
 
-def _with_locals(fn: ast.AST, scope: Scope) -> Scope:
-    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads."""
+def _with_locals(fn: ast.AST, scope: Scope, dead: set[int]) -> Scope:
+    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads
+    (but for those in branches the task never runs: `dead`)."""
     bound: dict[str, Bound] = {}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            id(node) not in dead
+            and isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             name = node.targets[0].id
             if name not in scope.locals or scope.locals[name] == ():
                 bound[name] = Bound(node.value, scope)
