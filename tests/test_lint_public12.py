@@ -10,21 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_idempotent.lint import LintReport, lint_paths
+from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
-    (tmp_path / "dags").mkdir(parents=True)
-    _ = [(tmp_path / "dags" / name).write_text(text) for name, text in files.items()]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
     return lint_paths([tmp_path])
 
 
-def _found(report: LintReport, rule: str) -> list[tuple[int, str | None]]:
-    return sorted((f.line, f.task_id) for f in report.findings if f.rule == rule)
-
-
-def _info(report: LintReport, rule: str) -> list[tuple[int, str | None]]:
-    return sorted((f.line, f.task_id) for f in report.information if f.rule == rule)
+def _at(entries: list[RuleFinding], rule: str) -> list[tuple[int, str | None]]:
+    """(line, task) of the entries of `rule` (findings or information), sorted."""
+    return sorted((f.line, f.task_id) for f in entries if f.rule == rule)
 
 
 _CHAT = """from datetime import datetime
@@ -59,8 +56,8 @@ def test_a_chat_notice_answers_what_a_second_run_does(tmp_path: Path) -> None:
     report = _lint(tmp_path, {"chat.py": _CHAT})
     answers = {t.task_id: t for t in report.tasks}
     # the two notices are information (round 11), the order POST a finding
-    assert _info(report, "IDEM006") == [(13, "chat_summary"), (15, "ping")]
-    assert _found(report, "IDEM006") == [(19, "order")]
+    assert _at(report.information, "IDEM006") == [(13, "chat_summary"), (15, "ping")]
+    assert _at(report.findings, "IDEM006") == [(19, "order")]
     for task_id in ("chat_summary", "ping"):
         said = answers[task_id].runs_twice
         assert said.startswith("Posts the message again:"), said
@@ -116,8 +113,8 @@ def test_a_custom_operator_runs_only_the_branch_its_literal_argument_selects(tmp
     # report; log ("append") appends to sales_log (line 17); recent ("latest" is in the tuple) reads a
     # 3-day window from the clock (line 19) and, kind "partial" != "full", appends to sales_audit
     # (line 24); unknown (mode not a literal) may run any branch, so both appends and the window stay
-    assert _found(report, "IDEM002") == [(17, "log"), (17, "unknown"), (24, "recent")]
-    assert _found(report, "IDEM004") == [(19, "recent"), (19, "unknown")]
+    assert _at(report.findings, "IDEM002") == [(17, "log"), (17, "unknown"), (24, "recent")]
+    assert _at(report.findings, "IDEM004") == [(19, "recent"), (19, "unknown")]
 
 
 _REQUESTS = """from datetime import datetime
