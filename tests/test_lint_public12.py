@@ -4,6 +4,10 @@ reviewer would say of the snippet, worked out by hand (never read from the linte
 
 - a task whose only send is a chat notice answers "If this runs twice?" with what happens (a second
   copy of the message in the channel, no data changes), not "sends again .. key it first" (answers);
+- a custom operator runs, for a task built with a literal argument, only the ``execute`` branch
+  that value selects; a non-literal argument keeps every branch (dispatch);
+- a GraphQL query, a POST to a search or report endpoint, boto3's ``Object.put(Body=..)`` and a PUT
+  to a presigned URL send nothing twice; an order POST, an internal PUT and a mutation do (reads).
 """
 
 from __future__ import annotations
