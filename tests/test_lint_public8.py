@@ -17,7 +17,7 @@ import ast
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, lint_paths
-from airflow_idempotent.lint.pyfacts import name_loads
+from airflow_idempotent.lint.textuse import name_loads
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:

@@ -7,7 +7,8 @@ last 90 days?  The checks (`checks`) gather the facts; nothing here adds a findi
 from __future__ import annotations
 
 from airflow_idempotent.lint.collect import TaskDef
-from airflow_idempotent.lint.facts import TaskFacts
+from airflow_idempotent.lint.facts import Effect, TaskFacts
+from airflow_idempotent.lint.notices import NOTICE_TEXT
 from airflow_idempotent.lint.schedule import dag_schedule
 
 __all__ = ["backfill_answer", "runs_twice", "window_answer"]
@@ -50,13 +51,24 @@ def runs_twice(facts: TaskFacts) -> str:
             good.append(f"it deletes the same rows of {w.table} again ({w.detail})")
         elif w.how == "update":
             good.append(f"it sets the same values in {w.table} again ({w.detail})")
+    notices: list[str] = []
     for e in facts.effects:
         if e.keyed:
             good.append(f"{e.what} carries an idempotency key, so the receiver drops the repeat")
+        elif e.replaces == NOTICE_TEXT:
+            notices.append(e.what)
+        elif e.replaces:
+            good.append(f"{e.what} is sent again, and {_safe_because(e)}")
         else:
             bad.append(f"Sends again: {e.what} with no idempotency key.")
+    posted = (
+        f"Posts the message again: {', '.join(dict.fromkeys(notices))} puts a second copy in the channel; "
+        "no data changes."
+    )
     if bad:
         answer = " ".join(dict.fromkeys(bad))
+    elif notices:
+        answer = posted + (" Otherwise nothing: " + "; ".join(dict.fromkeys(good)) + "." if good else "")
     elif good:
         answer = "Nothing: " + "; ".join(dict.fromkeys(good)) + "."
     elif facts.opaque:
@@ -64,13 +76,28 @@ def runs_twice(facts: TaskFacts) -> str:
     else:
         answer = "Nothing: it writes no table and sends no known side effect."
     clock = [w.text for w in facts.windows if w.kind in ("clock", "relative")]
-    if clock and (good or bad):
+    if clock and (good or bad or notices):
         answer += " But what it reads depends on when it runs (the clock decides its window)."
     if facts.unstable:
         answer += f" And the rows it writes differ on every run: {', '.join(dict.fromkeys(facts.unstable))}."
     if facts.shared:
         answer += f" And {facts.shared[0]}."
     return answer
+
+
+def _safe_because(effect: Effect) -> str:
+    """Why `effect` sent again changes nothing, as the end of a sentence (its text without "it is")."""
+    return (effect.replaces or "").removeprefix("it is ").removeprefix("the ")
+
+
+def _sends_phrase(facts: TaskFacts) -> str:
+    """What a backfill's runs send, for a task that writes no table: keyed sends, chat notices
+    (`notices`: a message per window, no data) or sends that rewrite their own interval."""
+    if all(e.keyed for e in facts.effects):
+        return "each window's effect carries its own key"
+    if all(e.keyed or e.replaces == NOTICE_TEXT for e in facts.effects):
+        return "each window posts one chat message of its own (a message to people, no data changes)"
+    return "each window's send rewrites only its own interval"
 
 
 def window_answer(facts: TaskFacts) -> str:
@@ -91,7 +118,7 @@ def backfill_answer(task: TaskDef, facts: TaskFacts) -> str:
     dag_id = task.dag_id or "<dag_id>"
     kinds = {w.kind for w in facts.windows}
     harmful = [w for w in facts.writes if w.how in ("append", "accumulate", "create", "fails-on-key")]
-    effects = [e for e in facts.effects if not e.keyed]
+    effects = [e for e in facts.effects if not e.keyed and not e.replaces]
     if "clock" in kinds or "relative" in kinds:
         return (
             "Not at all: its window comes from the clock, so all 90 backfill runs would read the same "
@@ -138,7 +165,7 @@ def backfill_answer(task: TaskDef, facts: TaskFacts) -> str:
             "No need: it rewrites what it writes from everything it reads, so one run covers all 90 "
             f"days; a backfill of every window repeats the same full rewrite{caveat}."
         )
-    what = "each window rewrites only itself" if facts.writes else "each window's effect carries its own key"
+    what = "each window rewrites only itself" if facts.writes else _sends_phrase(facts)
     return (
         f"`airflow backfill create --dag-id {dag_id} --from-date <90 days ago> --to-date <yesterday> "
         f"--reprocess-behavior completed`: {what}{caveat}."

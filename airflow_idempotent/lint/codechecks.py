@@ -13,6 +13,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector, walk_no_defs
+from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
@@ -31,6 +32,7 @@ from airflow_idempotent.lint.pyfacts import (
     param_fallback,
     parents,
 )
+from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
@@ -44,7 +46,6 @@ __all__ = [
     "check_call_args_clock",
     "check_code",
     "check_dag_code_clock",
-    "check_start_date_helpers",
     "clock_helper",
 ]
 
@@ -69,6 +70,8 @@ def check_code(check: TaskCheck) -> None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
+    values = constructor_values(task) if task.classes else {}  # `dispatch`: branches it never runs
+    methods = {id(m) for cls, _ in task.classes for m in cls.body}
     while queue:
         fn, scope = queue.pop(0)
         if id(fn) in seen:
@@ -79,11 +82,14 @@ def check_code(check: TaskCheck) -> None:
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
-        scope = _with_locals(fn, scope)
+        dead = dead_nodes(fn, values) if id(fn) in methods else set()
+        scope = _with_locals(fn, scope, dead)
         instances = _instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
         for node in ast.walk(fn):
+            if id(node) in dead:
+                continue
             if isinstance(node, ast.Name) and node.id == "get_current_context":
                 facts.windows.append(
                     WindowRef("run", "The run's context: get_current_context() in its code.")
@@ -182,6 +188,8 @@ def check_code(check: TaskCheck) -> None:
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
                     continue
+                if changes_nothing(node, method, fn, scope):
+                    continue  # `reads`: a read sent by POST, a whole object PUT to its key
                 again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
@@ -207,11 +215,17 @@ def _params(fn: ast.AST) -> list[str]:
     return parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
 
 
-def _with_locals(fn: ast.AST, scope: Scope) -> Scope:
-    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads."""
+def _with_locals(fn: ast.AST, scope: Scope, dead: set[int]) -> Scope:
+    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads
+    (but for those in branches the task never runs: `dead`)."""
     bound: dict[str, Bound] = {}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            id(node) not in dead
+            and isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             name = node.targets[0].id
             if name not in scope.locals or scope.locals[name] == ():
                 bound[name] = Bound(node.value, scope)
@@ -468,7 +482,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if name is None and (helper := clock_helper(node, scope)) is not None:
                     name, shifted = helper
                     if context_of(node, parent_of) == START_DATE_CONTEXT:
-                        continue  # check_start_date_helpers
+                        continue  # startdates.check_start_date_helpers
                 if name is None:
                     continue
                 seen.add(id(node))
@@ -578,31 +592,3 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
             if use in ("used", "relative", "stamp"):
                 return f"{call.func.id}() (which calls {inner})", use == "relative"
     return None
-
-
-def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
-    """A ``start_date`` computed by a function of the repository that reads the clock
-    (``start_date=get_days_ago_start_date(..)``): IDEM003 as a clock-based start_date, information
-    when the DAG's start creates no windows (`Recorder.clock_read`)."""
-    for dag in collector.dags:
-        node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
-        if not isinstance(node, ast.Call) or clock_call(node, dag.scope) is not None:
-            continue
-        name = dotted(node.func)
-        found = dag.scope.function(name) if name else None
-        if found is None or isinstance(found[0], ast.Lambda):
-            continue
-        fn, fn_scope = found
-        clocks = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and clock_call(c, fn_scope)]
-        if not clocks:
-            continue
-        inner = clock_call(clocks[0], fn_scope)
-        recorder.clock_read(
-            dag,
-            f"{name}() (which calls {inner})",
-            (dag.file, node.lineno),
-            ((dag.file, dag.line),),
-            "the DAG's arguments",
-            False,
-            start_date=True,
-        )

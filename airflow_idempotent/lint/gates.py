@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, assigned_name, clock_use, name_loads, parents
+from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_use, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
+from airflow_idempotent.lint.textuse import assigned_name, name_loads
 
 __all__ = ["GATE_TEXT", "PRINTED_TEXT", "flag_only", "gates_only", "returned_for_output", "shift_gates"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
 from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
-from airflow_idempotent.lint.codechecks import check_dag_code_clock, check_start_date_helpers
+from airflow_idempotent.lint.codechecks import check_dag_code_clock
 from airflow_idempotent.lint.collect import Collector, DagDef
 from airflow_idempotent.lint.deployment import (
     CatchupDefault,
@@ -43,6 +43,7 @@ from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.startdates import check_start_date_helpers
 from airflow_idempotent.lint.watermarks import check_watermarks
 from airflow_idempotent.lint.widths import check_window_width
 

@@ -26,7 +26,7 @@ __all__ = ["NOTICE_CALLEE", "NOTICE_TEXT", "notice_call", "notice_operator", "re
 
 NOTICE_TEXT = "it is a chat notice: a retry posts a second copy to the channel, no data changes"
 #: Functions named for sending a message to people (``send_notification``, ``post_to_slack``): a clock
-#: value that reaches one only as text dates the message (`pyfacts._ends_in_text`), no data window.
+#: value that reaches one only as text dates the message (`textuse.ends_in_text`), no data window.
 NOTICE_CALLEE = re.compile(r"notif|slack|teams|telegram|discord|chat|alert|send_message|post_message", re.I)
 #: Operator class names (case-insensitive substrings) that send a message to people.
 _NOTICE_OPERATORS = ("slack", "teams", "telegram", "discord")

@@ -9,9 +9,17 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.notices import NOTICE_CALLEE
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import asserts_only, dotted, last_name
+from airflow_idempotent.lint.textuse import (
+    as_text,
+    assigned_name,
+    ends_in_text,
+    is_log_call,
+    labels_only,
+    name_loads,
+    names_file,
+)
 
 __all__ = [
     "KEY_WORDS",
@@ -21,16 +29,13 @@ __all__ = [
     "SIDE_EFFECT_OPERATORS",
     "SQL_METHODS",
     "START_DATE_CONTEXT",
-    "assigned_name",
     "clock_call",
     "clock_owner_purpose",
     "clock_use",
     "context_of",
-    "is_log_call",
     "is_relative",
     "keyed",
     "looks_like_sql",
-    "name_loads",
     "parents",
 ]
 
@@ -60,70 +65,6 @@ _RANDOM_CALLS = frozenset(
 )
 RELATIVE_CALLS = frozenset({"timedelta", "duration", "relativedelta", "Duration"})
 _SHIFT_METHODS = frozenset({"subtract", "add", "shift", "minus", "plus"})
-#: methods that turn a datetime into text: past one of them, ``+`` concatenates strings, shifts nothing
-_TEXT_METHODS = frozenset(
-    {"strftime", "isoformat", "format", "to_date_string", "to_datetime_string", "to_iso8601_string", "ctime"}
-)
-
-
-#: where a clock's text only labels something: a file's name or path, an e-mail's subject, a title
-_LABEL_NAME = re.compile(
-    r"(?:^|_)(?:file|filename|fname|path|dir|pdf|png|jpg|csv|xlsx?|html|subject|title|caption|heading)s?$",
-    re.IGNORECASE,
-)
-
-
-_FILE_SUFFIX = re.compile(r"\.(?:pdf|png|jpe?g|svg|csv|tsv|xlsx?|json|txt|zip|gz|html?|log)$", re.IGNORECASE)
-
-
-def name_loads(body: ast.AST, name: str) -> list[ast.Name]:
-    """Every place `body` reads the local name `name` (its loads, not its assignments)."""
-    return [
-        n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-    ]
-
-
-def _labels(stmt_or_kw: ast.AST, value: ast.AST) -> bool:
-    """The text is only a label: assigned to a file/path/subject-like name, passed as such a keyword
-    (``subject=``), or an HTML fragment (an f-string with markup: a report's "Report Date"). Never an
-    object store's URL (``s3://bucket/{now():%Y-%m-%d}/x.csv``): there the date places the data."""
-    if any(
-        isinstance(v, ast.Constant) and isinstance(v.value, str) and "://" in v.value for v in ast.walk(value)
-    ):
-        return False
-    if isinstance(stmt_or_kw, ast.keyword):
-        return bool(stmt_or_kw.arg and _LABEL_NAME.search(stmt_or_kw.arg))
-    if isinstance(stmt_or_kw, ast.Assign) and len(stmt_or_kw.targets) == 1:
-        target = stmt_or_kw.targets[0]
-        if isinstance(target, ast.Name) and _LABEL_NAME.search(target.id):
-            return True
-    if isinstance(stmt_or_kw, ast.Assign) and any(
-        isinstance(v, ast.Constant) and isinstance(v.value, str) and _FILE_SUFFIX.search(v.value)
-        for v in ast.walk(value)
-    ):
-        return True  # output_dir + 'Daily-Report-' + today().strftime('%Y%m%d') + '.pdf'
-    return isinstance(value, ast.JoinedStr) and any(
-        isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"<\w+[^>]*>", v.value)
-        for v in value.values
-    )
-
-
-_FILE_CALLS = frozenset({"open", "Path", "join", "makedirs", "mkdir", "savefig"})
-
-
-def _names_file(call: ast.Call) -> bool:
-    """A call whose arguments are a file's name or path (``open``, ``Path``, ``os.path.join``..)."""
-    return last_name(dotted(call.func)) in _FILE_CALLS
-
-
-def _as_text(parent: ast.AST, node: ast.AST) -> bool:
-    """`parent` turns the clock value `node` into text: ``now().strftime(..)``, ``str(now())``,
-    ``f"{now()}"``; a ``+`` above it is string concatenation (``'Report-' + today().strftime(..)``)."""
-    if isinstance(parent, ast.Attribute) and parent.attr in _TEXT_METHODS:
-        return True
-    if isinstance(parent, ast.Call) and node in parent.args and dotted(parent.func) == "str":
-        return True
-    return isinstance(parent, ast.FormattedValue | ast.JoinedStr)
 
 
 SIDE_EFFECT_OPERATORS: tuple[tuple[str, str], ...] = (
@@ -209,7 +150,7 @@ def is_relative(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
     node: ast.AST = call
     for _ in range(4):
         parent = parents.get(node)
-        if parent is None or _as_text(parent, node):
+        if parent is None or as_text(parent, node):
             return False
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub):
             other = parent.right if parent.left is node else parent.left
@@ -226,7 +167,6 @@ def is_relative(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
 START_DATE_CONTEXT = "start_date"
 PARAM_CONTEXT = "param"
 _START_DATE_NAMES = frozenset({"start_date", "end_date"})
-_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 
 
 def param_fallback(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -243,15 +183,6 @@ def param_fallback(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
                 return True
         child, parent = parent, parents.get(parent)
     return False
-
-
-def is_log_call(call: ast.Call) -> bool:
-    """``print(..)``, ``log.info(..)``, ``logging.warning(..)``, ``self.log.debug(..)``: output only."""
-    name = dotted(call.func)
-    if name in ("print", "pprint", "pprint.pprint"):
-        return True
-    parts = name.split(".")
-    return len(parts) >= 2 and parts[-1] in _LOG_METHODS and "log" in parts[-2].lower()
 
 
 def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
@@ -294,7 +225,7 @@ def _value_use(
     call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
 ) -> str:
     """What a clock read's value does in `body`: ``"relative"`` (shifted by a span: a relative window),
-    ``"rendered"`` (shifted, but only rendered into a template: see `_ends_in_text`), ``"stamp"``
+    ``"rendered"`` (shifted, but only rendered into a template: see `ends_in_text`), ``"stamp"``
     (only a named field of a record: see `_stamp_only`), ``"output"``
     (only logged or printed), ``"unused"`` (assigned and never read), ``"label"`` (made text that only
     names a file, titles an e-mail or dates an HTML report), else ``"used"`` (written, returned,
@@ -305,7 +236,7 @@ def _value_use(
         return "output"  # a freshness or health check: it only decides whether the task fails
     text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
     while parent is not None and not isinstance(parent, ast.stmt):
-        text = text or _as_text(parent, node)
+        text = text or as_text(parent, node)
         if (
             not text
             and isinstance(parent, ast.BinOp)
@@ -321,7 +252,7 @@ def _value_use(
         ) or (not text and isinstance(parent, ast.Attribute) and parent.attr in _SHIFT_METHODS):
             if _waits_only(parent, body, parents):
                 return "output"  # a polling deadline: ``end = now() + timeout; while now() < end``
-            ends = _ends_in_text(parent, body, parents, 0)
+            ends = ends_in_text(parent, body, parents, 0)
             return ("output" if ends == {"output"} else "rendered") if ends else "relative"
         if isinstance(parent, ast.Call) and parent.func is not node and is_log_call(parent):
             return "output"
@@ -331,12 +262,12 @@ def _value_use(
             and last_name(dotted(parent.func)) == "sleep"
         ):
             return "output"  # sleep(random.randint(1, 10)): jitter, when the task acts and never what
-        if text and isinstance(parent, ast.keyword) and _labels(parent, node):
+        if text and isinstance(parent, ast.keyword) and labels_only(parent, node):
             return "label"
-        if text and isinstance(parent, ast.Call) and node in parent.args and _names_file(parent):
+        if text and isinstance(parent, ast.Call) and node in parent.args and names_file(parent):
             return "label"  # open(f"{db}_{now():%Y%m%d}.sql.gz"), Path(..), os.path.join(..)
         node, parent = parent, parents.get(parent)
-    if text and isinstance(parent, ast.Assign) and _labels(parent, node):
+    if text and isinstance(parent, ast.Assign) and labels_only(parent, node):
         return "label"
     if (
         isinstance(parent, ast.Assign | ast.AnnAssign)
@@ -438,13 +369,6 @@ def _stamp_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], d
     return False
 
 
-def assigned_name(stmt: ast.AST | None) -> str | None:
-    """The one plain name `stmt` assigns (``x = ..``), else None (tuples, attributes, several)."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-        return stmt.targets[0].id
-    return None
-
-
 def _record_type(call: ast.Call) -> bool:
     """``dict(..)`` or a class (``Observation(..)``, a capitalised name): a call that builds a record
     from its keywords. Any other call's keyword may filter, key or compute (``fetch(since=now())``)."""
@@ -474,44 +398,6 @@ def _record_handed_on(record: ast.AST, body: ast.AST, parents: dict[ast.AST, ast
             continue  # its fields are set or read
         return False
     return returned
-
-
-#: methods that fill a template with values: Jinja's ``template.render(..)`` and its streaming form
-_RENDER_METHODS = frozenset({"render", "render_async", "stream"})
-
-
-def _ends_in_text(
-    node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], depth: int, text: bool = False
-) -> set[str] | None:
-    """Principle (IDEM004): a span-shifted clock value whose every use ends as an argument of a
-    template's ``render(..)`` (directly, as text: ``"datetime({}, {}, {})".format(now.year, ..)``, or
-    through the names it is assigned to) is written into a generated file, say as a generated DAG's
-    ``start_date`` (semio's ``utcnow() - timedelta(days=1)``): no data is read over that span, so it
-    is no window (``"rendered"``; the generated file is linted on its own). Round 11: one whose every
-    use ends, once made text, in a log call or in a call named for a notice (`notices.NOTICE_CALLEE`:
-    ``send_notification(f"{yesterday}: ..")``) only dates a message people read (``"output"``)."""
-    if depth > 3:
-        return None
-    child, parent = node, parents.get(node)
-    while parent is not None and not isinstance(parent, ast.stmt):
-        text = text or _as_text(parent, child)
-        if isinstance(parent, ast.Call) and child is not parent.func:
-            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
-                return {"rendered"}
-            if text and (is_log_call(parent) or NOTICE_CALLEE.search(last_name(dotted(parent.func)))):
-                return {"output"}
-            if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in _TEXT_METHODS):
-                return None  # passed to any other call: what it does there is not known
-        if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
-            return None
-        child, parent = parent, parents.get(parent)
-    name, owner = assigned_name(parent), parents.get(parent) if parent is not None else None
-    while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
-        owner = parents.get(owner)  # a name assigned in a function is read in that function only
-    uses = name_loads(owner or body, name) if name is not None else []
-    ends = [_ends_in_text(use, body, parents, depth + 1, text) for use in uses]
-    known = [e for e in ends if e is not None]
-    return set().union(*known) if uses and len(known) == len(ends) else None
 
 
 def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:

@@ -1,0 +1,119 @@
+"""A custom operator's branches a task never runs: ``if self.mode == "append":`` in ``execute``.
+
+Principle (round 12, from Python's semantics, not from any repository's labels): a custom operator
+whose constructor stores an argument (``self.how = mode``) and whose ``execute`` (or a method it
+calls) branches on that attribute compared with literals runs, for a task built with a literal
+argument (``mode="replace"``), only the branch that value selects. The SQL, clock reads and sends of
+the other branches belong to the tasks that select them. An attribute that is not a literal for the
+task (a variable, a template, a value the class assigns again outside ``__init__``) decides nothing:
+every branch stays, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.scope import method_of, parameters
+
+__all__ = ["constructor_values", "dead_nodes"]
+
+#: a literal for a task: its value when the constructor got it, else nothing
+Values = dict[str, object]
+
+
+def constructor_values(task: TaskDef) -> Values:
+    """The attributes the operator's ``__init__`` stores from a parameter (``self.how = mode`` or
+    ``self.mode = mode``) whose value for this task is a literal: the argument given, else the
+    parameter's literal default. Attributes assigned anywhere else in the classes are left out."""
+    init = method_of(task.classes, "__init__")
+    if init is None or not isinstance(init[0], ast.FunctionDef):
+        return {}
+    fn = init[0]
+    params = set(parameters(fn))
+    defaults = _defaults(fn)
+    values: Values = {}
+    for stmt in ast.walk(fn):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        attr = _self_attr(stmt.targets[0])
+        if attr is None or not (isinstance(stmt.value, ast.Name) and stmt.value.id in params):
+            continue
+        given = task.kwargs.get(stmt.value.id, defaults.get(stmt.value.id))
+        if isinstance(given, ast.Constant) and given.value is not ...:
+            values[attr] = given.value
+    for cls, _ in task.classes:
+        for method in cls.body:
+            if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and method is not fn:
+                for node in ast.walk(method):
+                    targets = node.targets if isinstance(node, ast.Assign) else []
+                    targets += [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+                    for target in targets:
+                        values.pop(_self_attr(target) or "", None)
+    return values
+
+
+def dead_nodes(fn: ast.AST, values: Values) -> set[int]:
+    """The ids of every node of `fn` inside an ``if`` branch the task's `values` never take."""
+    dead: set[int] = set()
+    if not values:
+        return dead
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.If) or id(node) in dead:
+            continue
+        truth = _truth(node.test, values)
+        skipped = node.body if truth is False else node.orelse if truth is True else []
+        dead.update(id(n) for stmt in skipped for n in ast.walk(stmt))
+    return dead
+
+
+def _defaults(fn: ast.FunctionDef) -> dict[str, ast.expr]:
+    positional = fn.args.posonlyargs + fn.args.args
+    found = {
+        a.arg: d
+        for a, d in zip(positional[len(positional) - len(fn.args.defaults) :], fn.args.defaults, strict=True)
+    }
+    found.update(
+        {a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None}
+    )
+    return found
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _truth(test: ast.expr, values: Values) -> bool | None:
+    """Whether `test` holds for the task's `values`; None when it depends on anything else."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, values)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_truth(v, values) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
+        if decisive in parts:
+            return decisive
+        return None if None in parts else not decisive
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    if _self_attr(right) in values and isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
+        left, right = right, left
+    attr = _self_attr(left)
+    if attr not in values:
+        return None
+    value = values[attr]
+    if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+        if not all(isinstance(e, ast.Constant) for e in right.elts):
+            return None
+        inside = value in [e.value for e in right.elts if isinstance(e, ast.Constant)]
+        return inside if isinstance(op, ast.In) else not inside
+    if not isinstance(right, ast.Constant):
+        return None
+    if isinstance(op, ast.Eq | ast.Is):
+        return bool(value == right.value)
+    if isinstance(op, ast.NotEq | ast.IsNot):
+        return bool(value != right.value)
+    return None

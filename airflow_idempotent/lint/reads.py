@@ -1,0 +1,98 @@
+"""Requests that change nothing when sent again: reads sent by POST, and whole-object PUTs.
+
+Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send no second effect:
+
+- **A read sent by POST.** A GraphQL request whose document holds no ``mutation`` (the module that
+  sends it never spells the word) is a query (harper-concierge's Shopify orders query, tuning); so is
+  a POST to an endpoint named for reading: a search, a query, a lookup, a count or a report
+  (``/_search``, ``/query``, ``/reports/campaigns``: kanchan-1f's Apple Search Ads reports, tuning).
+  A second one returns the same answer, or asks for the same report again.
+- **A whole object written to its key.** An object store's PUT replaces the object at that key:
+  boto3's ``Object(bucket, key).put(Body=..)`` (scalezio's run-dated CSV, tuning), and an HTTP PUT
+  to a presigned object-store URL (one ``generate_presigned_url`` made, or named presigned/signed, or
+  on an S3/GCS host). Sent twice, the same bytes stand at the same key (HTTP's own definition of PUT).
+
+Anything else (a POST to ``/orders``, a PUT to an internal endpoint) stays a send: the path cannot
+tell a refresh from a grant, so they are judged by people, not here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import dotted, last_name
+
+__all__ = ["changes_nothing"]
+
+#: path segments that name a read: the last segments of the URL (before any query string)
+_READ_PATH = re.compile(
+    r"/(?:_?search|_msearch|_count|query|queries|lookup|find|reports?)(?:/[\w.-]*)?/?(?:[?#]|$)", re.I
+)
+_GRAPHQL = re.compile(r"graphql", re.I)
+_OBJECT_HOST = re.compile(
+    r"\.s3[.-]|s3\.amazonaws\.com|storage\.googleapis\.com|blob\.core\.windows\.net", re.I
+)
+_SIGNED_NAME = re.compile(r"presigned|signed_?url", re.I)
+_SIGNING_CALLS = frozenset({"generate_presigned_url", "generate_signed_url", "presigned_put_object"})
+
+
+def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
+    """`call` (a ``.post``/``.put``) only reads, or writes a whole object to its key: no send."""
+    if method == "put":
+        return any(k.arg == "Body" for k in call.keywords) or _signed_url(_url(call), fn, scope)
+    if method != "post":
+        return False
+    url = _url(call)
+    text = _text(url, scope)
+    if text is not None and _READ_PATH.search(text):
+        return True
+    graphql = text is not None and _GRAPHQL.search(text)
+    return bool(graphql) and _query_body(call) and "mutation" not in scope.source.text
+
+
+def _url(call: ast.Call) -> ast.expr | None:
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
+
+
+def _text(url: ast.expr | None, scope: Scope) -> str | None:
+    located = scope.string(url) if url is not None else None
+    return located.text if located is not None else None
+
+
+def _query_body(call: ast.Call) -> bool:
+    """The request's JSON body is a GraphQL document: a dict with a ``query`` key, written in the call
+    or in the name it passes."""
+    for k in call.keywords:
+        if k.arg in ("json", "data") and any(
+            isinstance(n, ast.Dict)
+            and any(isinstance(key, ast.Constant) and key.value == "query" for key in n.keys)
+            for n in ast.walk(k.value)
+        ):
+            return True
+        if k.arg in ("json", "data") and isinstance(k.value, ast.Name):
+            return True  # json=payload: the dict is built elsewhere in the function
+    return False
+
+
+def _signed_url(url: ast.expr | None, fn: ast.AST, scope: Scope) -> bool:
+    """The PUT's URL is a presigned object-store URL: named so, on an object store's host, or the
+    value of a signing call in the same function."""
+    if url is None:
+        return False
+    if _SIGNED_NAME.search(dotted(url) or ast.unparse(url)):
+        return True
+    text = _text(url, scope)
+    if text is not None and _OBJECT_HOST.search(text):
+        return True
+    if not isinstance(url, ast.Name):
+        return False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == url.id for t in node.targets
+        ):
+            calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call)]
+            if any(last_name(dotted(c.func)) in _SIGNING_CALLS for c in calls):
+                return True
+    return False
