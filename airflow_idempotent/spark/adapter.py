@@ -57,6 +57,9 @@ ATTEMPTS_DIR = "_idem_attempts"
 NULL_MASK_BITS = 62
 #: The error condition of a name the catalog does not hold.
 TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
+#: The catalog's refusal to list the columns of a table partitioned by a transform it does not map
+#: to a partition column (Iceberg's ``months(d)``, ``days(ts)``, ``truncate(10, id)``).
+UNSUPPORTED_TRANSFORM = "UNSUPPORTED_PARTITION_TRANSFORM"
 
 
 def spark_literal(value: Any) -> exp.Expr:
@@ -205,6 +208,28 @@ class SparkTableInfo(TableInfo):
     location: str = ""
     provider: str = ""
     spark_types: Mapping[str, str] | None = None  # lower-case name -> Spark type, e.g. decimal(12,2)
+    #: each partition field as DESCRIBE shows it: a column (identity) or a transform, e.g.
+    #: ``months(sale_date)``, ``bucket(4, id)``
+    partitioning: tuple[str, ...] = ()
+
+
+def partition_fields(rows: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The partition fields in DESCRIBE TABLE EXTENDED's rows: a table partitioned by columns only
+    lists them under ``# Partition Information`` (after a ``# col_name`` header), one with a
+    transform lists every field as ``Part <n>`` under ``# Partitioning``."""
+    fields: list[str] = []
+    section = ""
+    for key, value in rows:
+        if key.startswith("#"):
+            section = key if key in ("# Partition Information", "# Partitioning") else ""
+            continue
+        if not key:
+            section = ""
+        elif section == "# Partitioning" and key.startswith("Part "):
+            fields.append(value.strip())
+        elif section == "# Partition Information":
+            fields.append(key)
+    return tuple(fields)
 
 
 class SparkAdapter(CatalogStatements):
@@ -275,38 +300,45 @@ class SparkAdapter(CatalogStatements):
         lookup: tuple[str, str | None] = (table, None) if catalog else (name, schema)
         if catalog:
             schema = f"{catalog}.{schema}"
+        listed: list[tuple[str, str, bool, bool]] = []
         try:  # one round trip: a missing table is the lookup's error, not a question asked first
-            listed = session.catalog.listColumns(*lookup)
+            listed = [
+                (c.name, c.dataType, c.nullable, c.isPartition) for c in session.catalog.listColumns(*lookup)
+            ]
         except Exception as err:
-            if TABLE_NOT_FOUND not in str(err):
+            if TABLE_NOT_FOUND in str(err):
+                raise SchemaError(
+                    f"table {table!r} does not exist in the Spark catalog: create it first (e.g. CREATE "
+                    f"TABLE {table} (...) USING parquet PARTITIONED BY (sale_date)), or fix the table name."
+                ) from None
+            if UNSUPPORTED_TRANSFORM not in str(err):
                 raise
-            raise SchemaError(
-                f"table {table!r} does not exist in the Spark catalog: create it first (e.g. CREATE TABLE "
-                f"{table} (...) USING parquet PARTITIONED BY (sale_date)), or fix the table name."
-            ) from None
+            # partitioned by a transform (Iceberg's months(d)): the columns from the table's schema,
+            # the partition fields from DESCRIBE below
+            fields = session.table(self.qualified(table)).schema.fields
+            listed = [(f.name, f.dataType.simpleString(), f.nullable, False) for f in fields]
+        rows = [
+            (str(r[0]).strip(), str(r[1]))
+            for r in conn.sql(f"DESCRIBE TABLE EXTENDED {self.qualified(table)}").all()
+        ]
+        fields = partition_fields(rows)
         columns: dict[str, ColumnInfo] = {}
         types: dict[str, str] = {}
-        partitions: list[str] = []
-        for col in listed:
-            columns[col.name.lower()] = ColumnInfo(
-                name=col.name,
-                type_name=col.dataType,
-                kind=self.column_kind(col.dataType),
-                nullable=col.nullable,
+        for col_name, type_name, nullable, _ in listed:
+            columns[col_name.lower()] = ColumnInfo(
+                name=col_name, type_name=type_name, kind=self.column_kind(type_name), nullable=nullable
             )
-            types[col.name.lower()] = col.dataType
-            if col.isPartition:
-                partitions.append(col.name)
-        details = {
-            str(r[0]).strip(): str(r[1])
-            for r in conn.sql(f"DESCRIBE TABLE EXTENDED {self.qualified(table)}").all()
-        }
+            types[col_name.lower()] = type_name
+        # the identity fields: a transform's column is no partition column of the catalog's
+        partitions = [c[0] for c in listed if c[3] or c[0] in fields]
+        details = dict(rows)
         return SparkTableInfo(
             schema=schema,
             name=name,
             columns=columns,
             unique_keys=(),
             partition_columns=tuple(partitions),
+            partitioning=fields,
             location=details.get("Location", ""),
             provider=details.get("Provider", "").lower(),
             spark_types=types,

@@ -269,6 +269,8 @@ def guarded_commit(
         info, columns, params = prepare(adapter, conn, spec)  # type: ignore[arg-type]
         assert isinstance(info, SparkTableInfo)
         is_delta = delta.is_delta(info)
+        if not is_delta:  # a window the partitioning's periods cut: refused before it is staged
+            iceberg.check_fit(info, spec, params)
         window_only = window_binds(params)
         prefix = stage_prefix(spec.table, spec.window.label())
         sweep_stages(adapter, conn, spec.table, prefix, purge=not is_delta)

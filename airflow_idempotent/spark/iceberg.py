@@ -37,6 +37,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
 
 from sqlglot import exp
 
@@ -53,6 +54,7 @@ from airflow_idempotent.spark.delta import (
     window_stats,
 )
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
+from airflow_idempotent.spark.partitioning import PARTLY_MATCHED, describe_partitioning, window_fit
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
@@ -225,6 +227,46 @@ def checked_rows(
     return exp.select(*projections).from_(adapter.source(spec.query))
 
 
+def check_fit(info: SparkTableInfo, spec: WriteSpec, params: Mapping[str, object]) -> None:
+    """Refuse, before anything is written, a window whose bounds cut the periods of the time
+    transform the table is partitioned by (a day of a ``months(d)`` table): Iceberg overwrites
+    whole data files, and a file holding the whole month cannot be removed for one day of it
+    (`spark.partitioning`)."""
+    assert spec.partition_column is not None
+    start, end = params["window_start"], params["window_end"]
+    assert isinstance(start, (date, datetime)) and isinstance(end, (date, datetime))
+    fit = window_fit(info.partitioning, spec.partition_column, start, end)
+    if fit.verdict != "cuts":
+        return
+    raise SchemaError(
+        f"cannot overwrite the window {spec.window.label()} of {info.qualified}: the table is partitioned "
+        f"by {describe_partitioning(info.partitioning)}, so each data file holds whole {fit.unit}s of "
+        f"{spec.partition_column}, and the window is not whole {fit.unit}s; Iceberg overwrites whole "
+        f"files only (it would refuse the commit: {PARTLY_MATCHED}). Nothing was written. Declare the "
+        f"operator's windows as whole {fit.unit}s (granularity='{fit.unit}'), or partition the table "
+        f"by {spec.partition_column} or a finer transform of it (e.g. days({spec.partition_column})), or "
+        "write the window with the MergeOperator (delete_missing=True), which rewrites the files it "
+        "touches (copy-on-write) in one snapshot."
+    )
+
+
+def cut_files(info: SparkTableInfo, spec: WriteSpec, err: Exception) -> SchemaError:
+    """Iceberg's refusal of an overwrite whose window cuts a data file (nothing committed; its
+    new files removed by the write's abort), as the user's error: table, window, partitioning,
+    the file, what to do."""
+    file = str(err).split(PARTLY_MATCHED, 1)[1].split("\n", 1)[0].split(": ", 1)[-1].strip()
+    return SchemaError(
+        f"cannot overwrite the window {spec.window.label()} of {info.qualified}: the table is partitioned "
+        f"by {describe_partitioning(info.partitioning)}, and a data file holds rows both inside and "
+        f"outside the window ({file}); Iceberg overwrites whole files only and refused the commit "
+        f"({PARTLY_MATCHED}). Nothing was committed. Partition the table by {spec.partition_column} or "
+        f"a time transform of it the windows do not cut (e.g. days({spec.partition_column})) and "
+        "rewrite its files (CALL <catalog>.system.rewrite_data_files), or write the window with the "
+        "MergeOperator (delete_missing=True), which rewrites the files it touches (copy-on-write) in "
+        "one snapshot."
+    )
+
+
 def write_options(read_snapshot: int | None) -> dict[str, str]:
     """The overwrite's write options: serializable isolation, validated from the snapshot it read."""
     options = {"isolation-level": "serializable"}
@@ -242,6 +284,7 @@ def overwrite(
     info, columns, params = prepare(adapter, conn, spec, described)  # type: ignore[arg-type]
     assert isinstance(info, SparkTableInfo)
     check_iceberg(info)
+    check_fit(info, spec, params)
     step("prepared")
     if spec.before_commit is not None:
         spec.before_commit()  # the statement is the commit: the kill switch's last word is now
@@ -267,6 +310,8 @@ def overwrite(
     except Exception as err:
         if OUTSIDE in str(err):  # refused in the statement, nothing committed: name the rows
             raise_outside(adapter, conn, spec, params)  # type: ignore[arg-type]
+        if PARTLY_MATCHED in str(err):
+            raise cut_files(info, spec, err) from None
         raise
     step("committed")
     snap = snapshot_of(conn, adapter, spec.table, tag)

@@ -39,13 +39,16 @@ def day_truth(day: date, policy: str = "v1") -> tuple[int, Decimal]:
     return PER_DAY, sum((amount(i, policy) for i in range(first, first + PER_DAY)), Decimal("0"))
 
 
-def create_payouts(spark: Any, table: str, using: str = "parquet") -> None:
-    """The sales (once) and an empty payouts `table` of format `using`, partitioned by day."""
+def create_payouts(
+    spark: Any, table: str, using: str = "parquet", partitioned_by: str | None = "sale_date"
+) -> None:
+    """The sales (once) and an empty payouts `table` of format `using`, partitioned by day (or by
+    `partitioned_by`, e.g. an Iceberg transform; None: not partitioned)."""
     spark.sql(SALES_SQL)
     spark.sql(f"DROP TABLE IF EXISTS {table}{' PURGE' if using == 'iceberg' else ''}")
     spark.sql(
         f"CREATE TABLE {table} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-        f"USING {using} PARTITIONED BY (sale_date)"
+        f"USING {using}" + (f" PARTITIONED BY ({partitioned_by})" if partitioned_by else "")
     )
 
 

@@ -9,7 +9,7 @@ snapshots are read from Iceberg's own metadata tables.
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
+from airflow_idempotent.spark.adapter import inline_params
 from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
 from tests.spark.payouts_spark import (
     DAY,
@@ -38,16 +39,17 @@ from tests.spark.payouts_spark import (
 pytestmark = pytest.mark.spark
 
 NEXT = DAY + timedelta(days=1)
+PARIS = timezone(timedelta(hours=2))
 
 
 def ice(name: str) -> str:
     return f"{ICEBERG_CATALOG}.idem.{name}"
 
 
-def create_iceberg_payouts(spark: Any, name: str) -> str:
+def create_iceberg_payouts(spark: Any, name: str, partitioned_by: str | None = "sale_date") -> str:
     """An empty Iceberg payouts table `name` in the session's Iceberg catalog; its full name."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.idem")
-    create_payouts(spark, ice(name), using="iceberg")
+    create_payouts(spark, ice(name), using="iceberg", partitioned_by=partitioned_by)
     return ice(name)
 
 
@@ -240,3 +242,135 @@ def test_three_part_name_on_a_sql_engine_is_refused() -> None:
         split_table_name("ice.idem.payouts")
     with pytest.raises(InvalidIdentifierError, match="more than two dots"):
         table_parts("a.b.c.d")
+
+
+# ---------------------------------------------------------------- partitioned by a transform, or not at all
+#: One sale in 50 (40 a day): the partitioning cases need rows in files, not volume.
+SPARSE = PAYOUT_SQL + " AND s.sale_id % 50 = 0"
+
+
+def sparse_truth(first: date, after: date, policy: str = "v1") -> dict[date, tuple[int, Decimal]]:
+    """Rows and total of each day of [first, after) under SPARSE, from the scenario's formula."""
+    out: dict[date, tuple[int, Decimal]] = {}
+    for offset in range((after - first).days):
+        day = first + timedelta(days=offset)
+        if not START <= day < START + timedelta(days=DAYS):
+            continue  # no sales that day
+        base = (day - START).days * 2000
+        ids = [i for i in range(base + 1, base + 2001) if i % 50 == 0]
+        out[day] = (len(ids), sum((amount(i, policy) for i in ids), Decimal("0")))
+    return out
+
+
+def test_months_partitioned_table_takes_whole_months_and_refuses_a_day(spark, spark_conn) -> None:
+    """PARTITIONED BY (months(sale_date)): described (Spark's listColumns refuses such a table,
+    UNSUPPORTED_PARTITION_TRANSFORM); a month window is one snapshot whose figures are the month's
+    at it, rows outside it refused before the commit; a day of it is refused before anything is
+    written, naming the partitioning and the fix."""
+    from airflow_idempotent.errors import SchemaError
+    from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkEngine
+
+    table = create_iceberg_payouts(spark, "payouts_months", partitioned_by="months(sale_date)")
+    adapter = SparkAdapter(SparkEngine("sc://unused"))
+    info = adapter.describe(SparkConnection(spark, "test"), table)
+    assert (info.partitioning, info.partition_columns, info.provider) == (
+        ("months(sale_date)",),
+        (),
+        "iceberg",
+    )
+    assert dict(info.spark_types or {}) == {
+        "sale_id": "bigint",
+        "amount_eur": "decimal(12,2)",
+        "rate": "decimal(4,2)",
+        "sale_date": "date",
+    }
+    stale, july, september = date(2026, 8, 31), date(2026, 7, 31), date(2026, 9, 1)
+    spark.sql(
+        f"INSERT INTO {table} VALUES (900001, 9.99, 0.60, DATE'{stale}'), "
+        f"(900002, 1.00, 0.60, DATE'{july}'), (900003, 2.00, 0.60, DATE'{september}')"
+    )
+    first = head(spark, table)
+    month = operator(spark_conn, table, sql=SPARSE, granularity="month").execute(context(START))
+    last = snapshots(spark, table)[-1]
+    assert (int(last["parent_id"]), int(last["snapshot_id"])) == (first, month["table_version"])
+    truth = sparse_truth(START, september)
+    rows = sum(n for n, _ in truth.values())
+    assert (
+        (month["rows_deleted"], month["rows_inserted"], month["row_count"])
+        == (1, rows, rows)
+        == (1, 1200, 1200)
+    )
+    assert month["checksum"] == checksum_at(spark, table, month["table_version"], START, september)
+    days = all_days(spark, table)
+    assert {d: v for d, v in days.items() if START <= d < september} == truth
+    assert days[july] == (1, Decimal("1.00")) and days[september] == (1, Decimal("2.00"))
+    shifted = SPARSE.replace("s.sale_date,", "date_add(s.sale_date, 2) AS sale_date,", 1)
+    with pytest.raises(RowsOutsideWindowError, match=r"40 row\(s\) whose sale_date is outside"):
+        operator(spark_conn, table, sql=shifted, granularity="month").execute(context(START))
+    assert head(spark, table) == month["table_version"]
+    with pytest.raises(
+        SchemaError, match=r"2026-08-25 of ice\.idem\.payouts_months.*months\(sale_date\)"
+    ) as err:
+        operator(spark_conn, table, sql=SPARSE).execute(context(DAY))
+    assert "granularity='month'" in str(err.value) and "Nothing was written" in str(err.value)
+    assert head(spark, table) == month["table_version"]
+    assert all_days(spark, table) == days
+
+
+def test_a_file_partly_in_the_window_is_refused_then_merged(spark, spark_conn) -> None:
+    """An unpartitioned table whose one data file holds two days: Iceberg cannot overwrite one of
+    them (it removes whole files), so the overwrite is refused naming the table, the window, the
+    partitioning and the fix, nothing committed; the fix it names, a merge with delete_missing,
+    rewrites that file in one snapshot."""
+    from airflow_idempotent.errors import SchemaError
+
+    table = create_iceberg_payouts(spark, "payouts_unpartitioned", partitioned_by=None)
+    # one file of two days (one task writes it); the statement's parameters written in by sqlglot:
+    # Iceberg's parser drops Spark's bound ones from a query (spark.adapter.SparkConnection.sql)
+    binds = {"window_start": DAY, "window_end": NEXT + timedelta(days=1), "policy_version": "v1"}
+    spark.sql(inline_params(f"SELECT p.* FROM ({SPARSE}) p", binds)).coalesce(1).writeTo(table).append()
+    spark.sql(f"REFRESH TABLE {table}")
+    assert spark.sql(f"SELECT count(*) FROM {table}.files").collect()[0][0] == 1
+    before, first = all_days(spark, table), head(spark, table)
+    with pytest.raises(SchemaError, match=r"window 2026-08-25 of ice\.idem\.payouts_unpartitioned") as err:
+        operator(spark_conn, table, sql=SPARSE, parameters={"policy_version": "v2"}).execute(context(DAY))
+    for named in ("nothing (an unpartitioned table)", "Nothing was committed", "MergeOperator", ".parquet"):
+        assert named in str(err.value)
+    assert head(spark, table) == first
+    assert all_days(spark, table) == before == sparse_truth(DAY, NEXT + timedelta(days=1))
+    merged = merge_operator(
+        spark_conn, table, sql=SPARSE, parameters={"policy_version": "v2"}, delete_missing=True
+    ).execute(context(DAY))
+    assert (
+        int(snapshots(spark, table)[-1]["parent_id"])
+        == first
+        == int(snapshots(spark, table)[-2]["snapshot_id"])
+    )
+    assert all_days(spark, table) == {DAY: sparse_truth(DAY, NEXT, "v2")[DAY], NEXT: before[NEXT]}
+    assert merged["checksum"] == checksum_at(spark, table, merged["table_version"], DAY, NEXT)
+
+
+@pytest.mark.parametrize(
+    ("fields", "start", "end", "verdict"),
+    [
+        (("sale_date",), date(2026, 8, 25), date(2026, 8, 26), "fits"),
+        (("months(sale_date)",), date(2026, 8, 1), date(2026, 9, 1), "fits"),
+        (("months(sale_date)",), date(2026, 8, 25), date(2026, 8, 26), "cuts"),
+        (("years(sale_date)",), date(2026, 1, 1), date(2026, 2, 1), "cuts"),
+        (("bucket(4, sale_id)", "days(sale_date)"), date(2026, 8, 25), date(2026, 8, 26), "fits"),
+        (("days(ts)",), datetime(2026, 8, 25, tzinfo=UTC), datetime(2026, 8, 26, tzinfo=UTC), "fits"),
+        # midnight in Paris is 22:00 UTC: Iceberg's days() of a timestamp with a zone are UTC days
+        (("days(ts)",), datetime(2026, 8, 25, tzinfo=PARIS), datetime(2026, 8, 26, tzinfo=PARIS), "cuts"),
+        (("hours(ts)",), datetime(2026, 8, 25, 22), datetime(2026, 8, 25, 23), "fits"),
+        (("days(ts)",), datetime(2026, 8, 25, 22), datetime(2026, 8, 25, 23), "cuts"),
+        (("bucket(4, sale_id)",), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
+        (("truncate(10, sale_date)",), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
+        ((), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
+    ],
+)
+def test_window_fit_by_partitioning(fields, start, end, verdict) -> None:
+    """Which windows one Iceberg overwrite can replace, by the partition fields (no cluster)."""
+    from airflow_idempotent.spark.partitioning import window_fit
+
+    column = "ts" if isinstance(start, datetime) else "sale_date"
+    assert window_fit(fields, column, start, end).verdict == verdict
