@@ -220,6 +220,8 @@ def partition_fields(rows: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     fields: list[str] = []
     section = ""
     for key, value in rows:
+        if key == "# col_name":  # the header of the section's columns
+            continue
         if key.startswith("#"):
             section = key if key in ("# Partition Information", "# Partitioning") else ""
             continue

@@ -15,10 +15,17 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
+from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError, SchemaError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
-from airflow_idempotent.spark.adapter import inline_params
+from airflow_idempotent.spark.adapter import (
+    SparkAdapter,
+    SparkConnection,
+    SparkEngine,
+    inline_params,
+    partition_fields,
+)
 from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
+from airflow_idempotent.spark.partitioning import window_fit
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,
@@ -267,8 +274,6 @@ def test_months_partitioned_table_takes_whole_months_and_refuses_a_day(spark, sp
     UNSUPPORTED_PARTITION_TRANSFORM); a month window is one snapshot whose figures are the month's
     at it, rows outside it refused before the commit; a day of it is refused before anything is
     written, naming the partitioning and the fix."""
-    from airflow_idempotent.errors import SchemaError
-    from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkEngine
 
     table = create_iceberg_payouts(spark, "payouts_months", partitioned_by="months(sale_date)")
     adapter = SparkAdapter(SparkEngine("sc://unused"))
@@ -322,7 +327,6 @@ def test_a_file_partly_in_the_window_is_refused_then_merged(spark, spark_conn) -
     them (it removes whole files), so the overwrite is refused naming the table, the window, the
     partitioning and the fix, nothing committed; the fix it names, a merge with delete_missing,
     rewrites that file in one snapshot."""
-    from airflow_idempotent.errors import SchemaError
 
     table = create_iceberg_payouts(spark, "payouts_unpartitioned", partitioned_by=None)
     # one file of two days (one task writes it); the statement's parameters written in by sqlglot:
@@ -331,6 +335,8 @@ def test_a_file_partly_in_the_window_is_refused_then_merged(spark, spark_conn) -
     spark.sql(inline_params(f"SELECT p.* FROM ({SPARSE}) p", binds)).coalesce(1).writeTo(table).append()
     spark.sql(f"REFRESH TABLE {table}")
     assert spark.sql(f"SELECT count(*) FROM {table}.files").collect()[0][0] == 1
+    adapter = SparkAdapter(SparkEngine("sc://unused"))
+    assert adapter.describe(SparkConnection(spark, "test"), table).partitioning == ()
     before, first = all_days(spark, table), head(spark, table)
     with pytest.raises(SchemaError, match=r"window 2026-08-25 of ice\.idem\.payouts_unpartitioned") as err:
         operator(spark_conn, table, sql=SPARSE, parameters={"policy_version": "v2"}).execute(context(DAY))
@@ -370,7 +376,45 @@ def test_a_file_partly_in_the_window_is_refused_then_merged(spark, spark_conn) -
 )
 def test_window_fit_by_partitioning(fields, start, end, verdict) -> None:
     """Which windows one Iceberg overwrite can replace, by the partition fields (no cluster)."""
-    from airflow_idempotent.spark.partitioning import window_fit
-
     column = "ts" if isinstance(start, datetime) else "sale_date"
     assert window_fit(fields, column, start, end).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("rows", "fields"),
+    [
+        # DESCRIBE TABLE EXTENDED's rows as Spark 4.1.4 with Iceberg 1.11.0 returned them (abridged)
+        (
+            [
+                ("id", "bigint"),
+                ("d", "date"),
+                ("# Partition Information", ""),
+                ("# col_name", "data_type"),
+                ("d", "date"),
+                ("", ""),
+                ("# Metadata Columns", ""),
+                ("_spec_id", "int"),
+                ("Name", "ice.x.t"),
+            ],
+            ("d",),
+        ),
+        (
+            [
+                ("id", "bigint"),
+                ("d", "date"),
+                ("", ""),
+                ("# Partitioning", ""),
+                ("Part 0", "months(d)"),
+                ("Part 1", "bucket(4, id)"),
+                ("", ""),
+                ("# Metadata Columns", ""),
+                ("_pos", "bigint"),
+            ],
+            ("months(d)", "bucket(4, id)"),
+        ),
+        ([("id", "bigint"), ("", ""), ("# Metadata Columns", ""), ("_partition", "struct<>")], ()),
+    ],
+    ids=["identity", "transforms", "unpartitioned"],
+)
+def test_partition_fields_from_describe(rows, fields) -> None:
+    assert partition_fields(rows) == fields
