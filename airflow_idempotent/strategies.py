@@ -507,7 +507,7 @@ def check_keys(
 ) -> None:
     """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write
     (a merge's source, a guarded write's staged rows) or after the database refused them; from
-    `rows` when `key_problems`' columns were already read (`check_merge_source`)."""
+    `rows` when `key_problems`' columns were already read (Spark's `spark.delta.check_merge_source`)."""
     if rows is None:
         rows = adapter.execute(
             conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params
@@ -557,27 +557,6 @@ def name_refused_keys(
             raise_held_outside(adapter, conn, spec, info, keys, params, moving=False)
 
 
-def check_merge_source(
-    adapter: EngineAdapter,
-    conn: Connection,
-    spec: WriteSpec,
-    *,
-    keys: Sequence[str],
-    info: TableInfo,
-    params: Mapping[str, Any],
-) -> None:
-    """`check_keys`, then `raise_held_outside` for a merge, from ONE query over the source and the
-    table (`merge_source_problems`): for an engine whose MERGE refuses none of it (Spark)."""
-    assert spec.partition_column is not None
-    problems = adapter.merge_source_problems(
-        spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1
-    )
-    rows = adapter.execute(conn, problems, params).all()
-    check_keys(adapter, conn, spec, keys, params, rows=rows)
-    held = [(*r[: len(keys)], r[-1]) for r in rows if r[len(keys) + 2]]
-    raise_held_outside(adapter, conn, spec, info, keys, params, moving=True, rows=held)
-
-
 def raise_held_outside(
     adapter: EngineAdapter,
     conn: Connection,
@@ -591,7 +570,7 @@ def raise_held_outside(
     """Refuse the SELECT's keys that the table holds in rows outside the window, naming a few: an
     overwrite's INSERT would break the key (the DELETE leaves those rows), a merge (`moving`) would
     move the rows out of a window it neither locks nor records. From `rows` (the keys and the
-    partition value they are held at) when already read (`check_merge_source`)."""
+    partition value they are held at) when already read (Spark's `spark.delta.check_merge_source`)."""
     assert spec.partition_column is not None
     if rows is None:
         held = adapter.keys_held_outside(spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE)

@@ -165,16 +165,42 @@ def settle(db: Database) -> None:
 
 
 # ------------------------------------------------------------------------------------- the writes
+def cpu_reader(kind: str, dbapi: Any) -> Callable[[], float]:
+    """Seconds of CPU the database spent for this connection so far: the server process
+    (PostgreSQL) or thread (MariaDB) serving it, read from /proc (both run on this machine), or
+    this process's own CPU for embedded DuckDB (Python waits inside the statement). Unlike wall
+    time, it does not stretch when other work on the machine takes the CPUs, so it compares one
+    statement with another under load; it leaves out I/O waits (the commit's flush)."""
+    if kind == "duckdb":
+        return time.process_time
+    if kind == "postgres":
+        task = dbapi.get_backend_pid()
+    else:  # the server thread of this connection; looked up on a connection of its own
+        import pymysql
+
+        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root")
+        try:
+            with admin.cursor() as cur:
+                cur.execute(
+                    "SELECT TID FROM information_schema.PROCESSLIST WHERE ID = %s", (dbapi.thread_id(),)
+                )
+                task = cur.fetchone()[0]
+        finally:
+            admin.close()
+    path = Path(f"/proc/{task}/schedstat")
+    return lambda: int(path.read_text().split()[0]) / 1e9
 
 
 @contextmanager
-def timed_statements() -> Iterator[dict[str, float]]:
+def timed_statements(kind: str = "", cpu: dict[str, float] | None = None) -> Iterator[dict[str, float]]:
     """Time every statement the adapter runs, by kind (what the hand-written write does too, or not).
 
     The statement's text is read from SQLAlchemy's cursor event, not rendered again here, so the
     timing adds no sqlglot work of its own to the operator's 'other'. The commit of the connection
     those statements ran on is a step too (the hand-written write commits the same work; on DuckDB
     it is where a large write's checkpoint happens), so 'other' is the operator's own fixed cost.
+    With `kind` and `cpu`, each statement's server CPU (`cpu_reader`) is added to `cpu` by kind,
+    and the time spent finding the server's thread to `steps["bench"]` (not the operator's).
     """
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
@@ -187,17 +213,29 @@ def timed_statements() -> Iterator[dict[str, float]]:
     steps: dict[str, float] = defaultdict(float)
     last: list[str] = [""]
     writers: set[int] = set()  # the pooled connections the adapter's statements ran on
+    readers: dict[int, Callable[[], float]] = {}
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         last[0] = statement
 
     def execute(self: Any, conn: Any, expression: Any, binds: Any) -> Any:
         writers.add(id(conn.connection))  # what SQLAlchemy hands do_commit
+        dbapi = conn.connection.dbapi_connection
+        read: Callable[[], float] | None = None
+        if cpu is not None:
+            if id(dbapi) not in readers:
+                t = time.perf_counter()
+                readers[id(dbapi)] = cpu_reader(kind, dbapi)
+                steps["bench"] += time.perf_counter() - t
+            read = readers[id(dbapi)]
+        c0 = read() if read is not None else 0.0
         t0 = time.perf_counter()
         try:
             return real(self, conn, expression, binds)
         finally:
             steps[kind_of(last[0])] += time.perf_counter() - t0
+            if read is not None and cpu is not None:
+                cpu[kind_of(last[0])] += read() - c0
 
     def do_commit(self: Any, dbapi_connection: Any) -> None:
         t0 = time.perf_counter()
@@ -237,31 +275,42 @@ def kind_of(sql: str) -> str:
     return "counts"
 
 
-def run_hand(db: Database, strategy: str, steps_out: list[dict[str, float]]) -> float:
-    """The hand-written write on one connection, one transaction; its statements and commit timed."""
+def run_hand(
+    db: Database, strategy: str, steps_out: list[dict[str, float]], cpu_out: list[dict[str, float]]
+) -> float:
+    """The hand-written write on one connection, one transaction; its statements and commit timed,
+    and each statement's server CPU (`cpu_reader`, found outside the timed span)."""
     import sqlalchemy as sa
 
     sql = db.statements()
     engine = engine_of(db)
     names = ("delete", "insert") if strategy == "overwrite" else ("upsert",)
     steps: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     t0 = time.perf_counter()
     with engine.connect() as c:
+        t = time.perf_counter()
+        read = cpu_reader(db.kind, c.connection.dbapi_connection)
+        bench = time.perf_counter() - t
         transaction = c.begin()
         for name in names:
-            t = time.perf_counter()
+            t, c0 = time.perf_counter(), read()
             c.execute(sa.text(sql[name]), params())
             steps[name] = time.perf_counter() - t
+            cpu[name] = read() - c0
         t = time.perf_counter()
         transaction.commit()
         steps["commit"] = time.perf_counter() - t
-    took = time.perf_counter() - t0
+    took = time.perf_counter() - t0 - bench
     engine.dispose()
     steps_out.append(steps)
+    cpu_out.append(cpu)
     return took
 
 
-def run_operator(strategy: str, run: int, steps_out: list[dict[str, float]]) -> float:
+def run_operator(
+    db: Database, strategy: str, run: int, steps_out: list[dict[str, float]], cpu_out: list[dict[str, float]]
+) -> float:
     import pendulum
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
@@ -294,12 +343,14 @@ def run_operator(strategy: str, run: int, steps_out: list[dict[str, float]]) -> 
         "run_id": f"bench_{run}",
         "dag_run": DagRun(),
     }
-    with timed_statements() as steps:
+    cpu: dict[str, float] = defaultdict(float)
+    with timed_statements(db.kind, cpu) as steps:
         t0 = time.perf_counter()
         out = op.execute(context)
-        took = time.perf_counter() - t0
+        took = time.perf_counter() - t0 - steps.pop("bench", 0.0)
     assert out.get("checksum") and out.get("ordinal"), out  # checksum and history were on
     steps_out.append(dict(steps))
+    cpu_out.append(dict(cpu))
     return took
 
 
@@ -403,6 +454,18 @@ def added(times: list[float], steps: list[dict[str, float]]) -> float:
     )
 
 
+def server_cpu(operator: list[dict[str, float]], hand: list[dict[str, float]]) -> str:
+    """The table's server-CPU cell: the shared statements' CPU, operator vs hand-written (medians,
+    ms) and their ratio, then the CPU of the statements only the operator runs."""
+    shared = [
+        statistics.median(sum(v for k, v in c.items() if k in SHARED_STEPS) for c in side)
+        for side in (operator, hand)
+    ]
+    extra = statistics.median(sum(v for k, v in c.items() if k not in SHARED_STEPS) for c in operator)
+    ratio = shared[0] / shared[1]
+    return f"{shared[0] * 1000:.0f} / {shared[1] * 1000:.0f} (**{ratio:.3f}**); +{extra * 1000:.0f}"
+
+
 def other(times: list[float], steps: list[dict[str, float]]) -> float:
     """Median of wall time minus the timed statements and commit: what a run pays besides them."""
     return statistics.median(t - sum(st.values()) for t, st in zip(times, steps, strict=True))
@@ -443,10 +506,16 @@ def main() -> int:
                     for strategy in ("overwrite", "merge"):
                         steps: list[dict[str, float]] = []
                         hand_steps: list[dict[str, float]] = []
+                        cpu: list[dict[str, float]] = []
+                        hand_cpu: list[dict[str, float]] = []
                         times = alternate(
                             {
-                                "operator": lambda r, s=strategy, st=steps: run_operator(s, r, st),
-                                "hand": lambda r, s=strategy, d=db, st=hand_steps: run_hand(d, s, st),
+                                "operator": lambda r, s=strategy, d=db, st=steps, c=cpu: run_operator(
+                                    d, s, r, st, c
+                                ),
+                                "hand": lambda r, s=strategy, d=db, st=hand_steps, c=hand_cpu: run_hand(
+                                    d, s, st, c
+                                ),
                             },
                             args.repeats,
                             db,
@@ -465,7 +534,7 @@ def main() -> int:
                             f"{s['ratio_min']:.3f} | {s['paired']:.3f} | "
                             f"**{(s['b_med'] + extra) / s['b_med']:.3f}** ({extra * 1000:.0f} ms) | "
                             f"{s['extra_ms']:.0f} | {step_text}; other {python * 1000:.0f} | "
-                            f"{(python - hand_other) * 1000:.0f} |"
+                            f"{(python - hand_other) * 1000:.0f} | {server_cpu(cpu[1:], hand_cpu[1:])} |"
                         )
                         print(rows[-1], flush=True)
                         loads.append(f"{kind} {n} {strategy}: {load()}")
@@ -483,7 +552,7 @@ def main() -> int:
                             f"| {kind} | {n:,} | guarded swap vs plain overwrite | {spread(s, 'a')} | "
                             f"{spread(s, 'b')} | "
                             f"**{s['ratio_med']:.3f}** | {s['ratio_min']:.3f} | {s['paired']:.3f} | | "
-                            f"{s['extra_ms']:.0f} | | |"
+                            f"{s['extra_ms']:.0f} | | | |"
                         )
                         print(rows[-1], flush=True)
             finally:
@@ -525,8 +594,10 @@ def write(args: argparse.Namespace, rows: list[str], loads: list[str], took: flo
         "| engine | window rows | strategy | operator (s) | hand-written (s) | ratio of medians | "
         "ratio of mins | median paired ratio | (hand-written + operator's additions) / hand-written | "
         "operator's extra ms (median - median) | "
-        "operator's statements, median ms | fixed cost beyond the hand-written's, ms |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "operator's statements, median ms | fixed cost beyond the hand-written's, ms | "
+        "server CPU of the write statements, operator / hand-written ms (ratio); + the operator's "
+        "other statements |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
         *rows,
         "",
         "'other' = operator wall time minus its statements and its warehouse commit: connect, lock, "
@@ -542,7 +613,13 @@ def write(args: argparse.Namespace, rows: list[str], loads: list[str], took: flo
         "'Operator's additions' = per operator run, its wall time minus the statements the "
         "hand-written write runs too (delete, insert, upsert) and the commit, median, minus the "
         "hand-written's own fixed cost: the checksum, counts, probe and fixed cost the operator adds, "
-        "measured inside each run, so free of the big statement's spread between runs.",
+        "measured inside each run, so free of the big statement's spread between runs. 'Server CPU' = "
+        "the CPU the database spent on the statements (PostgreSQL's backend process, MariaDB's "
+        "connection thread, read from /proc; DuckDB's: this process's CPU during the statement), "
+        "medians: the write statements both run (delete + insert, or the upsert), operator against "
+        "hand-written, then the CPU of the operator's checks (checksum, counts, source pass). CPU "
+        "does not stretch when other work takes the machine's CPUs, so that ratio holds under load "
+        "where the wall-time ratios do not; it leaves out I/O waits and the round trips.",
         "",
         "Load averages (1, 5, 15 min): " + "; ".join(loads),
         "",

@@ -21,6 +21,7 @@ from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
+from airflow_idempotent.spark.delta import check_merge_source
 from airflow_idempotent.window import day_range
 from tests.test_operators import DAY, context, make, payouts_snapshot
 
@@ -393,4 +394,4 @@ def test_the_one_source_query_finds_each_refusal_in_order(warehouse: Any) -> Non
         assert [r[1:4] for r in rows[3:]] == [(1, 0, 1), (1, 0, 1)]
         assert held == [(2, str(before)), (5, None)]
         with pytest.raises(MergeKeyError, match=r"duplicate key\(s\) 3 \(2 rows\) and NULL key\(s\) None"):
-            strategies.check_merge_source(adapter, conn, spec, info=info, keys=["k"], params=params)
+            check_merge_source(adapter, conn, spec, info=info, keys=["k"], params=params)

@@ -11,7 +11,7 @@
   job: the source grouped by key, left-joined to the table's rows outside the window) that refuses
   repeated or NULL keys and rows outside the window (`strategies.check_keys`), then keys the table
   holds in another window (`strategies.raise_held_outside`), both read by
-  `strategies.check_merge_source`, since Delta inserts a repeated key that matches nothing twice
+  `check_merge_source`, since Delta inserts a repeated key that matches nothing twice
   and cannot see another window.
   `delete_missing` is ``WHEN NOT MATCHED BY SOURCE AND <window on t> THEN DELETE``, in that commit.
 
@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
+from airflow_idempotent.adapters.base import SOURCE_ALIAS, EngineAdapter, TableInfo, table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
@@ -43,13 +44,14 @@ from airflow_idempotent.spark.observed import Observed, observable, trusted, win
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
+    SAMPLE_SIZE,
     PeriodResult,
     WriteResult,
     WriteSpec,
     check_keys,
-    check_merge_source,
     period_binds,
     prepare,
+    raise_held_outside,
     raise_outside,
     window_binds,
 )
@@ -430,6 +432,28 @@ def replaced(
         periods=periods,
         table_version=version,
     )
+
+
+def check_merge_source(
+    adapter: EngineAdapter,
+    conn: Connection,
+    spec: WriteSpec,
+    *,
+    keys: Sequence[str],
+    info: TableInfo,
+    params: Mapping[str, Any],
+) -> None:
+    """`check_keys`, then `raise_held_outside` for a merge, from ONE query over the source and the
+    table (`merge_source_problems`): Delta's MERGE refuses none of it. Typed for any adapter, so
+    the one query is proved on every SQL engine too (tests/test_merge_keys.py)."""
+    assert spec.partition_column is not None
+    problems = adapter.merge_source_problems(
+        spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1
+    )
+    rows = adapter.execute(conn, problems, params).all()
+    check_keys(adapter, conn, spec, keys, params, rows=rows)
+    held = [(*r[: len(keys)], r[-1]) for r in rows if r[len(keys) + 2]]
+    raise_held_outside(adapter, conn, spec, info, keys, params, moving=True, rows=held)
 
 
 def checked_merge_source(
