@@ -90,6 +90,7 @@ TABLES = (
     "bench_delta_bare_merge",
     "bench_delta_bare_task",
     "bench_delta_bare_merge_task",
+    "bench_delta_op_unobserved",
 )
 #: The bare statements as a task runs them (a Spark Connect session of its own, like the
 #: operator's), on tables of their own: an Iceberg table written from another session is stale in
@@ -146,6 +147,21 @@ def in_own_session(cluster: SparkCluster, statement: str) -> None:
         session.stop()
 
 
+def without_observation(run: Any) -> Any:
+    """`run` with every overwrite's figures read at the commit's version (the path a CHAR column
+    takes), restored after: `--observe-ab`'s second operator."""
+
+    def unobserved() -> None:
+        saved = delta.observable, iceberg.observable
+        delta.observable = iceberg.observable = lambda *_args, **_kw: False
+        try:
+            run()
+        finally:
+            delta.observable, iceberg.observable = saved
+
+    return unobserved
+
+
 def timed(run: Any) -> float:
     t = time.perf_counter()
     run()
@@ -172,6 +188,13 @@ def main() -> None:
         action="store_true",
         help="an overwrite's count and checksum read at the commit's version instead of observed on"
         " the rows written: the A/B of the observation",
+    )
+    parser.add_argument(
+        "--observe-ab",
+        action="store_true",
+        help="also run the overwrite operator with its figures read at the commit's version (on a table"
+        " of its own), alternated with the observed one in the same run: the observation's A/B without"
+        " two runs' load between them",
     )
     args = parser.parse_args()
     if args.no_observe:  # the fallback every overwrite takes with a CHAR column
@@ -205,6 +228,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     phases: dict[str, dict[str, list[float]]] = {}
     times: dict[str, list[float]] = {
         "PartitionOverwriteOperator": [],
+        "PartitionOverwriteOperator, not observed": [],
         "bare INSERT INTO .. REPLACE WHERE": [],
         "MergeOperator": [],
         "bare MERGE INTO": [],
@@ -250,8 +274,12 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
 
             return run
 
+        unobserved = PartitionOverwriteOperator(
+            task_id="bench_overwrite_unobserved", table=f"{prefix}bench_delta_op_unobserved", **common
+        )
         paths = {
             "PartitionOverwriteOperator": stepped(overwrite),
+            "PartitionOverwriteOperator, not observed": without_observation(stepped(unobserved)),
             "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
             "MergeOperator": stepped(merge),
             "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
@@ -260,6 +288,8 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         }
         if args.only:
             paths = {k: v for k, v in paths.items() if ("MERGE" in k.upper()) == (args.only == "merge")}
+        if not args.observe_ab:
+            paths.pop("PartitionOverwriteOperator, not observed", None)
         times = {k: v for k, v in times.items() if k in paths}
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
@@ -294,6 +324,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         if v
     )
     flags += " --no-observe" if args.no_observe else ""
+    flags += " --observe-ab" if args.observe_ab else ""
     lines = [
         f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
@@ -317,7 +348,13 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         f"Overwrite: operator / bare statement (medians) {overwrite_ratio}; "
         f"merge: {merge_ratio}. Against the bare statement in a Spark Connect session of its "
         f"own, as an Airflow task runs it (each operator call opens one too): overwrite "
-        f"{task_overwrite}, merge {task_merge}.",
+        f"{task_overwrite}, merge {task_merge}."
+        + (
+            f" The overwrite observed / its figures read at the commit's version (`--observe-ab`): "
+            f"{ratio('PartitionOverwriteOperator', 'PartitionOverwriteOperator, not observed')}."
+            if "PartitionOverwriteOperator, not observed" in med
+            else ""
+        ),
         "",
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
