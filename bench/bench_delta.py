@@ -12,7 +12,7 @@ column checked in the statement) against Iceberg's plain ``INSERT INTO .. REPLAC
 On a standalone cluster it starts itself on loopback (a master, two 1-core workers, a Spark
 Connect server with Delta's extension; ``--cluster-dir`` attaches to one already running), from a
 3,000,000-row source over 90 days, it rewrites one 31-day window of 999,998 rows (32,258 a day) of
-a Delta table partitioned by day, alternating (ABAB) after one warm-up each:
+a Delta table partitioned by day, alternating (ABAB, each run starting one path later) after one warm-up each:
 
 - overwrite: ``PartitionOverwriteOperator.execute`` (one REPLACE WHERE commit tagged with the
   attempt, then the window's count and checksum at that version, the rows it replaced at the
@@ -294,8 +294,12 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
         phases.clear()
-        for _ in range(args.runs):
-            for name, run in paths.items():
+        order = list(paths.items())
+        for turn in range(args.runs):
+            # each run starts one path later: a path's place in the turn costs it (the first Delta
+            # write of a turn was the slowest in probe_delta_observe.py), so no path keeps one place
+            shift = turn % len(order)
+            for name, run in order[shift:] + order[:shift]:
                 times[name].append(timed(run))
         window_rows = 31 * max(1, args.rows // 31)
         for name in TABLES[1:]:
@@ -330,7 +334,8 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         "",
         f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py "
         f"--format {fmt} --runs {args.runs}{flags}` "
-        f"({args.runs} measured runs of each path, in turn, after one warm-up each).",
+        f"({args.runs} measured runs of each path, in turn, each run starting one path later, after one "
+        "warm-up each).",
         "",
         f"A {args.rows:,}-row window ({31 * per_day:,} rows: 31 days of {per_day:,}) rewritten from a "
         f"{per_day * SOURCE_ROWS // PER_DAY:,}-row source into "
