@@ -12,7 +12,7 @@ column checked in the statement) against Iceberg's plain ``INSERT INTO .. REPLAC
 On a standalone cluster it starts itself on loopback (a master, two 1-core workers, a Spark
 Connect server with Delta's extension; ``--cluster-dir`` attaches to one already running), from a
 3,000,000-row source over 90 days, it rewrites one 31-day window of 999,998 rows (32,258 a day) of
-a Delta table partitioned by day, alternating (ABAB) after one warm-up each:
+a Delta table partitioned by day, alternating (ABAB, each run starting one path later) after one warm-up each:
 
 - overwrite: ``PartitionOverwriteOperator.execute`` (one REPLACE WHERE commit tagged with the
   attempt, then the window's count and checksum at that version, the rows it replaced at the
@@ -90,6 +90,7 @@ TABLES = (
     "bench_delta_bare_merge",
     "bench_delta_bare_task",
     "bench_delta_bare_merge_task",
+    "bench_delta_op_unobserved",
 )
 #: The bare statements as a task runs them (a Spark Connect session of its own, like the
 #: operator's), on tables of their own: an Iceberg table written from another session is stale in
@@ -146,6 +147,21 @@ def in_own_session(cluster: SparkCluster, statement: str) -> None:
         session.stop()
 
 
+def without_observation(run: Any) -> Any:
+    """`run` with every overwrite's figures read at the commit's version (the path a CHAR column
+    takes), restored after: `--observe-ab`'s second operator."""
+
+    def unobserved() -> None:
+        saved = delta.observable, iceberg.observable
+        delta.observable = iceberg.observable = lambda *_args, **_kw: False
+        try:
+            run()
+        finally:
+            delta.observable, iceberg.observable = saved
+
+    return unobserved
+
+
 def timed(run: Any) -> float:
     t = time.perf_counter()
     run()
@@ -172,6 +188,13 @@ def main() -> None:
         action="store_true",
         help="an overwrite's count and checksum read at the commit's version instead of observed on"
         " the rows written: the A/B of the observation",
+    )
+    parser.add_argument(
+        "--observe-ab",
+        action="store_true",
+        help="also run the overwrite operator with its figures read at the commit's version (on a table"
+        " of its own), alternated with the observed one in the same run: the observation's A/B without"
+        " two runs' load between them",
     )
     args = parser.parse_args()
     if args.no_observe:  # the fallback every overwrite takes with a CHAR column
@@ -205,6 +228,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     phases: dict[str, dict[str, list[float]]] = {}
     times: dict[str, list[float]] = {
         "PartitionOverwriteOperator": [],
+        "PartitionOverwriteOperator, not observed": [],
         "bare INSERT INTO .. REPLACE WHERE": [],
         "MergeOperator": [],
         "bare MERGE INTO": [],
@@ -250,8 +274,12 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
 
             return run
 
+        unobserved = PartitionOverwriteOperator(
+            task_id="bench_overwrite_unobserved", table=f"{prefix}bench_delta_op_unobserved", **common
+        )
         paths = {
             "PartitionOverwriteOperator": stepped(overwrite),
+            "PartitionOverwriteOperator, not observed": without_observation(stepped(unobserved)),
             "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
             "MergeOperator": stepped(merge),
             "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
@@ -260,12 +288,18 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         }
         if args.only:
             paths = {k: v for k, v in paths.items() if ("MERGE" in k.upper()) == (args.only == "merge")}
+        if not args.observe_ab:
+            paths.pop("PartitionOverwriteOperator, not observed", None)
         times = {k: v for k, v in times.items() if k in paths}
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
         phases.clear()
-        for _ in range(args.runs):
-            for name, run in paths.items():
+        order = list(paths.items())
+        for turn in range(args.runs):
+            # each run starts one path later: a path's place in the turn costs it (the first Delta
+            # write of a turn was the slowest in probe_delta_observe.py), so no path keeps one place
+            shift = turn % len(order)
+            for name, run in order[shift:] + order[:shift]:
                 times[name].append(timed(run))
         window_rows = 31 * max(1, args.rows // 31)
         for name in TABLES[1:]:
@@ -294,12 +328,14 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         if v
     )
     flags += " --no-observe" if args.no_observe else ""
+    flags += " --observe-ab" if args.observe_ab else ""
     lines = [
         f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
         f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py "
         f"--format {fmt} --runs {args.runs}{flags}` "
-        f"({args.runs} measured runs of each path, in turn, after one warm-up each).",
+        f"({args.runs} measured runs of each path, in turn, each run starting one path later, after one "
+        "warm-up each).",
         "",
         f"A {args.rows:,}-row window ({31 * per_day:,} rows: 31 days of {per_day:,}) rewritten from a "
         f"{per_day * SOURCE_ROWS // PER_DAY:,}-row source into "
@@ -317,7 +353,13 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         f"Overwrite: operator / bare statement (medians) {overwrite_ratio}; "
         f"merge: {merge_ratio}. Against the bare statement in a Spark Connect session of its "
         f"own, as an Airflow task runs it (each operator call opens one too): overwrite "
-        f"{task_overwrite}, merge {task_merge}.",
+        f"{task_overwrite}, merge {task_merge}."
+        + (
+            f" The overwrite observed / its figures read at the commit's version (`--observe-ab`): "
+            f"{ratio('PartitionOverwriteOperator', 'PartitionOverwriteOperator, not observed')}."
+            if "PartitionOverwriteOperator, not observed" in med
+            else ""
+        ),
         "",
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
