@@ -1,0 +1,115 @@
+"""The linter's round-13 changes (issue 35, docs/lint-evaluation.md): true-but-harmless shapes of the
+tuning half listed as information, each a principle stated once in the module that owns it, tested
+with a few hand-written lines. What each test asserts is what a reviewer would say of the snippet,
+worked out by hand (never read from the linter's tables):
+
+- a clock read in an ``except`` handler that raises again, whose value stays in the handler, stamps
+  the failed attempt's error record; one whose every use is an argument of a log-writing call stamps
+  the job's own log; one in a function named for archiving names a backup copy (records). A
+  fallback value that leaves its handler, a log *read* (``fetch_logs(since=..)``) and the same copy
+  code in an export stay findings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
+
+
+def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return lint_paths([tmp_path])
+
+
+def _at(entries: list[RuleFinding], rule: str) -> list[tuple[int, str | None]]:
+    """(line, task) of the entries of `rule` (findings or information), sorted."""
+    return sorted((f.line, f.task_id) for f in entries if f.rule == rule)
+
+
+_RECORDS = """from datetime import datetime
+from airflow.decorators import dag, task
+from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+
+def write_to_execution_logs(hook, name, status, start, message):
+    hook.run("INSERT INTO etl.execution_log VALUES (%s, %s, %s, %s)", (name, status, start, message))
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False, default_args={"retries": 2})
+def loads():
+    @task
+    def load(ds=None):
+        hook = PostgresHook("wh")
+        try:
+            hook.run("DELETE FROM t WHERE d = %s; INSERT INTO t SELECT * FROM st WHERE d = %s", (ds, ds))
+        except Exception as e:
+            failed_at = datetime.utcnow()
+            write_to_execution_logs(hook, "load", "ERROR", failed_at, str(e))
+            raise
+
+    @task
+    def started(ds=None):
+        log_run_start(job="started", at=datetime.now().isoformat())
+
+    @task
+    def archive_configs():
+        stamp = datetime.utcnow().strftime("%Y%m%dT%H%M%S")
+        copy_prefix("s3://b/configs/", f"s3://b/configs-archive/{stamp}/")
+
+    @task
+    def export_configs():
+        stamp = datetime.utcnow().strftime("%Y%m%dT%H%M%S")
+        copy_prefix("s3://b/configs/", f"s3://b/configs-export/{stamp}/")
+
+    @task
+    def fallback(ds=None):
+        hook = PostgresHook("wh")
+        try:
+            day = ask_api_for_day()
+        except KeyError:
+            day = datetime.now().date()
+            raise
+        hook.run("INSERT INTO t SELECT * FROM s WHERE day = %s", parameters=(day,))
+
+    @task
+    def kept(ds=None):
+        try:
+            ask_api_for_day()
+        except KeyError:
+            failed_at = datetime.now()
+            return failed_at
+
+    @task
+    def fetch(ds=None):
+        hook = PostgresHook("wh")
+        rows = fetch_logs(since=datetime.now())
+        hook.insert_rows("logs", rows)
+
+    load(), started(), archive_configs(), export_configs(), fallback(), kept(), fetch()
+
+
+loads()
+"""
+
+
+def test_own_records_are_information_and_data_stays_a_finding(tmp_path: Path) -> None:
+    report = _lint(tmp_path, {"records.py": _RECORDS})
+    # line 18: the failed attempt's error record, in a handler that raises again;
+    # line 24: every use is an argument of log_run_start (a log write);
+    # line 28: a function named for archiving names the copy by its time
+    assert _at(report.information, "IDEM003") == [(18, "load"), (24, "started"), (28, "archive_configs")]
+    # the same copy in an export (33); a handler's value that leaves it (42: it is read after the
+    # try, whatever the handler ends with); a handler that returns the value (51); a log read by time (57)
+    assert _at(report.findings, "IDEM003") == [
+        (33, "export_configs"),
+        (42, "fallback"),
+        (51, "kept"),
+        (57, "fetch"),
+    ]
+    said = {f.task_id: f.message for f in report.information if f.rule == "IDEM003"}
+    assert "failed attempt's error record" in said["load"]
+    assert "job's own log" in said["started"]
+    assert "backup copy" in said["archive_configs"]
+    assert all("if this runs twice" in text for text in said.values()), said
