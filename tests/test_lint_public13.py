@@ -113,3 +113,45 @@ def test_own_records_are_information_and_data_stays_a_finding(tmp_path: Path) ->
     assert "job's own log" in said["started"]
     assert "backup copy" in said["archive_configs"]
     assert all("if this runs twice" in text for text in said.values()), said
+
+
+def _line(text: str, needle: str) -> int:
+    """The 1-based line of `text` that holds `needle` (once)."""
+    hits = [n for n, line in enumerate(text.splitlines(), 1) if needle in line]
+    assert len(hits) == 1, (needle, hits)
+    return hits[0]
+
+
+_STAMPS = """from datetime import datetime
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+
+with DAG("stamps", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False):
+    SQLExecuteQueryOperator(task_id="zoned", conn_id="wh", sql=\"\"\"
+        UPDATE jira.issue j SET updated_at = now() AT TIME ZONE 'utc', status = s.status
+        FROM stg.issue s WHERE s.id = j.id\"\"\")
+    SQLExecuteQueryOperator(task_id="cast", conn_id="wh", sql=\"\"\"
+        UPDATE jobs SET status = 'done', processed_at = CAST(now() AS timestamp) WHERE id = 7\"\"\")
+    SQLExecuteQueryOperator(task_id="loaded", conn_id="wh", sql=\"\"\"
+        UPDATE balances SET loaded_at = now() AT TIME ZONE 'utc' WHERE day = '{{ ds }}'\"\"\")
+    SQLExecuteQueryOperator(task_id="plain", conn_id="wh", sql=\"\"\"
+        INSERT INTO loads (id, loaded_at) SELECT id, now() FROM src\"\"\")
+"""
+
+
+def test_an_audit_column_is_seen_through_a_time_zone_or_cast(tmp_path: Path) -> None:
+    report = _lint(tmp_path, {"stamps.py": _STAMPS})
+    at = {
+        task: _line(_STAMPS, needle)
+        for task, needle in [
+            ("zoned", "updated_at = now() AT TIME ZONE"),
+            ("cast", "processed_at = CAST"),
+            ("loaded", "SET loaded_at"),
+            ("plain", "INSERT INTO loads"),
+        ]
+    }
+    # updated_at / processed_at (audit columns, `benign.AUDIT_COLUMN`) written through AT TIME ZONE or a CAST:
+    # information, as the bare now() always was
+    assert _at(report.information, "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast"))
+    # loaded_at is data (the labelled corpus's ddl05), converted or not: findings
+    assert _at(report.findings, "IDEM001") == sorted((at[t], t) for t in ("loaded", "plain"))
