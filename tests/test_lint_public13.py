@@ -155,3 +155,58 @@ def test_an_audit_column_is_seen_through_a_time_zone_or_cast(tmp_path: Path) -> 
     assert _at(report.information, "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast"))
     # loaded_at is data (the labelled corpus's ddl05), converted or not: findings
     assert _at(report.findings, "IDEM001") == sorted((at[t], t) for t in ("loaded", "plain"))
+
+
+_REQUESTS = """from datetime import datetime
+import requests
+from airflow.decorators import dag, task
+from airflow.providers.http.operators.http import SimpleHttpOperator
+
+DRUID = "http://druid:8081/druid/indexer/v1/task"
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False, default_args={"retries": 2})
+def jobs():
+    @task
+    def stop_slow(task_id: str):
+        requests.post(f"{DRUID}/{task_id}/cancel")
+
+    @task
+    def warm():
+        requests.put("http://superset:8088/api/v1/chart/warm_up_cache", json={"chart_id": 7})
+
+    SimpleHttpOperator(task_id="reload", method="POST", http_conn_id="w", endpoint="inner/chart/cache/1week")
+
+    @task
+    def order(ds=None):
+        requests.post("https://api.example.com/orders", json={"day": ds})
+
+    SimpleHttpOperator(task_id="cached_orders", method="POST", http_conn_id="w", endpoint="cache/bill/create")
+
+    stop_slow("t1"), warm(), order()
+
+
+jobs()
+"""
+
+
+def test_ending_a_job_or_rebuilding_a_cache_is_sent_again_harmlessly(tmp_path: Path) -> None:
+    report = _lint(tmp_path, {"jobs.py": _REQUESTS})
+    line = {
+        needle: _line(_REQUESTS, needle)
+        for needle in ("/cancel", "warm_up_cache", '"reload"', "com/orders", "cached")
+    }
+    assert _at(report.information, "IDEM006") == [
+        (line["/cancel"], "stop_slow"),
+        (line["warm_up_cache"], "warm"),
+        (line['"reload"'], "reload"),
+    ]
+    # an order, and an endpoint whose cache segment is not among its last two: still sends
+    assert _at(report.findings, "IDEM006") == [
+        (line["com/orders"], "order"),
+        (line["cached"], "cached_orders"),
+    ]
+    answers = {t.task_id: t.runs_twice for t in report.tasks}
+    assert answers["stop_slow"].startswith("Nothing:") and "job already ended" in answers["stop_slow"]
+    assert answers["reload"].startswith("Nothing:") and "same cache" in answers["reload"]
+    assert answers["order"].startswith("Sends again:")
