@@ -3,6 +3,10 @@ tuning half listed as information, each a principle stated once in the module th
 with a few hand-written lines. What each test asserts is what a reviewer would say of the snippet,
 worked out by hand (never read from the linter's tables):
 
+- a request that cancels or stops a job, rebuilds or clears a cache, or refreshes or syncs state
+  (its path says so, and names no send) is information, with "If this runs twice?" answered (reads);
+  an order, a refresh that e-mails, and a path whose cache segment is further up stay sends;
+- an audit column written through ``AT TIME ZONE`` or a CAST is still an audit column (benign);
 - a clock read in an ``except`` handler that raises again, whose value stays in the handler, stamps
   the failed attempt's error record; one whose every use is an argument of a log-writing call stamps
   the job's own log; one in a function named for archiving names a backup copy (records). A
@@ -176,6 +180,9 @@ def jobs():
         requests.put("http://superset:8088/api/v1/chart/warm_up_cache", json={"chart_id": 7})
 
     SimpleHttpOperator(task_id="reload", method="POST", http_conn_id="w", endpoint="inner/chart/cache/1week")
+    SimpleHttpOperator(task_id="sync_files", method="PATCH", http_conn_id="w", endpoint="/in/ftpFiles/sync")
+    SimpleHttpOperator(task_id="refresh_symbols", http_conn_id="w", endpoint="/report/inner/refreshSymbols")
+    SimpleHttpOperator(task_id="mail", method="PUT", http_conn_id="w", endpoint="/refresh/send/email")
 
     @task
     def order(ds=None):
@@ -190,23 +197,35 @@ jobs()
 """
 
 
-def test_ending_a_job_or_rebuilding_a_cache_is_sent_again_harmlessly(tmp_path: Path) -> None:
+def test_ending_a_job_or_refreshing_a_cache_or_state_is_sent_again_harmlessly(tmp_path: Path) -> None:
     report = _lint(tmp_path, {"jobs.py": _REQUESTS})
     line = {
         needle: _line(_REQUESTS, needle)
-        for needle in ("/cancel", "warm_up_cache", '"reload"', "com/orders", "cached")
+        for needle in (
+            "/cancel",
+            "warm_up_cache",
+            '"reload"',
+            "ftpFiles",
+            "refreshSymbols",
+            "com/orders",
+            "cached",
+            "send/email",
+        )
     }
     assert _at(report.information, "IDEM006") == [
         (line["/cancel"], "stop_slow"),
         (line["warm_up_cache"], "warm"),
         (line['"reload"'], "reload"),
+        (line["ftpFiles"], "sync_files"),
+        (line["refreshSymbols"], "refresh_symbols"),
     ]
-    # an order, and an endpoint whose cache segment is not among its last two: still sends
-    assert _at(report.findings, "IDEM006") == [
-        (line["com/orders"], "order"),
-        (line["cached"], "cached_orders"),
-    ]
+    # an order, a refresh that sends e-mail, and an endpoint whose cache segment is not among its
+    # last two: still sends
+    assert _at(report.findings, "IDEM006") == sorted(
+        [(line["com/orders"], "order"), (line["cached"], "cached_orders"), (line["send/email"], "mail")]
+    )
     answers = {t.task_id: t.runs_twice for t in report.tasks}
     assert answers["stop_slow"].startswith("Nothing:") and "job already ended" in answers["stop_slow"]
     assert answers["reload"].startswith("Nothing:") and "same cache" in answers["reload"]
+    assert answers["sync_files"].startswith("Nothing:") and "finds them matching" in answers["sync_files"]
     assert answers["order"].startswith("Sends again:")

@@ -22,6 +22,11 @@ time; they are listed as information (`path_repeat`), since the request is still
   (``/chart/warm_up_cache``, ``/symbol/clear/hk/symbol/cache``, ``/reload/symbols/chart/cache/1week``:
   mitgate's Superset warm-up and RockFlow's cache reloads, tuning): a cache is data the receiver
   derives from its own, so rebuilding or clearing it again leaves the same cache.
+- **A refresh.** A request whose path names a refresh, a sync or a reload (a segment ``refresh``,
+  ``sync``, ``reload``, ``rebuild``, or one starting so: ``refreshSymbols``; RockFlow's
+  ``/accounts/refresh``, ``/ftpFiles/sync``, ``/sync/es/watchlist``, tuning) and no send (``send``,
+  ``email``, ``notify``, ``push``, ``message``, ``sms``): it asks the receiver to make its state
+  match its sources again; a second one finds them matching.
 
 Anything else (a POST to ``/orders``, a PUT to an internal endpoint) stays a send: the path cannot
 tell a refresh from a grant, so they are judged by people, not here.
@@ -35,8 +40,9 @@ import re
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["CACHE_TEXT", "ENDS_TEXT", "changes_nothing", "path_repeat", "request_repeat"]
+__all__ = ["CACHE_TEXT", "ENDS_TEXT", "REFRESH_TEXT", "changes_nothing", "path_repeat", "request_repeat"]
 
+REFRESH_TEXT = "it asks to refresh or sync state from its sources: sent again, it finds them matching"
 ENDS_TEXT = "it asks to cancel or stop a job: sent again, it finds the job already ended"
 CACHE_TEXT = (
     "it rebuilds or clears a cache: sent again, the receiver derives the same cache from the same data"
@@ -50,6 +56,9 @@ _READ_PATH = re.compile(
 _ENDING_PATH = re.compile(r"/(?:cancel|abort|stop|kill|terminate|shutdown)/?(?:[?#]|$)", re.I)
 #: a path whose last or second-to-last segment names a cache
 _CACHE_PATH = re.compile(r"(?:^|/)[\w-]*cache[\w-]*(?:/[\w.%-]*)?/?(?:[?#]|$)", re.I)
+#: a path segment naming a refresh, a sync or a reload (``refreshSymbols`` too), and one naming a send
+_REFRESH_PATH = re.compile(r"(?:^|/)(?:refresh|re-?sync|sync|reload|rebuild)(?:[A-Z_-][\w-]*)?(?=/|[?#]|$)")
+_SEND_PATH = re.compile(r"send|e-?mail|notif|push|message|sms", re.I)
 _GRAPHQL = re.compile(r"graphql", re.I)
 _OBJECT_HOST = re.compile(
     r"\.s3[.-]|s3\.amazonaws\.com|storage\.googleapis\.com|blob\.core\.windows\.net", re.I
@@ -74,12 +83,14 @@ def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> b
 
 def path_repeat(path: str | None) -> str | None:
     """Why sending a request to `path` (a URL or an operator's endpoint) again changes nothing more
-    (ENDS_TEXT, CACHE_TEXT), or None."""
+    (ENDS_TEXT, CACHE_TEXT, REFRESH_TEXT), or None."""
     if path is None:
         return None
     if _ENDING_PATH.search(path):
         return ENDS_TEXT
-    return CACHE_TEXT if _CACHE_PATH.search(path) else None
+    if _CACHE_PATH.search(path):
+        return CACHE_TEXT
+    return REFRESH_TEXT if _REFRESH_PATH.search(path) and not _SEND_PATH.search(path) else None
 
 
 def request_repeat(call: ast.Call, scope: Scope) -> str | None:
