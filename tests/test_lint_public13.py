@@ -21,15 +21,14 @@ from pathlib import Path
 from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
 
 
-def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
+def _lint(tmp_path: Path, name: str, text: str) -> LintReport:
+    """Lint one DAG file written into an empty project folder."""
+    (tmp_path / name).write_text(text)
     return lint_paths([tmp_path])
 
 
 def _at(entries: list[RuleFinding], rule: str) -> list[tuple[int, str | None]]:
-    """(line, task) of the entries of `rule` (findings or information), sorted."""
-    return sorted((f.line, f.task_id) for f in entries if f.rule == rule)
+    return sorted((f.line, f.task_id) for f in entries if f.rule == rule)  # findings or information
 
 
 _RECORDS = """from datetime import datetime
@@ -99,7 +98,7 @@ loads()
 
 
 def test_own_records_are_information_and_data_stays_a_finding(tmp_path: Path) -> None:
-    report = _lint(tmp_path, {"records.py": _RECORDS})
+    report = _lint(tmp_path, "records.py", _RECORDS)
     # line 18: the failed attempt's error record, in a handler that raises again;
     # line 24: every use is an argument of log_run_start (a log write);
     # line 28: a function named for archiving names the copy by its time
@@ -144,7 +143,7 @@ with DAG("stamps", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=F
 
 
 def test_an_audit_column_is_seen_through_a_time_zone_or_cast(tmp_path: Path) -> None:
-    report = _lint(tmp_path, {"stamps.py": _STAMPS})
+    report = _lint(tmp_path, "stamps.py", _STAMPS)
     at = {
         task: _line(_STAMPS, needle)
         for task, needle in [
@@ -198,7 +197,7 @@ jobs()
 
 
 def test_ending_a_job_or_refreshing_a_cache_or_state_is_sent_again_harmlessly(tmp_path: Path) -> None:
-    report = _lint(tmp_path, {"jobs.py": _REQUESTS})
+    report = _lint(tmp_path, "jobs.py", _REQUESTS)
     line = {
         needle: _line(_REQUESTS, needle)
         for needle in (
