@@ -90,7 +90,11 @@ def loads():
         rows = fetch_logs(since=datetime.now())
         hook.insert_rows("logs", rows)
 
-    load(), started(), archive_configs(), export_configs(), fallback(), kept(), fetch()
+    @task
+    def catalog(ds=None):
+        insert_catalog(item="a", added=datetime.now())
+
+    load(), started(), archive_configs(), export_configs(), fallback(), kept(), fetch(), catalog()
 
 
 loads()
@@ -104,12 +108,14 @@ def test_own_records_are_information_and_data_stays_a_finding(tmp_path: Path) ->
     # line 28: a function named for archiving names the copy by its time
     assert _at(report.information, "IDEM003") == [(18, "load"), (24, "started"), (28, "archive_configs")]
     # the same copy in an export (33); a handler's value that leaves it (42: it is read after the
-    # try, whatever the handler ends with); a handler that returns the value (51); a log read by time (57)
+    # try, whatever the handler ends with); a handler that returns the value (51); a log read by time
+    # (57); a call whose name only ends in "log" letters (62: insert_catalog)
     assert _at(report.findings, "IDEM003") == [
         (33, "export_configs"),
         (42, "fallback"),
         (51, "kept"),
         (57, "fetch"),
+        (62, "catalog"),
     ]
     said = {f.task_id: f.message for f in report.information if f.rule == "IDEM003"}
     assert "failed attempt's error record" in said["load"]

@@ -46,7 +46,7 @@ ARCHIVE_TEXT = (
 
 #: A call that writes an entry to a log: ``log_`` as its verb, or a writing verb whose object is a log.
 _LOG_WRITER = re.compile(
-    r"^_?log_[a-z]|^_?(?:write|save|insert|add|record|append|put|store|push)_?\w*?_?logs?$", re.I
+    r"^_?log_[a-z]|^_?(?:write|save|insert|add|record|append|put|store|push)(?:_\w+)?_logs?$", re.I
 )
 #: A function that keeps a copy of something as it is now.
 _ARCHIVE_NAME = re.compile(r"archive|backup|back_up", re.I)
