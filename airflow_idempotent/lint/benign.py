@@ -51,7 +51,10 @@ def dedup_engine(create: exp.Create) -> bool:
 def written_column(node: exp.Expression) -> str | None:
     """The column a value is written to when `node` is that value itself (not part of an
     expression): ``SET col = node``, ``node AS col`` in a SELECT list, or by position in an INSERT's
-    column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``)."""
+    column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``). A conversion of
+    the value (``now() AT TIME ZONE 'utc'``, a CAST) is still that value."""
+    while isinstance(node.parent, exp.AtTimeZone | exp.Cast | exp.TryCast) and node.parent.this is node:
+        node = node.parent
     parent = node.parent
     if isinstance(parent, exp.Alias):
         return parent.alias or None

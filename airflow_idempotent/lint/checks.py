@@ -22,6 +22,7 @@ from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
+from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.schedule import clock_start, dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
@@ -311,7 +312,9 @@ def _operator_effect(check: TaskCheck) -> None:
                 or any(KEY_WORDS.search(name) for name in task.kwargs)
                 or any(keyed(v) for v in task.kwargs.values())
             )
-            notice = NOTICE_TEXT if notice_operator(task.operator) else None
+            endpoint = task.scope.string(task.kwargs.get("endpoint"))  # `reads`: a job ended, a cache
+            again = path_repeat(endpoint.text if endpoint is not None else None)
+            notice = NOTICE_TEXT if notice_operator(task.operator) else again
             check.facts.effects.append(Effect(f"{what} ({task.operator})", has_key, check.file, line, notice))
             return
 

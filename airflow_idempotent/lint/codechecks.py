@@ -33,6 +33,7 @@ from airflow_idempotent.lint.pyfacts import (
     parents,
 )
 from airflow_idempotent.lint.reads import changes_nothing
+from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
 from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
@@ -167,6 +168,8 @@ def check_code(check: TaskCheck) -> None:
                         "it): a rerun returns it with a later stamp, and no id, path, filter or state comes "
                         "from it",
                     )
+                elif use == "used" and (why := own_record(node, fn, parent_of) or archived(fn)):
+                    check.info("IDEM003", file, node.lineno, f"{clock} in {_name(fn)}() {why}")
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue

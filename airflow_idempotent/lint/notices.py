@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.reads import request_repeat
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted
@@ -71,7 +72,7 @@ def notice_call(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
 
 def repeat_is_safe(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> str | None:
     """Why sending `call` again is safe (information, not a defect), or None: its body replaces an
-    interval (`resubmit`) or it is a notice."""
+    interval (`resubmit`), it is a notice, or it ends a job or rebuilds a cache (`reads.path_repeat`)."""
     if replaces_interval(call, fn, scope):
         return REPLACES_TEXT
-    return NOTICE_TEXT if notice_call(call, method, fn, scope) else None
+    return NOTICE_TEXT if notice_call(call, method, fn, scope) else request_repeat(call, scope)

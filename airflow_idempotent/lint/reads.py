@@ -12,6 +12,22 @@ Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send n
   to a presigned object-store URL (one ``generate_presigned_url`` made, or named presigned/signed, or
   on an S3/GCS host). Sent twice, the same bytes stand at the same key (HTTP's own definition of PUT).
 
+Principle (IDEM006, round 13): two more requests are sent again but change nothing more the second
+time; they are listed as information (`path_repeat`), since the request is still sent:
+
+- **Ending a job.** A request whose path ends by asking to cancel, abort, stop, kill, terminate or
+  shut down (mitgate's ``POST {druid}/{task_id}/cancel`` for a timed-out Druid task, tuning): the
+  second one finds the job already ended.
+- **A cache.** A request whose last or second-to-last path segment names a cache
+  (``/chart/warm_up_cache``, ``/symbol/clear/hk/symbol/cache``, ``/reload/symbols/chart/cache/1week``:
+  mitgate's Superset warm-up and RockFlow's cache reloads, tuning): a cache is data the receiver
+  derives from its own, so rebuilding or clearing it again leaves the same cache.
+- **A refresh.** A request whose path names a refresh, a sync or a reload (a segment ``refresh``,
+  ``sync``, ``reload``, ``rebuild``, or one starting so: ``refreshSymbols``; RockFlow's
+  ``/accounts/refresh``, ``/ftpFiles/sync``, ``/sync/es/watchlist``, tuning) and no send (``send``,
+  ``email``, ``notify``, ``push``, ``message``, ``sms``): it asks the receiver to make its state
+  match its sources again; a second one finds them matching.
+
 Anything else (a POST to ``/orders``, a PUT to an internal endpoint) stays a send: the path cannot
 tell a refresh from a grant, so they are judged by people, not here.
 """
@@ -24,12 +40,25 @@ import re
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["changes_nothing"]
+__all__ = ["CACHE_TEXT", "ENDS_TEXT", "REFRESH_TEXT", "changes_nothing", "path_repeat", "request_repeat"]
+
+REFRESH_TEXT = "it asks to refresh or sync state from its sources: sent again, it finds them matching"
+ENDS_TEXT = "it asks to cancel or stop a job: sent again, it finds the job already ended"
+CACHE_TEXT = (
+    "it rebuilds or clears a cache: sent again, the receiver derives the same cache from the same data"
+)
 
 #: path segments that name a read: the last segments of the URL (before any query string)
 _READ_PATH = re.compile(
     r"/(?:_?search|_msearch|_count|query|queries|lookup|find|reports?)(?:/[\w.-]*)?/?(?:[?#]|$)", re.I
 )
+#: a path that ends by asking to end a job
+_ENDING_PATH = re.compile(r"/(?:cancel|abort|stop|kill|terminate|shutdown)/?(?:[?#]|$)", re.I)
+#: a path whose last or second-to-last segment names a cache
+_CACHE_PATH = re.compile(r"(?:^|/)[\w-]*cache[\w-]*(?:/[\w.%-]*)?/?(?:[?#]|$)", re.I)
+#: a path segment naming a refresh, a sync or a reload (``refreshSymbols`` too), and one naming a send
+_REFRESH_PATH = re.compile(r"(?:^|/)(?:refresh|re-?sync|sync|reload|rebuild)(?:[A-Z_-][\w-]*)?(?=/|[?#]|$)")
+_SEND_PATH = re.compile(r"send|e-?mail|notif|push|message|sms", re.I)
 _GRAPHQL = re.compile(r"graphql", re.I)
 _OBJECT_HOST = re.compile(
     r"\.s3[.-]|s3\.amazonaws\.com|storage\.googleapis\.com|blob\.core\.windows\.net", re.I
@@ -50,6 +79,23 @@ def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> b
         return True
     graphql = text is not None and _GRAPHQL.search(text)
     return bool(graphql) and _query_body(call) and "mutation" not in scope.source.text
+
+
+def path_repeat(path: str | None) -> str | None:
+    """Why sending a request to `path` (a URL or an operator's endpoint) again changes nothing more
+    (ENDS_TEXT, CACHE_TEXT, REFRESH_TEXT), or None."""
+    if path is None:
+        return None
+    if _ENDING_PATH.search(path):
+        return ENDS_TEXT
+    if _CACHE_PATH.search(path):
+        return CACHE_TEXT
+    return REFRESH_TEXT if _REFRESH_PATH.search(path) and not _SEND_PATH.search(path) else None
+
+
+def request_repeat(call: ast.Call, scope: Scope) -> str | None:
+    """`path_repeat` of the URL a ``.post``/``.put``/``.patch`` call sends to."""
+    return path_repeat(_text(_url(call), scope))
 
 
 def _url(call: ast.Call) -> ast.expr | None:
