@@ -288,6 +288,10 @@ class SparkCluster:
             SPARK_LOCAL_DIRS=str(self.base_dir / "local"),
             SPARK_CONF_DIR=str(self.base_dir / "conf"),
             SPARK_NO_DAEMONIZE="1",
+            # The JVMs' temporary files (Hive's per-session `<uuid>_resources`, Connect's
+            # `artifacts-*`, native libraries unpacked) go under the cluster's directory, not /tmp,
+            # where each start left a few behind.
+            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
         )
         java = java_home()
         if java:
@@ -320,7 +324,7 @@ class SparkCluster:
         extra: dict[str, str],
         jars: Sequence[str | Path] = (),
     ) -> None:
-        for sub in ("logs", "local", "conf", "work", "metastore"):
+        for sub in ("logs", "local", "conf", "work", "metastore", "tmp"):
             (self.base_dir / sub).mkdir(exist_ok=True)
         self.warehouse_dir.mkdir(exist_ok=True)
         env = self._env()
@@ -373,7 +377,9 @@ class SparkCluster:
             # The GC log says, after a slow run, whether the driver was short of heap.
             "spark.driver.extraJavaOptions": (
                 f"-Dderby.system.home={metastore} -Xlog:gc:file={self.base_dir / 'logs' / 'connect-gc.log'}"
+                f" -Djava.io.tmpdir={self.base_dir / 'tmp'}"
             ),
+            "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.memory": driver_memory,

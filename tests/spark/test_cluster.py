@@ -16,3 +16,12 @@ def test_cluster_runs_sql_on_two_executors(spark_cluster, spark) -> None:
     assert parts == 4
     assert set(spark_cluster.rss_mib()) == {"master", "worker0", "worker1", "connect"}
     assert all(mib > 50 for mib in spark_cluster.rss_mib().values())
+
+
+def test_the_jvms_temporary_files_stay_in_the_cluster_directory(spark_cluster, spark) -> None:
+    # Hive's per-session `<uuid>_resources` directory is made in java.io.tmpdir when the Connect
+    # server's catalog starts: under the cluster's own directory, where stopping it leaves nothing
+    # in /tmp (before, every cluster start left a few directories there).
+    spark.sql("SHOW DATABASES").collect()
+    kept = {p.name for p in (spark_cluster.base_dir / "tmp").iterdir()}
+    assert any(name.endswith("_resources") for name in kept), kept
