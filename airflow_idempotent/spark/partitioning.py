@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime
+from typing import cast
+
+import pendulum
+
+from airflow_idempotent.instants import Granularity, period_containing
 
 #: Iceberg's time transforms (Spark's names and Iceberg's own), by the period a file of one holds.
 TIME_TRANSFORMS = {
@@ -62,21 +67,15 @@ def parse_field(field: str) -> tuple[str, list[str]]:
 
 
 def on_boundary(unit: str, value: date | datetime) -> bool:
-    """Whether `value` starts a period of `unit` as Iceberg counts them (a timestamp with a zone in
-    UTC, one without as it is; a date is at midnight)."""
+    """Whether `value` starts a period of `unit` as Iceberg counts them: a timestamp with a zone in
+    UTC, one without as it is (so as if it were UTC), a date at its midnight. The periods are the
+    package's one rule (`instants.period_containing`), read in UTC."""
     if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc)
-        if unit == "hour":
-            return (value.minute, value.second, value.microsecond) == (0, 0, 0)
-        if value.time() != time(0):
-            return False
-        value = value.date()
-    if unit in ("hour", "day"):
-        return True
-    if unit == "month":
-        return value.day == 1
-    return (value.month, value.day) == (1, 1)  # year
+        instant = pendulum.instance(value, tz="UTC")  # a naive value is taken as it is
+    else:
+        instant = pendulum.datetime(value.year, value.month, value.day, tz="UTC")
+    start, _ = period_containing(instant.in_timezone("UTC"), cast(Granularity, unit), pendulum.UTC)
+    return start == instant
 
 
 def window_fit(fields: tuple[str, ...], column: str, start: date | datetime, end: date | datetime) -> Fit:

@@ -363,12 +363,21 @@ def test_a_file_partly_in_the_window_is_refused_then_merged(spark, spark_conn) -
         (("months(sale_date)",), date(2026, 8, 1), date(2026, 9, 1), "fits"),
         (("months(sale_date)",), date(2026, 8, 25), date(2026, 8, 26), "cuts"),
         (("years(sale_date)",), date(2026, 1, 1), date(2026, 2, 1), "cuts"),
+        (("years(sale_date)",), date(2026, 1, 1), date(2027, 1, 1), "fits"),
         (("bucket(4, sale_id)", "days(sale_date)"), date(2026, 8, 25), date(2026, 8, 26), "fits"),
         (("days(ts)",), datetime(2026, 8, 25, tzinfo=UTC), datetime(2026, 8, 26, tzinfo=UTC), "fits"),
         # midnight in Paris is 22:00 UTC: Iceberg's days() of a timestamp with a zone are UTC days
         (("days(ts)",), datetime(2026, 8, 25, tzinfo=PARIS), datetime(2026, 8, 26, tzinfo=PARIS), "cuts"),
         (("hours(ts)",), datetime(2026, 8, 25, 22), datetime(2026, 8, 25, 23), "fits"),
         (("days(ts)",), datetime(2026, 8, 25, 22), datetime(2026, 8, 25, 23), "cuts"),
+        (("hours(ts)",), datetime(2026, 8, 25, 22, 30), datetime(2026, 8, 25, 23), "cuts"),
+        # 02:00 in Paris is midnight UTC: a whole UTC day
+        (
+            ("days(ts)",),
+            datetime(2026, 8, 25, 2, tzinfo=PARIS),
+            datetime(2026, 8, 26, 2, tzinfo=PARIS),
+            "fits",
+        ),
         (("bucket(4, sale_id)",), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
         (("truncate(10, sale_date)",), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
         ((), date(2026, 8, 25), date(2026, 8, 26), "unknown"),
