@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.examples.payouts import create_payouts, create_sales, simulate_crash
 from tests.test_operators import DAY, PER_DAY, context, make
 
@@ -112,3 +113,16 @@ def test_the_counter_is_not_read_with_statistics_off(warehouse: Any) -> None:
         assert first is not None and adapter.inserted_so_far(conn, info) == first + 2
         conn.execute(sa.text("SET LOCAL track_counts = off"))
         assert adapter.inserted_so_far(conn, info) is None
+
+
+def test_a_trigger_added_between_the_two_reads_refuses_the_count(warehouse: Any) -> None:
+    create_payouts(warehouse.engine)
+    adapter = adapter_for(warehouse.engine)
+    with warehouse.engine.begin() as conn:
+        info = adapter.describe(conn, "payouts")
+        first = adapter.inserted_so_far(conn, info)
+        assert first is not None
+        for one in AUDITED:
+            conn.execute(sa.text(one))
+        with pytest.raises(SchemaError, match=r"payouts changed during the write .* nothing was written"):
+            adapter.inserted_since(conn, info, first)
