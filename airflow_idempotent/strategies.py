@@ -333,7 +333,10 @@ def merge(
                 assert spec.partition_column is not None
                 stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
                 deleted = rowcount(adapter.execute(conn, stmt, params))
-            before = _window_count(adapter, conn, spec, window_only)
+            # what the upsert inserts: the transaction's own count where the engine keeps one
+            # (`inserted_so_far`), else the window's rows after it less those before it
+            held = adapter.inserted_so_far(conn, info) if partition is not None else None
+            before = _window_count(adapter, conn, spec, window_only) if held is None else -1
             upsert = adapter.upsert(spec.table, columns, key_names, spec.query, partition)
             written = rowcount(adapter.execute(conn, upsert, params))
             if source_rows < 0:  # one row written per source row, since repeated keys fail
@@ -349,8 +352,13 @@ def merge(
                 elif written != source_rows:  # the update's WHERE skipped a row: roll back, name it
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, written))
             row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
-            after = row_count if row_count is not None else _window_count(adapter, conn, spec, window_only)
-            inserted = after - before if before >= 0 else source_rows
+            if held is not None:
+                inserted = adapter.inserted_since(conn, info, held)
+            elif before < 0:
+                inserted = source_rows
+            else:
+                after = _window_count(adapter, conn, spec, window_only) if row_count is None else row_count
+                inserted = after - before
             result = WriteResult(
                 "merge",
                 spec.table,

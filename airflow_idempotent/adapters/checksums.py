@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.schema import ColumnInfo
+from airflow_idempotent.adapters.schema import ColumnInfo, TableInfo
 from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
+from airflow_idempotent.errors import SchemaError
 
 
 class ChecksumStatements:
@@ -77,6 +79,23 @@ class ChecksumStatements:
             .from_(self.table(table), copy=False)
             .where(self.in_window(partition_column), copy=False)
         )
+
+    def inserted_so_far(self, conn: Connection, info: TableInfo) -> int | None:
+        """The rows this transaction has inserted into the table so far, where the database keeps
+        an exact count of them for the transaction (PostgreSQL); None where it does not, and a
+        merge counts the window before and after its upsert instead (a scan of the window). Only
+        the difference of two reads in one transaction is meaningful."""
+        return None
+
+    def inserted_since(self, conn: Connection, info: TableInfo, counted: int) -> int:
+        """The rows inserted into the table since `inserted_so_far` read `counted` in this transaction."""
+        now = self.inserted_so_far(conn, info)
+        if now is None:  # a trigger, rule or child table was added to the target during the write
+            raise SchemaError(
+                f"{info.qualified} changed during the write (a trigger, rule or child table was added), "
+                "so its inserted rows cannot be told from its updated ones: nothing was written. Rerun it."
+            )
+        return now - counted
 
     def checksum_text(self, count: int, total: object) -> str:
         """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""

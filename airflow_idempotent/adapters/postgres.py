@@ -58,6 +58,25 @@ ORDER BY part, pos
 """
 )
 
+#: The transaction's own count of rows inserted into the table (`pg_stat_get_xact_tuples_inserted`:
+#: "actions taken so far within the current transaction"), where it is every row a write of the
+#: table adds and nothing else: statistics counted (`track_counts`), a plain table (a partitioned
+#: one counts nothing itself, an inherited one's rows may go to its children), no rule or trigger of
+#: its own (which could redirect an insert or add rows to the table); NULL otherwise.
+INSERTED_SQL = sa.text(
+    """
+SELECT CASE WHEN current_setting('track_counts')::boolean AND c.relkind = 'r'
+            AND NOT c.relhassubclass AND NOT c.relhasrules
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                            WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)
+       THEN pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) END
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = :name
+  AND (n.nspname = :schema OR (CAST(:schema AS text) IS NULL AND pg_catalog.pg_table_is_visible(c.oid)))
+"""
+)
+
 
 def type_kind(type_name: str) -> ColumnKind:
     """What a window bound is bound as for a column of this `format_type` spelling."""
@@ -139,6 +158,13 @@ class PostgresAdapter(EngineAdapter):
             raise missing_table(table)
         keys = tuple(frozenset(c.lower() for c in r.key) for r in rows if r.part == "k")
         return TableInfo(schema=schema, name=name, columns=columns, unique_keys=keys)
+
+    def inserted_so_far(self, conn: Connection, info: TableInfo) -> int | None:
+        """The transaction's count of rows inserted into the table (`INSERTED_SQL`): a catalog
+        read in place of the merge's count of the window before its upsert (7.5 ms of server
+        CPU at 100,000 rows, ~64 ms at 1,000,000)."""
+        count = conn.execute(INSERTED_SQL, {"name": info.name, "schema": info.schema}).scalar()
+        return None if count is None else int(count)
 
     @classmethod
     def connect_args(cls, timeout: float) -> dict[str, Any]:
