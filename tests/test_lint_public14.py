@@ -91,3 +91,35 @@ def test_audit_column_read_as_a_mark_is_a_defect_but_not_another_tables(tmp_path
     report = _lint(tmp_path / "other", "o.py", _dag(mark, other))
     assert _at(report.findings, "IDEM001") == []
     assert _at(report.information, "IDEM001") == [(5, "mark")]
+
+
+_STREAMING = """from datetime import datetime
+from airflow.decorators import dag, task
+from google.cloud import bigquery
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False, default_args={"retries": 1})
+def manifests():
+    @task
+    def stream_rows(rows):
+        client = bigquery.Client()
+        errors = client.insert_rows_json("proj.logs.manifest_stg", rows)
+        assert not errors
+
+    @task
+    def stream_frame(frame):
+        bigquery.Client().insert_rows_from_dataframe(table="proj.logs.frames", dataframe=frame)
+
+    stream_rows([]) >> stream_frame(None)
+
+
+manifests()
+"""
+
+
+def test_bigquery_streaming_inserts_append(tmp_path: Path) -> None:
+    # BigQuery's streaming inserts add the rows they are given (no replace; row_ids deduplicate only
+    # for about a minute): a retry or rerun streams them again, as client.insert_rows does
+    report = _lint(tmp_path, "streaming.py", _STREAMING)
+    assert _at(report.findings, "IDEM002") == [(11, "stream_rows"), (16, "stream_frame")]
+    assert "insert_rows_json(proj.logs.manifest_stg)" in report.findings[0].message
