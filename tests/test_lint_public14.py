@@ -123,3 +123,51 @@ def test_bigquery_streaming_inserts_append(tmp_path: Path) -> None:
     report = _lint(tmp_path, "streaming.py", _STREAMING)
     assert _at(report.findings, "IDEM002") == [(11, "stream_rows"), (16, "stream_frame")]
     assert "insert_rows_json(proj.logs.manifest_stg)" in report.findings[0].message
+
+
+_REPORTS = """from datetime import datetime, timedelta
+import requests
+from airflow.decorators import dag, task
+from airflow.providers.postgres.hooks.postgres import PostgresHook
+from airflow.providers.slack.transfers.sql_to_slack import SqlToSlackOperator
+
+WEBHOOK = "https://hooks.slack.com/services/T000/B000/XXX"
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def reports():
+    SqlToSlackOperator(
+        task_id="blocks_report",
+        sql_conn_id="relay",
+        sql="SELECT builder, count(*) FROM blocks WHERE inserted_at > now() - interval '1 day' GROUP BY 1",
+        slack_conn_id="slack",
+        slack_message="Blocks in the past 24 hours: {{ results_df }}",
+    )
+
+    @task
+    def weekly_runs():
+        since = datetime.now() - timedelta(days=7)
+        rows = PostgresHook("meta").get_records("SELECT count(*) FROM runs WHERE started > %s", (since,))
+        requests.post(WEBHOOK, json={"text": f"runs this week: {rows[0][0]}"})
+
+    @task
+    def weekly_load():
+        since = datetime.now() - timedelta(days=7)
+        hook = PostgresHook("wh")
+        rows = hook.get_records("SELECT id, amount FROM payments WHERE paid_at > %s", (since,))
+        hook.insert_rows("weekly_payments", rows, replace=True)
+        requests.post(WEBHOOK, json={"text": f"loaded {len(rows)} payments"})
+
+    weekly_runs() >> weekly_load()
+
+
+reports()
+"""
+
+
+def test_a_relative_window_only_reported_to_chat_is_information(tmp_path: Path) -> None:
+    # the two reports post "the last day / week" to Slack and write nothing: a rerun posts the span
+    # before its own moment; the load that also posts keeps its finding (the span it stores moves)
+    report = _lint(tmp_path, "reports.py", _REPORTS)
+    assert [task for _, task in _at(report.findings, "IDEM004")] == ["weekly_load"]
+    assert sorted(task for _, task in _at(report.information, "IDEM004")) == ["blocks_report", "weekly_runs"]

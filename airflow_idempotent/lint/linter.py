@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
+from airflow_idempotent.lint.chatreports import check_chat_report
 from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock
 from airflow_idempotent.lint.collect import Collector, DagDef
@@ -180,6 +181,7 @@ class Linter:
             for check in checks:
                 self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
                 self._guarded(check.file, functools.partial(check_stamps, check, marks))
+                self._guarded(check.file, functools.partial(check_chat_report, check, self.recorder))
             self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             self._guarded(
                 checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)
