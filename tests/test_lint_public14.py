@@ -139,7 +139,7 @@ def reports():
     SqlToSlackOperator(
         task_id="blocks_report",
         sql_conn_id="relay",
-        sql="SELECT builder, count(*) FROM blocks WHERE inserted_at > now() - interval '1 day' GROUP BY 1",
+        sql="SELECT builder, count(*) FROM blocks WHERE at BETWEEN now() - interval '1 day' AND now()",
         slack_conn_id="slack",
         slack_message="Blocks in the past 24 hours: {{ results_df }}",
     )
@@ -170,4 +170,6 @@ def test_a_relative_window_only_reported_to_chat_is_information(tmp_path: Path) 
     # before its own moment; the load that also posts keeps its finding (the span it stores moves)
     report = _lint(tmp_path, "reports.py", _REPORTS)
     assert [task for _, task in _at(report.findings, "IDEM004")] == ["weekly_load"]
+    # the unshifted now() closing the report's span (BETWEEN now() - 1 day AND now()) is the same span
+    assert _at(report.findings, "IDEM001") == []
     assert sorted(task for _, task in _at(report.information, "IDEM004")) == ["blocks_report", "weekly_runs"]
