@@ -1,7 +1,7 @@
 """A task that only reports to a chat channel: its window relative to the clock is information.
 
 Tuning evidence (docs/lint-evaluation.md, round 14): status and activity reports of "the last day /
-week" posted to Slack or Google Chat (navikt's DAG-run reports, kanchan-1f's daily counts), each a
+week" posted to Slack or Google Chat (kanchan-1f's daily counts, navikt's DAG-run reports), each a
 relative window (IDEM004; an unshifted ``now()`` bounding it is IDEM001) on a task that loads
 nothing. A rerun a day late posts the span before *that* moment, and its text says which; no table
 holds the span, so nothing is loaded twice or missed. The test is on what the checks learnt of the
