@@ -160,10 +160,10 @@ def test_an_audit_column_is_seen_through_a_time_zone_or_cast(tmp_path: Path) -> 
         ]
     }
     # updated_at / processed_at (audit columns, `benign.AUDIT_COLUMN`) written through AT TIME ZONE or a CAST:
-    # information, as the bare now() always was
-    assert _at(report.information, "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast"))
-    # loaded_at is data (the labelled corpus's ddl05), converted or not: findings
-    assert _at(report.findings, "IDEM001") == sorted((at[t], t) for t in ("loaded", "plain"))
+    # information, as the bare now() always was; since round 14 (`stamps`) so is loaded_at on the rows an
+    # UPDATE rewrites (nothing here selects by it), while loaded_at on appended rows stays a finding
+    assert _at(report.information, "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast", "loaded"))
+    assert _at(report.findings, "IDEM001") == [(at["plain"], "plain")]
 
 
 _REQUESTS = """from datetime import datetime

@@ -21,9 +21,11 @@ large binaries, are skipped). Each repository is linted as one project (one ``li
 its tree), as ``airflow-idempotent lint TREE`` would.
 
 A finding matches a label when repository, path, rule and task agree and the lines are within
-LINE_TOLERANCE; a finding no label matches is ``unlabelled`` (``--unlabelled`` lists them to be
-labelled). Per rule: the findings raised, the share a reviewer would act on (useful / labelled), and
-recall (problems matched by a raised finding of the same rule at the same place / problems).
+LINE_TOLERANCE (of ``line`` or of an ``also_lines`` entry: another line spelling the same cause, as a
+helper's write a task's call runs); a finding no label matches is ``unlabelled`` (``--unlabelled``
+lists them to be labelled). Per rule: the findings raised, the share a reviewer would act on (useful /
+labelled), and recall (problems matched by a raised finding of the same rule at the same place /
+problems).
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def lint_repository(name: str, tree: Path, information: list[Found] | None = Non
 def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
     if (label["repo"], label["path"], label["rule"]) != (f.repo, f.path, f.rule):
         return False
-    if abs(int(label["line"]) - f.line) > LINE_TOLERANCE:
+    lines = [int(label["line"]), *(int(x) for x in label.get("also_lines", ()))]
+    if all(abs(line - f.line) > LINE_TOLERANCE for line in lines):
         return False
     if not task_too:
         return True

@@ -11,7 +11,16 @@ import re
 
 from sqlglot import exp
 
-__all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "older_than", "pending_tables", "written_column"]
+__all__ = [
+    "AUDIT_COLUMN",
+    "LOAD_STAMP",
+    "RETRY_COUNTER",
+    "dedup_engine",
+    "marks_read",
+    "older_than",
+    "pending_tables",
+    "written_column",
+]
 
 #: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
@@ -19,6 +28,14 @@ __all__ = ["AUDIT_COLUMN", "RETRY_COUNTER", "dedup_engine", "older_than", "pendi
 AUDIT_COLUMN = re.compile(
     r"(?:^|_)(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
     r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?$",
+    re.IGNORECASE,
+)
+
+#: A column named for when something was done to the row (``loaded_at``, ``inserted_ts``,
+#: ``created_at``, ``etl_date``): a stamp of the write itself. Written the clock's value on rows a task
+#: writes by key or window, a rerun re-stamps the same rows (`stamps` decides; not on an append).
+LOAD_STAMP = re.compile(
+    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|datetime)$",
     re.IGNORECASE,
 )
 
@@ -128,3 +145,25 @@ def older_than(node: exp.Expression) -> bool:
     column = compare.this if on_right else compare.expression
     upper = isinstance(compare, exp.LT | exp.LTE) if on_right else isinstance(compare, exp.GT | exp.GTE)
     return upper and isinstance(column, exp.Column)
+
+
+def marks_read(stmt: exp.Expression) -> list[str]:
+    """``table.column`` for each column a statement reads as a mark: compared by order in a WHERE,
+    JOIN or HAVING (``loaded_at > '{{ prev_ds }}'``, ``loaded_at >= ..``, BETWEEN) or taken the MAX of.
+    A stamp written there decides what an increment reading it selects (`stamps`). A column without
+    a table (several tables, no qualifier) is given as ``?.column``."""
+    out: list[str] = []
+    for select in stmt.find_all(exp.Select, exp.Update, exp.Delete):
+        tables = {t.alias_or_name.lower(): t for t in select.find_all(exp.Table)}
+        columns = [m.this for m in select.find_all(exp.Max) if isinstance(m.this, exp.Column)]
+        for compare in select.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
+            if compare.find_ancestor(exp.Where, exp.Join, exp.Having) is not None:
+                columns.extend(c for c in (compare.this, compare.expression) if isinstance(c, exp.Column))
+        for column in columns:
+            owner = tables.get(column.table.lower()) if column.table else None
+            if owner is None and not column.table and len(tables) == 1:
+                owner = next(iter(tables.values()))
+            name = ".".join(p for p in (owner.db, owner.name) if p).lower() if owner is not None else "?"
+            if f"{name}.{column.name.lower()}" not in out:
+                out.append(f"{name}.{column.name.lower()}")
+    return out

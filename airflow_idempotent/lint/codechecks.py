@@ -41,6 +41,7 @@ from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard, module_function
+from airflow_idempotent.lint.transfers import ROW_WRITES
 
 __all__ = [
     "check_bash",
@@ -182,7 +183,7 @@ def check_code(check: TaskCheck) -> None:
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
                 continue
-            if method in ("insert_rows", "to_sql", "to_gbq"):
+            if method in ROW_WRITES:
                 _python_write(check, node, method, scope, file)
                 continue
             if (mode := _append_mode(node)) is not None:
@@ -305,15 +306,15 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
     destination_table, ..)``): the same ``if_exists`` modes, so 'append' adds the frame's rows again
     on every retry or rerun ('fail', the default, and 'replace' do not)."""
     kwargs = keywords(node)
-    name_arg = {"insert_rows": "table", "to_sql": "name"}.get(method, "destination_table")
+    name_arg = {"to_sql": "name", "to_gbq": "destination_table"}.get(method, "table")  # insert_rows*
     position = 1 if method == "to_gbq" and module_function(node, ("pandas_gbq", "pd_gbq", "gbq")) else 0
     positional = node.args[position] if len(node.args) > position else None
     table = scope.literal(positional if positional is not None else kwargs.get(name_arg))
     shown = table if isinstance(table, str) else "<table>"
-    if method == "insert_rows":
+    if method.startswith("insert_rows"):  # BigQuery's streaming inserts have no replace: appends
         replace = scope.literal(kwargs.get("replace")) is True
-        how, detail = ("upsert", f"insert_rows({shown}, replace=True)") if replace else ("append", "")
-        detail = detail or f"insert_rows({shown})"
+        how, detail = ("upsert", f"{method}({shown}, replace=True)") if replace else ("append", "")
+        detail = detail or f"{method}({shown})"
     else:
         schema = scope.literal(kwargs.get("schema"))
         if isinstance(schema, str) and isinstance(table, str):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from airflow_idempotent.lint.source import is_unresolved
 from airflow_idempotent.lint.sqlfacts import TableKeys
 
-__all__ = ["RUN_NAMES", "Effect", "StateUse", "TaskFacts", "WindowRef", "Write"]
+__all__ = ["RUN_NAMES", "Effect", "Stamp", "StateUse", "TaskFacts", "WindowRef", "Write"]
 
 #: Names of the run's context that carry its window.
 RUN_NAMES = frozenset(
@@ -93,6 +93,18 @@ class StateUse:
     line: int
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """The clock's value written into a stamp column (`benign.AUDIT_COLUMN` / `LOAD_STAMP`) by a
+    statement writing `tables`: `stamps` decides, once every task is known, if it is a defect."""
+
+    column: str
+    tables: tuple[str, ...]
+    file: str
+    line: int
+    text: str  # the read as written: now(), CURRENT_TIMESTAMP
+
+
 @dataclass
 class TaskFacts:
     """Everything the checks found about one task."""
@@ -114,6 +126,9 @@ class TaskFacts:
     max_of: list[str] = field(default_factory=list)
     #: tables whose not-yet-marked rows the task selects (``WHERE done_at IS NULL``): a queue
     pending: list[str] = field(default_factory=list)
+    #: clock values written into stamp columns, and ``table.column`` its SQL reads as a mark
+    stamps: list[Stamp] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
     #: keys and generated columns of the tables the task's DDL declares
     declared: list[TableKeys] = field(default_factory=list)
     saw_sql: bool = False

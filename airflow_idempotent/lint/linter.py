@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
+from airflow_idempotent.lint.chatreports import check_chat_report
 from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock
 from airflow_idempotent.lint.collect import Collector, DagDef
@@ -43,6 +44,7 @@ from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.stamps import check_stamps, marks_of
 from airflow_idempotent.lint.startdates import check_start_date_helpers
 from airflow_idempotent.lint.watermarks import check_watermarks
 from airflow_idempotent.lint.widths import check_window_width
@@ -175,8 +177,11 @@ class Linter:
                     declared.setdefault(keys.table, []).append(keys)
             pairs = [(c.task, c.facts) for c in checks]
             clears = dag_clears(pairs)
+            marks = marks_of(checks)
             for check in checks:
                 self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
+                self._guarded(check.file, functools.partial(check_stamps, check, marks))
+                self._guarded(check.file, functools.partial(check_chat_report, check, self.recorder))
             self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             self._guarded(
                 checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)

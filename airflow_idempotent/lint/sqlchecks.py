@@ -11,13 +11,14 @@ import ast
 import re
 
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
-from airflow_idempotent.lint.facts import RUN_NAMES, StateUse, WindowRef, Write
+from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
 from airflow_idempotent.lint.sqlfacts import Prepared, analyse_sql, prepare_sql
+from airflow_idempotent.lint.stamps import stamp_column
 
 __all__ = ["check_jinja", "check_sql", "check_templated_args"]
 
@@ -93,6 +94,11 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     reason="listed in allow_functions on the operator" if acked else None,
                 )
                 continue
+            if not (read.filtering or project or acked) and hit.kind == "clock" and stamp_column(read.column):
+                assert read.column is not None  # a stamp column is named
+                targets = tuple(w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop"))
+                facts.stamps.append(Stamp(read.column, targets, file, line, text))
+                continue  # `stamps` decides once the repository's marks are known
             if not read.filtering and read.column and AUDIT_COLUMN.search(read.column):
                 check.info(
                     "IDEM001",
@@ -146,6 +152,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
             facts.declared.append(stmt.declared)
         facts.max_of.extend(stmt.max_of)
         facts.pending.extend(stmt.pending)
+        facts.marks.extend(stmt.marks)
         if not project:
             for write in writes:
                 file, line = located.place(write.offset if write.offset is not None else stmt.offset)

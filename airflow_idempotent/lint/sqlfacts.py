@@ -13,12 +13,12 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint.benign import dedup_engine, older_than, pending_tables, written_column
+from airflow_idempotent.lint import benign
 from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
@@ -119,6 +119,7 @@ class SqlStatement:
     max_of: list[str] = field(default_factory=list)
     #: tables whose not-yet-marked rows a SELECT reads (``WHERE processed_at IS NULL``): a queue
     pending: list[str] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)  # ``table.column`` compared by order or MAX'd
 
 
 @dataclass
@@ -254,10 +255,7 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
             )
             for w in one.writes
         ]
-        one.reads = [
-            ClockRead(r.finding, prepared.original(r.offset), r.relative, r.filtering, r.column, r.cutoff)
-            for r in one.reads
-        ]
+        one.reads = [replace(r, offset=prepared.original(r.offset)) for r in one.reads]
         facts.statements.append(one)
     return facts
 
@@ -348,10 +346,11 @@ def _position(node: exp.Expression | None) -> int | None:
 def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStatement:
     result = SqlStatement(type(stmt).__name__.lower(), start if start is not None else _position(stmt))
     result.placeholders = sorted({p.name for p in stmt.find_all(exp.Placeholder) if p.name})
+    result.marks = benign.marks_read(stmt)
     if isinstance(stmt, exp.Select | exp.Union):
-        result.pending = pending_tables(stmt)
+        result.pending = benign.pending_tables(stmt)
     elif isinstance(stmt, exp.Insert) and isinstance(stmt.expression, exp.Select | exp.Union):
-        result.pending = pending_tables(stmt.expression)  # INSERT .. SELECT .. WHERE flag = false
+        result.pending = benign.pending_tables(stmt.expression)  # INSERT .. SELECT .. WHERE flag = false
     data: exp.Expression | None = stmt
     if isinstance(stmt, exp.Create):
         data = _create(stmt, result)
@@ -427,7 +426,7 @@ def _create(stmt: exp.Create, result: SqlStatement) -> exp.Expression | None:
         result.writes.append(SqlWrite(table, "create", f"CREATE TABLE {table} AS SELECT", result.offset))
     if table and isinstance(stmt.this, exp.Schema):
         keys = _declared_keys(table, stmt.this)
-        result.declared = TableKeys(keys.table, keys.keys, keys.generated, dedup_engine(stmt))
+        result.declared = TableKeys(keys.table, keys.keys, keys.generated, benign.dedup_engine(stmt))
     return query if isinstance(query, exp.Expression) and isinstance(query, exp.Query) else None
 
 
@@ -559,8 +558,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        cutoff = relative and older_than(node)
-        reads.append(ClockRead(finding, offset, relative, filtering, written_column(node), cutoff))
+        cutoff = relative and benign.older_than(node)
+        reads.append(ClockRead(finding, offset, relative, filtering, benign.written_column(node), cutoff))
     return reads
 
 

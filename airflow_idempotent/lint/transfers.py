@@ -16,7 +16,14 @@ from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.facts import Write
 from airflow_idempotent.lint.findings import TaskCheck
 
-__all__ = ["dialect_hint", "sql_arguments", "task_conn", "transfer_writes"]
+__all__ = ["ROW_WRITES", "dialect_hint", "sql_arguments", "task_conn", "transfer_writes"]
+
+#: Calls that write rows handed over from Python (`codechecks._python_write` reads their arguments):
+#: a DB-API hook's ``insert_rows(table, rows[, replace])``, BigQuery's streaming inserts
+#: ``client.insert_rows`` / ``insert_rows_json`` / ``insert_rows_from_dataframe`` (no replace: each
+#: call adds its rows; ``row_ids`` deduplicate only within about a minute, not a rerun), pandas'
+#: ``to_sql`` and pandas-gbq's ``to_gbq`` (``if_exists``).
+ROW_WRITES = frozenset({"insert_rows", "insert_rows_json", "insert_rows_from_dataframe", "to_sql", "to_gbq"})
 
 #: Connection arguments of the SQL a task runs, most specific first.
 _CONN_ARGS = (

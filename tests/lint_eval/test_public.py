@@ -88,3 +88,22 @@ def test_score_counts_findings_and_recall_as_counted_by_hand() -> None:
     assert rows["IDEM002"]["actionable"] == 0.5 and rows["IDEM002"]["recall"] == 1.0
     assert rows["IDEM004"]["unlabelled"] == 1 and rows["IDEM004"]["actionable"] is None
     assert (rows["all"]["problems"], rows["all"]["found"]) == (2, 1)
+
+
+def test_a_label_matches_at_another_line_spelling_its_cause() -> None:
+    tool = _tool()
+    base = {"split": "heldout", "repo": "o/r", "commit": "c" * 40, "dag": "d", "why": "w", "rule": "IDEM002"}
+    # a task's call at line 132 runs a helper whose write is at line 45: the linter reports the write
+    problem = {**base, "kind": "problem", "path": "a.py", "line": 132, "task": "t", "also_lines": [45]}
+    assert (
+        tool.score([problem], [tool.Found("o/r", "a.py", 45, "IDEM002", "d", "t", "m")])["rules"]["all"][
+            "found"
+        ]
+        == 1
+    )
+    assert (
+        tool.score([problem], [tool.Found("o/r", "a.py", 80, "IDEM002", "d", "t", "m")])["rules"]["all"][
+            "found"
+        ]
+        == 0
+    )
