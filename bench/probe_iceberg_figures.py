@@ -46,26 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import pendulum  # noqa: E402
-from bench_delta import ICE, LITERAL_SQL, WINDOW, catalog_database, source_sql  # noqa: E402
-from bench_spark import WINDOW_SQL  # noqa: E402
+from bench_delta import ICE, WINDOW, catalog_database, source_sql  # noqa: E402
+from probe_delta_observe import DDL, SELECT, rest, window_operator  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
-from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
+from airflow_idempotent.spark import cluster as spark_cluster  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg, observed  # noqa: E402
-from airflow_idempotent.spark.cluster import (  # noqa: E402
-    DELTA_CONF,
-    SPARK_JARS_DIR,
-    SparkCluster,
-    delta_jars,
-    iceberg_conf,
-)
 
-SELECT = f"SELECT sale_id, amount_eur, rate, sale_date FROM ({LITERAL_SQL})"
-DDL = (
-    "CREATE TABLE {name} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-    "USING iceberg PARTITIONED BY (sale_date)"
-)
 WRITES: dict[str, list[float]] = {}
 CAPTURED: dict[str, Any] = {}
 REAL = {
@@ -113,17 +100,7 @@ def write_halves(
 
 
 def operator(name: str, table: str) -> Any:
-    op = PartitionOverwriteOperator(
-        task_id=f"probe_{name}",
-        table=table,
-        conn_id="bench_spark",
-        partition_column="sale_date",
-        sql=WINDOW_SQL,
-        granularity="month",
-        emit_asset=False,
-    )
-    start = pendulum.datetime(2026, 8, 1, tz="UTC")
-    context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), start)
+    op, context = window_operator(f"probe_{name}", table)
 
     def run() -> Any:
         write = write_halves if name == "op_halves" else REAL["write_observed"]
@@ -152,13 +129,6 @@ def operator(name: str, table: str) -> Any:
             delta.window_stats = REAL["window_stats"]
 
     return run
-
-
-def rest(ui: str, path: str) -> Any:
-    import urllib.request
-
-    with urllib.request.urlopen(f"{ui}/api/v1{path}", timeout=30) as r:
-        return json.loads(r.read())
 
 
 def session_writes(spark: Any, table: str, name: str) -> Any:
@@ -267,17 +237,21 @@ def main() -> None:
         from airflow_idempotent.testing.ports import free_port
 
         work = scratch_dir("idem_probe_ice_")
-        conf = dict(DELTA_CONF)
-        conf.update(iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg"))
+        conf = dict(spark_cluster.DELTA_CONF)
+        conf.update(
+            spark_cluster.iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg")
+        )
         ui_port = free_port()
         conf.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
-        jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
+        jars = spark_cluster.delta_jars(
+            os.environ.get("IDEM_SPARK_JARS") or ROOT / spark_cluster.SPARK_JARS_DIR
+        )
         if args.classpath:
             path = ":".join(str(Path(j).resolve()) for j in jars)
             conf.update({"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path})
             jars = []
         t0 = time.monotonic()
-        cluster = SparkCluster.start(work / "spark", extra_conf=conf, jars=jars)
+        cluster = spark_cluster.SparkCluster.start(work / "spark", extra_conf=conf, jars=jars)
         print(f"cluster started in {time.monotonic() - t0:.1f} s", flush=True)
         stack.callback(cluster.stop)
         spark = cluster.session()
@@ -300,7 +274,7 @@ def main() -> None:
             if name in paths:
                 continue
             spark.sql(f"DROP TABLE IF EXISTS {table}")
-            spark.sql(DDL.format(name=table))
+            spark.sql(DDL.format(name=table, fmt="iceberg"))
             if name == "sql":
                 statement = f"INSERT INTO {table} REPLACE WHERE {WINDOW} {SELECT}"
                 paths[name] = lambda s=statement: spark.sql(s)
