@@ -114,15 +114,13 @@ WRITES: dict[str, list[float]] = {}
 CAPTURED: dict[str, Any] = {}
 
 
-def operator_variants(fmt: str, table: str) -> dict[str, Any]:
-    """The operator itself, its window's figures observed or read at the commit's version; the
-    time of its write alone (`write_observed`) kept in WRITES."""
+def window_operator(task_id: str, table: str) -> tuple[PartitionOverwriteOperator, dict[str, Any]]:
+    """The probes' overwrite of August 2026 into `table`, and the context of its run."""
     import pendulum
     from bench_spark import WINDOW_SQL
 
-    module = delta if fmt == "delta" else iceberg
     op = PartitionOverwriteOperator(
-        task_id=f"probe_{fmt}",
+        task_id=task_id,
         table=table,
         conn_id="bench_spark",
         partition_column="sale_date",
@@ -131,7 +129,14 @@ def operator_variants(fmt: str, table: str) -> dict[str, Any]:
         emit_asset=False,
     )
     start = pendulum.datetime(2026, 8, 1, tz="UTC")
-    context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), start)
+    return op, dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), start)
+
+
+def operator_variants(fmt: str, table: str) -> dict[str, Any]:
+    """The operator itself, its window's figures observed or read at the commit's version; the
+    time of its write alone (`write_observed`) kept in WRITES."""
+    module = delta if fmt == "delta" else iceberg
+    op, context = window_operator(f"probe_{fmt}", table)
     real = module.observable
 
     def variant(name: str, observe: bool) -> Any:
