@@ -415,20 +415,30 @@ class SparkAdapter(CatalogStatements):
         then are the target's partitions. Every column is cast to the target's type, so the
         staged files are what the target would store; the partition column comes last.
         """
-        ordered = [c for c in columns if c.lower() != partition_column.lower()]
-        ordered.append(info.column(partition_column, "partition_column").name)
+        rows = self.staging_rows(info, columns, partition_column, query)
         properties = [
             exp.FileFormatProperty(this=exp.var("parquet")),
-            exp.PartitionedByProperty(this=exp.Schema(expressions=[self.column(ordered[-1]).this])),
+            exp.PartitionedByProperty(
+                this=exp.Schema(expressions=[rows.expressions[-1].args["alias"].copy()])
+            ),
             exp.LocationProperty(this=exp.Literal.string(location)),
         ]
         create = exp.Create(
             this=self.table(staging),
             kind="TABLE",
             properties=exp.Properties(expressions=properties),
-            expression=self.typed_rows(info, ordered, query),
+            expression=rows,
         )
         return self.render(create, copy=False)
+
+    def staging_rows(
+        self, info: SparkTableInfo, columns: Sequence[str], partition_column: str, query: exp.Expr
+    ) -> exp.Select:
+        """The staging's rows: `typed_rows` with the partition column last (where a partitioned
+        parquet write puts it)."""
+        ordered = [c for c in columns if c.lower() != partition_column.lower()]
+        ordered.append(info.column(partition_column, "partition_column").name)
+        return self.typed_rows(info, ordered, query)
 
     def typed_rows(
         self,
@@ -532,6 +542,23 @@ class SparkAdapter(CatalogStatements):
         ).from_(self.table(table))
         replaced = replaced.where(self.in_window(partition_column))
         return self.render(exp.union(staged, replaced, distinct=False), copy=False)
+
+    def window_count(self, table: str, partition_column: str) -> str:
+        """SELECT count(*) of the window (bound as ``:window_start``, ``:window_end``): answered from
+        the parquet footers of the window's partitions, no column read."""
+        query = exp.select(exp.Count(this=exp.Star())).from_(self.table(table))
+        return self.render(query.where(self.in_window(partition_column)), copy=False)
+
+    def outside_count(self, partition_column: str, start: date, end: date) -> str:
+        """The aggregate counting rows whose `partition_column` is NULL or outside [start, end), the
+        bounds as literals (an observed aggregate binds no parameter)."""
+        col = self.column(partition_column)
+        inside = exp.and_(
+            exp.GTE(this=col, expression=spark_literal(start)),
+            exp.LT(this=col.copy(), expression=spark_literal(end)),
+        )
+        stray = exp.or_(exp.Is(this=col.copy(), expression=exp.null()), exp.not_(inside))
+        return self.render(exp.CountIf(this=stray), copy=False)
 
     def window_files(
         self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None

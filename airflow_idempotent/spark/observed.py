@@ -98,6 +98,41 @@ def write_observed(
     return Observed(int(got[names[0]]), got[names[1]] if len(names) > 1 else None)
 
 
+def stage_observed(
+    conn: SparkConnection,
+    adapter: SparkAdapter,
+    staging: str,
+    location: str,
+    partition_column: str,
+    select: str,
+    params: Mapping[str, Any],
+    aggregates: Sequence[str],
+) -> dict[str, Any] | None:
+    """Write `select`'s rows as the partition switch's staging table (external parquet at `location`,
+    partitioned by `partition_column`, the table CREATE TABLE .. AS makes) with `aggregates` observed
+    over the rows as they pass into the write: their figures by name ``m0``, ``m1``, .., or None when
+    Spark returned none (the staging is written then).
+
+    The figures are those of the files the write committed: the observation sits in the write's
+    own stage (a partitioned parquet write adds a sort within each task, no exchange), whose
+    accumulator updates Spark applies once per partition from the task attempt that committed its
+    files (a failed or commit-denied attempt's updates are dropped), and the location is this
+    attempt's own, so no other writer's files are in it."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    names = [f"m{i}" for i in range(len(aggregates))]
+    frame = conn.session.sql(inline_params(select, params) if params else select)
+    observation = Observation(f"idem_{uuid.uuid4().hex}")
+    frame = frame.observe(observation, *[F.expr(a).alias(n) for a, n in zip(aggregates, names, strict=True)])
+    writer = frame.write.format("parquet").partitionBy(partition_column).option("path", location)
+    writer.saveAsTable(adapter.qualified(staging))
+    got = observation.get
+    if not got or any(n not in got for n in names):
+        return None
+    return {n: got[n] for n in names}
+
+
 def trusted(observed: Observed | None, written: int | None, what: str) -> Observed | None:
     """`observed` when the commit's own metrics (`written`: the new rows it added, None when they
     do not say) agree with it; else None, logged: the window is then read at the commit's version."""

@@ -35,7 +35,8 @@ def overwrite(adapter: SparkAdapter, spec: WriteSpec, history_conn_id: str, targ
     from airflow_idempotent.history.store import HistoryStore
     from airflow_idempotent.spark.switch import overwrite_by_switch
 
-    return overwrite_by_switch(adapter, spec, HistoryStore.from_airflow(history_conn_id), target)
+    # the description just read, in the session before: the switch need not read it again
+    return overwrite_by_switch(adapter, spec, HistoryStore.from_airflow(history_conn_id), target, info=info)
 
 
 def merge(adapter: SparkAdapter, spec: WriteSpec, keys: Sequence[str], delete_missing: bool) -> WriteResult:

@@ -16,6 +16,7 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_idempotent.errors import RowsOutsideWindowError
 from airflow_idempotent.operators import PartitionOverwriteOperator
 from airflow_idempotent.spark.adapter import SparkAdapter
 from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
@@ -45,7 +46,13 @@ def rows_sql(values: list[str]) -> str:
 
 
 def write_window(
-    spark: Any, conn_id: str, table: str, using: str, by: str | None, columns: str = COLUMNS
+    spark: Any,
+    conn_id: str,
+    table: str,
+    using: str,
+    by: str | None,
+    columns: str = COLUMNS,
+    where: str = "d >= :window_start AND d < :window_end",
 ) -> dict[str, Any]:
     """`table` created (partitioned `by`) holding OLD (one file when not partitioned: July's and
     August's rows together), then August replaced by NEW through the operator; its result."""
@@ -62,7 +69,7 @@ def write_window(
             conn_id=conn_id,
             table=table,
             partition_column="d",
-            sql=f"SELECT id, note, amount, at, d FROM {source} WHERE d >= :window_start AND d < :window_end",
+            sql=f"SELECT id, note, amount, at, d FROM {source} WHERE {where}",
             granularity="month",
             emit_asset=False,
         )
@@ -129,3 +136,42 @@ def test_a_char_column_is_read_at_the_version(spark, spark_conn, caplog) -> None
     assert result["row_count"] == 4
     assert result["checksum"] == read_at_version(spark_conn, table, result["table_version"])
     assert fell_back(caplog)
+
+
+def read_back(conn_id: str, table: str) -> str:
+    """The window's checksum by the adapter's window query over the table as it is now (a scan)."""
+    adapter = SparkAdapter.from_connection(conn_id)
+    with adapter.engine.connect() as conn:
+        info = adapter.describe(conn, table)
+        query = adapter.window_checksum(table, "d", list(info.columns.values()))
+        binds = {"window_start": date(2026, 8, 1), "window_end": date(2026, 9, 1)}
+        count, total = adapter.execute(conn, query, binds).one()
+    return adapter.checksum_text(int(count), total)
+
+
+def test_parquet_switch_checksum_equals_the_window_read_back(spark, spark_conn, caplog) -> None:
+    """The partition switch counts and hashes the staged rows as its staging write writes them
+    (no scan of the staging): the figures equal the switched window read back from its files,
+    and the rows outside the window (July's) are kept."""
+    caplog.set_level(logging.INFO, logger="airflow_idempotent.spark.switch")
+    table = "parquet_observed_day"
+    result = write_window(spark, spark_conn, table, "parquet", "d")
+    assert (result["row_count"], result["rows_deleted"]) == (4, 2)
+    assert result["checksum"] == read_back(spark_conn, table)
+    assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 6
+    days = {str(r[0]) for r in spark.sql(f"SHOW PARTITIONS {table}").collect()}
+    assert days == {"d=2026-07-30", "d=2026-07-31", "d=2026-08-01", "d=2026-08-15", "d=2026-08-31"}
+    assert not any("no observed figures" in r.getMessage() for r in caplog.records)
+
+
+def test_parquet_switch_refuses_a_null_partition_value_from_the_observed_write(spark, spark_conn) -> None:
+    """A row whose partition value is NULL lands in Hive's NULL directory of the staging: the
+    observed write counts it outside the window and names it; nothing is switched."""
+    table = "parquet_observed_null"
+    NEW.append("(14, 'null day', 1.00, NULL, CAST(NULL AS DATE))")
+    try:
+        with pytest.raises(RowsOutsideWindowError, match=r"1 row\(s\) whose d is outside .*e\.g\. None"):
+            write_window(spark, spark_conn, table, "parquet", "d", where="d IS NULL OR d >= :window_start")
+    finally:
+        NEW.pop()
+    assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 4
