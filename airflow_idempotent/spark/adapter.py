@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 #: The catalog's refusal to list the columns of a table partitioned by a transform it does not map
 #: to a partition column (Iceberg's ``months(d)``, ``days(ts)``, ``truncate(10, id)``).
 UNSUPPORTED_TRANSFORM = "UNSUPPORTED_PARTITION_TRANSFORM"
+#: A CHAR(n) column's type as DESCRIBE shows it.
+CHAR_TYPE = re.compile(r"char\((\d+)\)")
+#: The staged rows' refusal of a value longer than its CHAR(n) column (`typed_rows`).
+CHAR_TOO_LONG = "a value is longer than its CHAR column allows"
 
 
 def spark_literal(value: Any) -> exp.Expr:
@@ -208,6 +213,8 @@ class SparkTableInfo(TableInfo):
     location: str = ""
     provider: str = ""
     spark_types: Mapping[str, str] | None = None  # lower-case name -> Spark type, e.g. decimal(12,2)
+    #: lower-case name -> n of each CHAR(n) column (the catalog lists them as strings)
+    char_lengths: Mapping[str, int] | None = None
     #: each partition field as DESCRIBE shows it: a column (identity) or a transform, e.g.
     #: ``months(sale_date)``, ``bucket(4, id)``
     partitioning: tuple[str, ...] = ()
@@ -334,6 +341,11 @@ class SparkAdapter(CatalogStatements):
         # the identity fields: a transform's column is no partition column of the catalog's
         partitions = [c[0] for c in listed if c[3] or c[0] in fields]
         details = dict(rows)
+        chars = {
+            name.lower(): int(match.group(1))
+            for name, *_ in listed
+            if (match := CHAR_TYPE.fullmatch(details.get(name, "").strip().lower()))
+        }
         return SparkTableInfo(
             schema=schema,
             name=name,
@@ -344,6 +356,7 @@ class SparkAdapter(CatalogStatements):
             location=details.get("Location", ""),
             provider=details.get("Provider", "").lower(),
             spark_types=types,
+            char_lengths=chars,
         )
 
     def column_kind(self, type_: Any) -> ColumnKind:
@@ -451,13 +464,33 @@ class SparkAdapter(CatalogStatements):
         the target would store and checksums compare like with like; NULL for a column the query
         does not produce (`produced`: the query's columns, all of `columns` by default)."""
         types = info.spark_types or {}
+        chars = info.char_lengths or {}
         given = {c.lower() for c in (columns if produced is None else produced)}
         projections = []
         for name in columns:
             value = self.column(name, SOURCE_ALIAS) if name.lower() in given else exp.null()
             kind = exp.DataType.build(types[name.lower()], dialect="spark")
-            projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(name, quoted=True)))
+            typed: exp.Expr = exp.cast(value, kind)
+            if name.lower() in chars:
+                typed = self.padded(typed, chars[name.lower()])
+            projections.append(exp.alias_(typed, exp.to_identifier(name, quoted=True)))
         return exp.select(*projections).from_(self.source(query))
+
+    @staticmethod
+    def padded(value: exp.Expr, length: int) -> exp.Expr:
+        """A CHAR(`length`) value as the table reads it back: padded with spaces to its length
+        (Spark pads CHAR when it reads, ``spark.sql.readSideCharPadding``, not when it writes), so
+        staged rows hash and diff like the table's; a longer value is refused, as an INSERT
+        into the column refuses it, instead of being cut."""
+        size = exp.Length(this=value.copy())
+        refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(CHAR_TOO_LONG)])
+        pad = exp.Anonymous(
+            this="rpad", expressions=[value, exp.Literal.number(length), exp.Literal.string(" ")]
+        )
+        return exp.Case(
+            ifs=[exp.If(this=exp.GT(this=size, expression=exp.Literal.number(length)), true=refuse)],
+            default=pad,
+        )
 
     def stage_window(
         self, name: str, table: str, info: TableInfo, columns: Sequence[str], query: exp.Expr

@@ -164,6 +164,37 @@ def test_parquet_switch_checksum_equals_the_window_read_back(spark, spark_conn, 
     assert not any("no observed figures" in r.getMessage() for r in caplog.records)
 
 
+def test_parquet_switch_checksum_of_a_char_column_equals_the_window_read_back(spark, spark_conn) -> None:
+    """A CHAR(8) column is read back padded to 8: the staged rows are padded as they are typed, so
+    the switch's checksum equals the window read back (before, the staging's unpadded strings
+    hashed otherwise) and the values read are those an INSERT would give."""
+    table = "parquet_observed_char"
+    result = write_window(
+        spark, spark_conn, table, "parquet", "d", COLUMNS.replace("note STRING", "note CHAR(8)")
+    )
+    assert result["row_count"] == 4
+    assert result["checksum"] == read_back(spark_conn, table)
+    notes = dict(spark.sql(f"SELECT id, note FROM {table} WHERE d >= DATE'2026-08-01'").collect())
+    assert notes == {10: "a" + " " * 7, 11: None, 12: "c" + " " * 7, 13: " " * 8}
+
+
+def test_parquet_switch_refuses_a_value_longer_than_its_char_column(spark, spark_conn) -> None:
+    """A value longer than its CHAR(n) column is refused before the switch, as an INSERT refuses
+    it, instead of being cut to n: August keeps its rows."""
+    table = "parquet_observed_char_long"
+    NEW.append("(14, 'too long', 1.00, NULL, DATE'2026-08-02')")
+    try:
+        with pytest.raises(Exception, match="longer than its CHAR column"):
+            write_window(
+                spark, spark_conn, table, "parquet", "d", COLUMNS.replace("note STRING", "note CHAR(7)")
+            )
+    finally:
+        NEW.pop()
+    spark.sql(f"REFRESH TABLE {table}")
+    ids = {r[0] for r in spark.sql(f"SELECT id FROM {table}").collect()}
+    assert ids == {1, 2, 3, 4}
+
+
 def test_parquet_switch_refuses_a_null_partition_value_from_the_observed_write(spark, spark_conn) -> None:
     """A row whose partition value is NULL lands in Hive's NULL directory of the staging: the
     observed write counts it outside the window and names it; nothing is switched."""
