@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import Collector, walk_no_defs
+from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
+from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
@@ -525,9 +526,10 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     )
                     continue
                 if context == START_DATE_CONTEXT and dag is None and collector.dags:
-                    if all(d.kwargs.get("start_date") is not None for d in collector.dags):
+                    dag = taking_dag(node, collector.dags)  # DAG(.., **dag_args): its own start_date
+                    if dag is None and all(d.kwargs.get("start_date") is not None for d in collector.dags):
                         continue  # default_args' start_date: every DAG of the file sets its own
-                    if len(collector.dags) == 1:
+                    if dag is None and len(collector.dags) == 1:
                         dag = collector.dags[0]  # its default_args
                 where = "the DAG's arguments" if dag is not None else "module-level code"
                 anchors = ((file, dag.line),) if dag is not None else ()
@@ -584,8 +586,8 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     if not isinstance(call.func, ast.Name):
         return None
     found = scope.function(call.func.id)
-    if found is None or isinstance(found[0], ast.Lambda) or not _own_module(found[1]):
-        return None
+    if found is None or isinstance(found[0], ast.Lambda) or not _own_module(found[1]) or builds_task(found[0]):
+        return None  # calling a @task function in a DAG body builds a task; nothing runs at parse time
     fn, fn_scope = found
     if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
         return None
