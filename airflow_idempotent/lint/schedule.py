@@ -120,7 +120,7 @@ def unknown_schedule(scope: Scope, node: ast.expr) -> bool:
         return True  # a parameter or a lookup left unresolved
     if isinstance(value, ast.Call):
         name = last_name(dotted(value.func))
-        return name in ("get", "getenv", "pop") or name[:1].islower() and name not in RELATIVE_CALLS
+        return name in ("get", "getenv", "pop") or (name[:1].islower() and name not in RELATIVE_CALLS)
     return False
 
 

@@ -224,7 +224,7 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
 
     Absolute imports are looked for next to the importer and in the two folders above it (an Astro
     project's ``include`` package sits beside ``dags/``, its parent is on Airflow's path), then on
-    this interpreter's path.
+    this interpreter's path, then in every folder further up (the DAGs folder of a nested file).
     """
     parts = [p for p in module.split(".") if p]
     roots: list[Path] = []
@@ -242,6 +242,9 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
                 spec = importlib.util.find_spec(parts[0])  # a top-level name: located, not imported
                 if spec is not None and spec.submodule_search_locations:
                     roots.extend(Path(loc).parent for loc in spec.submodule_search_locations)
+        # last: every folder further up (Airflow puts the DAGs folder on the path; a DAG file nested
+        # three folders down still imports the repository's packages from there)
+        roots.extend(list(importer.parent.parents)[2:])
     for root in roots:
         target = root.joinpath(*parts) if parts else root
         for candidate in (target.with_suffix(".py"), target / "__init__.py"):
