@@ -182,13 +182,17 @@ def test_imported_task_function_called_in_a_dag_body_is_no_parse_time_code(tmp_p
         "@task\n"
         "def files_to_process(payload):\n"
         "    return [{'run_id': str(uuid.uuid4()), **p} for p in payload]\n"
+        "@task\n"
+        "def ingest(event):\n"
+        "    return event\n"
     )
     dag = (
         "from datetime import datetime\n"
         "from airflow.sdk import DAG\n"
-        "from pipeline.groups import files_to_process\n"
+        "from pipeline.groups import files_to_process, ingest\n"
         "with DAG('ingest', schedule=None, start_date=datetime(2024, 1, 1)):\n"
         "    files = files_to_process(payload=[{'a': 1}])\n"  # 5: builds a task
+        "    ingest.expand(event=files)\n"  # its output feeds mapped tasks
     )
     report = _write(tmp_path, {"pipeline/__init__.py": "", "pipeline/groups.py": group, "ingest.py": dag})
     module_level = [f for f in report.findings if f.file.endswith("ingest.py") and f.task_id is None]
