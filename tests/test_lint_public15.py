@@ -197,3 +197,26 @@ def test_imported_task_function_called_in_a_dag_body_is_no_parse_time_code(tmp_p
     report = _write(tmp_path, {"pipeline/__init__.py": "", "pipeline/groups.py": group, "ingest.py": dag})
     module_level = [f for f in report.findings if f.file.endswith("ingest.py") and f.task_id is None]
     assert module_level == []
+
+
+def test_sql_kept_as_a_class_attribute(tmp_path: Path) -> None:
+    # the INSERT is a class attribute, read through the class's name in the method that sends it
+    lib = (
+        "class Network:\n"
+        "    insert_sql = '''\n"
+        "    INSERT INTO network_metrics (repo, month, nodes) VALUES (%s, %s, %s)'''\n"  # 3
+        "    def __init__(self, conn):\n"
+        "        self.conn = conn\n"
+        "    def save(self, rows):\n"
+        "        self.conn.cursor().executemany(Network.insert_sql, rows)\n"
+    )
+    dag = _DAG_HEAD + (
+        "from metrics.net import Network\n"
+        "def calculate():\n"
+        "    Network(None).save([('r', '2024-01', 3)])\n"
+        "with DAG('n', schedule='@monthly', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    PythonOperator(task_id='network', python_callable=calculate)\n"
+    )
+    report = _write(tmp_path, {"metrics/__init__.py": "", "metrics/net.py": lib, "dag.py": dag})
+    assert [(name, task) for name, _, task in _at(report.findings, "IDEM002")] == [("net.py", "network")]
+    assert 2 <= report.findings[0].line <= 3
