@@ -17,15 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
-
-
-def _write(root: Path, files: dict[str, str]) -> LintReport:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return lint_paths([root])
+from airflow_idempotent.lint import RuleFinding
+from tests.lintfiles import lint_files
 
 
 def _at(entries: list[RuleFinding], rule: str) -> list[tuple[str, int, str | None]]:
@@ -82,7 +75,7 @@ def test_class_chosen_by_op_kwargs_runs_its_own_override(tmp_path: Path) -> None
         "        PythonOperator(task_id=f'calc_{name}', python_callable=calculate,\n"
         "                       op_kwargs={'metric': cls})\n"
     )
-    report = _write(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
+    report = lint_files(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
     assert _at(report.findings, "IDEM002") == [("lib.py", 14, "calc_commits"), ("lib.py", 18, "calc_reviews")]
 
 
@@ -96,7 +89,7 @@ def test_class_picked_from_a_dict_of_classes(tmp_path: Path) -> None:
         "with DAG('m', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
         "    PythonOperator(task_id='calc', python_callable=calculate)\n"
     )
-    report = _write(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
+    report = lint_files(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
     assert _at(report.findings, "IDEM002") == [("lib.py", 18, "calc")]
 
 
@@ -109,7 +102,7 @@ def test_a_receiver_of_unknown_class_is_not_followed(tmp_path: Path) -> None:
         "with DAG('m', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
         "    PythonOperator(task_id='calc', python_callable=calculate)\n"
     )
-    report = _write(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
+    report = lint_files(tmp_path, {"metrics/__init__.py": "", "metrics/lib.py": _METRICS, "dag.py": dag})
     assert _at(report.findings, "IDEM002") == []
 
 
@@ -136,7 +129,7 @@ def test_package_of_the_dags_folder_imported_from_a_nested_dag_file(tmp_path: Pa
         "dags/team/lib/store.py": store,
         "dags/team/jobs/daily/load.py": dag,
     }
-    report = _write(tmp_path, files)
+    report = lint_files(tmp_path, files)
     assert _at(report.findings, "IDEM002") == [("store.py", 5, "load")]
 
 
@@ -156,7 +149,7 @@ _FACTORY = (
 def test_factory_dag_args_start_date_with_a_schedule_from_config(tmp_path: Path) -> None:
     # the schedule comes from each config (a weekly one's first window never comes due when the
     # start moves every day): the moving start_date in **dag_args is the DAG's, reported
-    report = _write(tmp_path, {"factory.py": _FACTORY})
+    report = lint_files(tmp_path, {"factory.py": _FACTORY})
     assert [(f.rule, f.line) for f in report.findings] == [("IDEM003", 4)]
 
 
@@ -170,7 +163,7 @@ def test_dag_args_start_date_on_a_hand_triggered_dag_is_information(tmp_path: Pa
         "with DAG('manual', **dag_args):\n"
         "    EmptyOperator(task_id='start')\n"
     )
-    report = _write(tmp_path, {"manual.py": text})
+    report = lint_files(tmp_path, {"manual.py": text})
     assert _at(report.findings, "IDEM003") == []
     assert _at(report.information, "IDEM003") == [("manual.py", 4, None)]
 
@@ -194,7 +187,7 @@ def test_imported_task_function_called_in_a_dag_body_is_no_parse_time_code(tmp_p
         "    files = files_to_process(payload=[{'a': 1}])\n"  # 5: builds a task
         "    ingest.expand(event=files)\n"  # its output feeds mapped tasks
     )
-    report = _write(tmp_path, {"pipeline/__init__.py": "", "pipeline/groups.py": group, "ingest.py": dag})
+    report = lint_files(tmp_path, {"pipeline/__init__.py": "", "pipeline/groups.py": group, "ingest.py": dag})
     module_level = [f for f in report.findings if f.file.endswith("ingest.py") and f.task_id is None]
     assert module_level == []
 
@@ -217,6 +210,6 @@ def test_sql_kept_as_a_class_attribute(tmp_path: Path) -> None:
         "with DAG('n', schedule='@monthly', start_date=datetime(2024, 1, 1), catchup=False):\n"
         "    PythonOperator(task_id='network', python_callable=calculate)\n"
     )
-    report = _write(tmp_path, {"metrics/__init__.py": "", "metrics/net.py": lib, "dag.py": dag})
+    report = lint_files(tmp_path, {"metrics/__init__.py": "", "metrics/net.py": lib, "dag.py": dag})
     assert [(name, task) for name, _, task in _at(report.findings, "IDEM002")] == [("net.py", "network")]
     assert 2 <= report.findings[0].line <= 3
