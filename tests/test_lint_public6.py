@@ -15,15 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_idempotent.lint import LintReport, lint_paths
-
-
-def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return lint_paths([tmp_path])
+from airflow_idempotent.lint import LintReport
+from tests.lintfiles import lint_files
 
 
 def _rules(items: list) -> list[tuple[str, str, int]]:  # type: ignore[type-arg]
@@ -47,7 +40,7 @@ log_url = f'{base}/dags/{dag_id}/runs/{{{{ dag_run.run_id }}}}'
 def test_a_jinja_template_of_a_dag_file_is_information_not_a_defect(tmp_path: Path) -> None:
     """semio's templates/: line 7 is ``{% raw %}``, Jinja where Python stops. Nothing to fix in the
     file (it renders DAG files): one information entry, no finding, exit code unaffected."""
-    report = _lint(tmp_path, {"templates/etl_recipe.py": _TEMPLATE})
+    report = lint_files(tmp_path, {"templates/etl_recipe.py": _TEMPLATE})
     assert report.findings == []
     assert _rules(report.information) == [("IDEM000", "etl_recipe.py", 7)]
     assert "Jinja" in report.information[0].message
@@ -63,7 +56,7 @@ def test_a_syntax_error_beside_templated_sql_stays_idem000(tmp_path: Path) -> No
         "def build()\n"
         "    return SQL\n"
     )
-    report = _lint(tmp_path, {"broken.py": text})
+    report = lint_files(tmp_path, {"broken.py": text})
     assert _rules(report.findings) == [("IDEM000", "broken.py", 4)]
     assert report.information == []
 
@@ -93,7 +86,7 @@ with DAG("refresh", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=
 def test_a_shifted_clock_only_rendered_into_a_template_is_no_window(tmp_path: Path) -> None:
     """``utcnow() - 1 day`` becomes the text of a generated DAG's start_date (semio): nothing is read
     over that span, so no IDEM004; it is listed as information at the read (line 9)."""
-    report = _lint(tmp_path, {"refresh.py": _GENERATOR})
+    report = lint_files(tmp_path, {"refresh.py": _GENERATOR})
     assert report.findings == []
     assert _rules(report.information) == [("IDEM004", "refresh.py", 9)]
 
@@ -106,7 +99,7 @@ def test_a_shifted_clock_that_filters_rows_stays_a_window(tmp_path: Path) -> Non
         '        f.write(template.render(name="x", datetime=dt_str))\n'
         "    hook.run(f\"DELETE FROM t WHERE day < '{now}'\")\n",
     ).replace("def refresh(env: Environment)", "def refresh(env: Environment, hook)")
-    report = _lint(tmp_path, {"refresh.py": text})
+    report = lint_files(tmp_path, {"refresh.py": text})
     assert ("IDEM004", "refresh.py", 9) in _rules(report.findings)
 
 
@@ -156,7 +149,7 @@ def test_each_dag_factory_call_is_its_own_finding(tmp_path: Path) -> None:
     start at the current hour, registered on lines 13 and 14: two moving starts of scheduled DAGs,
     two IDEM003 findings (one no longer hides the other). The @once scanner (line 15) reads the
     clock only for its start, through the name ``start``: its DAG creates no windows, information."""
-    report = _lint(
+    report = lint_files(
         tmp_path,
         {
             "scanners/__init__.py": "",
@@ -208,14 +201,14 @@ def test_sql_sent_through_a_module_function_is_the_tasks(tmp_path: Path) -> None
     """``import functions as functions_2``; ``functions_2.apply_change(sql, ..)`` (mitgate's shape):
     the helper runs the SQL it is given, so the task deletes the table and inserts again, a full
     replace that a rerun repeats safely: no IDEM002, as when the helper is called by its name."""
-    by_module = _lint(
+    by_module = lint_files(
         tmp_path / "m",
         {
             "functions.py": _HELPERS,
             "dag.py": _loader("import functions as functions_2|functions_2.apply_change"),
         },
     )
-    by_name = _lint(
+    by_name = lint_files(
         tmp_path / "n",
         {"functions.py": _HELPERS, "dag.py": _loader("from functions import apply_change|apply_change")},
     )
@@ -229,7 +222,7 @@ def test_an_append_through_a_module_function_is_found(tmp_path: Path) -> None:
     dag = _loader("import functions as functions_2|functions_2.apply_change").replace(
         '    functions_2.apply_change("DELETE FROM panda.threshold", "DELETE")\n', ""
     )
-    report = _lint(tmp_path, {"functions.py": _HELPERS, "dag.py": dag})
+    report = lint_files(tmp_path, {"functions.py": _HELPERS, "dag.py": dag})
     assert [(f.rule, f.task_id) for f in report.findings if f.rule == "IDEM002"] == [("IDEM002", "load")]
 
 
@@ -273,7 +266,7 @@ def test_a_clock_value_only_stamping_a_returned_record_is_information(tmp_path: 
         '            "state": "success",\n'
         "        }"
     )
-    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)})) == ([], ["IDEM003"])
+    assert _clock_rules(lint_files(tmp_path, {"observe.py": _observer(body)})) == ([], ["IDEM003"])
 
 
 def test_a_clock_value_that_also_keys_the_record_stays_a_finding(tmp_path: Path) -> None:
@@ -284,7 +277,7 @@ def test_a_clock_value_that_also_keys_the_record_stays_a_finding(tmp_path: Path)
         "        op_id = sha256(observed.encode()).hexdigest()\n"
         '        return {"operationId": op_id, "observedAt": observed}'
     )
-    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
+    assert _clock_rules(lint_files(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
 
 
 def test_a_stamped_record_kept_as_task_state_stays_a_finding(tmp_path: Path) -> None:
@@ -295,11 +288,11 @@ def test_a_stamped_record_kept_as_task_state_stays_a_finding(tmp_path: Path) -> 
         '        task_state_store.set("result", result)\n'
         "        return result"
     )
-    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
+    assert _clock_rules(lint_files(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
 
 
 def test_a_clock_value_passed_as_a_functions_keyword_stays_a_finding(tmp_path: Path) -> None:
     """``client.fetch(since=now())``: a keyword of a function may filter what is read (only ``dict``
     and classes build records from keywords). A finding."""
     body = "        return client.fetch(run_id=run_id, since=datetime.now(UTC))"
-    assert _clock_rules(_lint(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]
+    assert _clock_rules(lint_files(tmp_path, {"observe.py": _observer(body)}))[0] == ["IDEM003"]

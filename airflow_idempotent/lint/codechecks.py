@@ -12,11 +12,14 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import Collector, walk_no_defs
+from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
+from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
+from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
+from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
@@ -66,7 +69,7 @@ def check_code(check: TaskCheck) -> None:
     facts.saw_code = True
     seen: set[int] = set()
     queue: list[tuple[ast.AST, Scope]] = [
-        (fn, task.scope.child(dict.fromkeys(_params(fn), ()))) for fn in task.functions
+        (fn, task.scope.child(callable_bindings(task, fn))) for fn in task.functions
     ]
     if execute is not None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
@@ -86,7 +89,7 @@ def check_code(check: TaskCheck) -> None:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
         dead = dead_nodes(fn, values) if id(fn) in methods else set()
         scope = _with_locals(fn, scope, dead)
-        instances = _instances(fn)
+        instances = own_instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
         for node in ast.walk(fn):
@@ -106,16 +109,20 @@ def check_code(check: TaskCheck) -> None:
             if not isinstance(node, ast.Call):
                 continue
             name = dotted(node.func)
+            made = object_method(node, scope)  # `instances`: a method of an object the code makes
             if isinstance(node.func, ast.Name):
                 found = scope.function(node.func.id)
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     callers.setdefault(id(helper), []).append((node, fn))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
+            elif made is not None:
+                queue.append(made)
+                continue  # the repository's own method, not a library's of the same name
             elif (own := self_method(node.func, task.classes)) is not None:
                 # ``self.upload(..)`` in a custom operator's execute: its class's (or a base's) method
                 queue.append((own[0], own[1].child(dict.fromkeys(_params(own[0]), ()))))
-            elif (bound_method := _own_method(node.func, scope, instances)) is not None:
+            elif (bound_method := own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
                 queue.append(
                     (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
@@ -325,39 +332,6 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
     check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
 
 
-def _instances(fn: ast.AST) -> dict[str, str]:
-    """Local names bound to a new object of a named class (``client = STAClient(host)``): its class."""
-    out: dict[str, str] = {}
-    for node in ast.walk(fn):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-        ):
-            out[node.targets[0].id] = node.value.func.id
-    return out
-
-
-def _own_method(func: ast.expr, scope: Scope, instances: dict[str, str]) -> tuple[ast.AST, Scope] | None:
-    """The method a call ``obj.name(..)`` runs when ``obj`` is an object of one of the repository's
-    own classes (``Cls(..).name``, a local bound to ``Cls(..)``, or ``Cls.name`` of a static method)."""
-    if not isinstance(func, ast.Attribute):
-        return None
-    owner = func.value
-    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
-        class_name = owner.func.id
-    elif isinstance(owner, ast.Name):
-        class_name = instances.get(owner.id, owner.id)
-    else:
-        return None
-    found = scope.method(class_name, func.attr)
-    if found is None or not (found[1].source is scope.source or _own_module(found[1])):
-        return None
-    return found
-
-
 #: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery
 #: ``WriteDisposition.WRITE_APPEND``): the call adds rows to what the target holds
 _APPEND_MODES = frozenset({"APPEND", "WRITE_APPEND"})
@@ -525,9 +499,10 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     )
                     continue
                 if context == START_DATE_CONTEXT and dag is None and collector.dags:
-                    if all(d.kwargs.get("start_date") is not None for d in collector.dags):
+                    dag = taking_dag(node, collector.dags)  # DAG(.., **dag_args): its own start_date
+                    if dag is None and all(d.kwargs.get("start_date") is not None for d in collector.dags):
                         continue  # default_args' start_date: every DAG of the file sets its own
-                    if len(collector.dags) == 1:
+                    if dag is None and len(collector.dags) == 1:
                         dag = collector.dags[0]  # its default_args
                 where = "the DAG's arguments" if dag is not None else "module-level code"
                 anchors = ((file, dag.line),) if dag is not None else ()
@@ -584,8 +559,13 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     if not isinstance(call.func, ast.Name):
         return None
     found = scope.function(call.func.id)
-    if found is None or isinstance(found[0], ast.Lambda) or not _own_module(found[1]):
-        return None
+    if (
+        found is None
+        or isinstance(found[0], ast.Lambda)
+        or not _own_module(found[1])
+        or builds_task(found[0])
+    ):
+        return None  # calling a @task function in a DAG body builds a task; nothing runs at parse time
     fn, fn_scope = found
     if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
         return None

@@ -14,11 +14,12 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_idempotent.lint.dagargs import unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard
 
-__all__ = ["Collector", "DagDef", "TaskDef", "operator_classes", "walk_no_defs"]
+__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes", "walk_no_defs"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -98,6 +99,11 @@ def _task_decorator(fn: FunctionNode) -> tuple[str, dict[str, ast.expr]] | None:
     return None
 
 
+def builds_task(fn: FunctionNode | ast.Lambda) -> bool:
+    """`fn` is ``@task``-decorated: calling it (in a DAG body, from any module) only adds a task."""
+    return not isinstance(fn, ast.Lambda) and _task_decorator(fn) is not None
+
+
 def _decorator(fn: FunctionNode, wanted: str) -> dict[str, ast.expr] | None:
     """The keyword arguments of `fn`'s ``@dag`` / ``@task_group`` decorator; None without one."""
     for deco in fn.decorator_list:
@@ -167,7 +173,7 @@ class Collector:
             assert isinstance(stmt.value, ast.Call)
             value = stmt.value
             new = self._new_dag(
-                {**(factory or {}), **keywords(value)},
+                {**(factory or {}), **unpacked_kwargs(value, ctx.scope)},
                 value.lineno,
                 f"<dag at line {stmt.lineno}>",
                 value,
@@ -267,7 +273,7 @@ class Collector:
         if _is_dag_call(context):
             assert isinstance(context, ast.Call)
             dag = self._new_dag(
-                keywords(context),
+                unpacked_kwargs(context, ctx.scope),
                 context.lineno,
                 f"<dag at line {context.lineno}>",
                 context,

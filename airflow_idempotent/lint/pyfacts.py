@@ -101,6 +101,7 @@ SIDE_EFFECT_CALLS: dict[str, str] = {
 SQL_METHODS = frozenset(
     {
         "execute",
+        "executemany",
         "run",
         "exec_driver_sql",
         "get_records",

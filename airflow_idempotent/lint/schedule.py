@@ -100,12 +100,28 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     ends after "now" at every parse, so the DAG may never run. Without `schedule=` Airflow 2 runs
     daily."""
     node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
+    if node is not None and unknown_schedule(dag.scope, node):
+        return None  # any schedule: a weekly one's first window never comes due if the start moves daily
     if node is not None and read_schedule(dag.scope, node) is None:
         return "the DAG has no time-based schedule, so the start_date creates no windows"
     midnight = "days_ago" in clock or "today" in clock
     if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
         return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
     return None
+
+
+def unknown_schedule(scope: Scope, node: ast.expr) -> bool:
+    """Principle: a schedule the DAG reads at parse time from what the linter cannot see (a factory's
+    argument, ``event.get("schedule")``, ``config["schedule"]``) may be any schedule, not none: a
+    factory fed from configs builds scheduled DAGs. Assets (``Asset(..)``, lists of them) and
+    timetables, written as such, are known."""
+    value, _ = scope.value(node)
+    if isinstance(value, ast.Name | ast.Subscript):
+        return True  # a parameter or a lookup left unresolved
+    if isinstance(value, ast.Call):
+        name = last_name(dotted(value.func))
+        return name in ("get", "getenv", "pop") or (name[:1].islower() and name not in RELATIVE_CALLS)
+    return False
 
 
 def clock_start(dag: DagDef) -> str | None:

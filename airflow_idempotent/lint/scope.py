@@ -210,6 +210,11 @@ class Scope:
             module_scope = self._module_named(node.value.id)
             if module_scope is not None and node.attr in module_scope.assigns:
                 return module_scope.value(ast.Name(id=node.attr, ctx=ast.Load()), _depth + 1)
+            owner = self.class_def(node.value.id)  # a class attribute read through the class: Cls.SQL
+            for stmt in owner[0].body if owner is not None else []:
+                names = [getattr(t, "id", None) for t in getattr(stmt, "targets", [])]
+                if isinstance(stmt, ast.Assign) and node.attr in names and owner is not None:
+                    return owner[1].value(stmt.value, _depth + 1)
         if isinstance(node, ast.Subscript):
             item = self._item(node.value, node.slice, _depth)
             if item is not None:

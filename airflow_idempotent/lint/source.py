@@ -224,7 +224,8 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
 
     Absolute imports are looked for next to the importer and in the two folders above it (an Astro
     project's ``include`` package sits beside ``dags/``, its parent is on Airflow's path), then on
-    this interpreter's path.
+    this interpreter's path, then above the package the importer is in (a nested DAG file importing
+    its own package by its absolute name).
     """
     parts = [p for p in module.split(".") if p]
     roots: list[Path] = []
@@ -242,6 +243,11 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
                 spec = importlib.util.find_spec(parts[0])  # a top-level name: located, not imported
                 if spec is not None and spec.submodule_search_locations:
                     roots.extend(Path(loc).parent for loc in spec.submodule_search_locations)
+        # last: the folder holding the package the importer itself lives in (``oss_know/dags/x/f.py``
+        # importing ``oss_know.libs.m``: that package is importable only if its parent is on the path)
+        roots.extend(
+            p for p in list(importer.parent.parents)[2:] if parts and p / parts[0] in importer.parents
+        )
     for root in roots:
         target = root.joinpath(*parts) if parts else root
         for candidate in (target.with_suffix(".py"), target / "__init__.py"):
