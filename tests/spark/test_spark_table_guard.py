@@ -138,3 +138,21 @@ def test_guard_on_a_table_format_breach_corrective_replay_reconcile(
         # PURGE deletes every file and leaves a local disk's empty directories)
         staged = (Path(spark_cluster.base_dir) / "iceberg").glob("*/_idem_stg_*/**/*")
         assert not [f for f in staged if f.is_file()]
+
+
+def test_guard_on_a_months_partitioned_iceberg_table_refuses_a_day_before_staging(
+    spark, spark_conn, history: HistoryStore
+) -> None:
+    """A guarded corrective backfill of one day of a PARTITIONED BY (months(sale_date)) Iceberg
+    table is refused before anything is staged (one overwrite by filter cannot replace a day of a
+    month's files), naming the partitioning: no snapshot, no staging table left."""
+    table = create_iceberg_payouts(spark, "payouts_tguard_months", partitioned_by="months(sale_date)")
+    spark.sql(f"INSERT INTO {table} VALUES (900001, 9.99, 0.60, DATE'2026-08-10')")
+    before = commits(spark, table, "iceberg")
+    days = all_days(spark, table)
+    op = guarded("overwrite", conn_id=spark_conn, table=table, policy="v2")
+    with pytest.raises(Exception, match=r"months\(sale_date\)") as err:
+        op.execute(backfill(DAYS[0], 30, **CORRECTIVE))
+    assert "2026-08-10" in str(err.value) and "granularity='month'" in str(err.value), str(err.value)
+    assert commits(spark, table, "iceberg") == before and all_days(spark, table) == days
+    assert not stagings(spark, table)
