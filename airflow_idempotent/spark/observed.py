@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,25 @@ def write_observed(
     (``writeTo(t).overwrite(predicate)``, with the write `options`), `aggregates` observed over
     the rows written (none: nothing observed). None when Spark returned no observed figures (the
     write happened)."""
+    from pyspark.sql import functions as F
+
+    frame, figures = observed_rows(conn, select, params, aggregates)
+    writer = frame.writeTo(adapter.qualified(table))
+    for key, value in (options or {}).items():
+        writer = writer.option(key, value)
+    writer.overwrite(F.expr(inline_params(predicate, params) if params else predicate))
+    got = figures()
+    if got is None:
+        return None
+    return Observed(int(got["m0"]), got["m1"] if len(aggregates) > 1 else None)
+
+
+def observed_rows(
+    conn: SparkConnection, select: str, params: Mapping[str, Any], aggregates: Sequence[str]
+) -> tuple[Any, Callable[[], dict[str, Any] | None]]:
+    """`select`'s rows as a DataFrame with `aggregates` observed over them (none: nothing observed),
+    and a function that, once the DataFrame's write has run, gives their figures by name ``m0``,
+    ``m1``, .. (None when Spark returned none, or nothing was observed)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -88,14 +107,14 @@ def write_observed(
         frame = frame.observe(
             observation, *[F.expr(a).alias(n) for a, n in zip(aggregates, names, strict=True)]
         )
-    writer = frame.writeTo(adapter.qualified(table))
-    for key, value in (options or {}).items():
-        writer = writer.option(key, value)
-    writer.overwrite(F.expr(inline_params(predicate, params) if params else predicate))
-    got = observation.get if aggregates else None
-    if not got or any(n not in got for n in names):
-        return None
-    return Observed(int(got[names[0]]), got[names[1]] if len(names) > 1 else None)
+
+    def figures() -> dict[str, Any] | None:
+        got = observation.get if aggregates else None
+        if not got or any(n not in got for n in names):
+            return None
+        return {n: got[n] for n in names}
+
+    return frame, figures
 
 
 def stage_observed(
@@ -118,19 +137,10 @@ def stage_observed(
     accumulator updates Spark applies once per partition from the task attempt that committed its
     files (a failed or commit-denied attempt's updates are dropped), and the location is this
     attempt's own, so no other writer's files are in it."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    names = [f"m{i}" for i in range(len(aggregates))]
-    frame = conn.session.sql(inline_params(select, params) if params else select)
-    observation = Observation(f"idem_{uuid.uuid4().hex}")
-    frame = frame.observe(observation, *[F.expr(a).alias(n) for a, n in zip(aggregates, names, strict=True)])
+    frame, figures = observed_rows(conn, select, params, aggregates)
     writer = frame.write.format("parquet").partitionBy(partition_column).option("path", location)
     writer.saveAsTable(adapter.qualified(staging))
-    got = observation.get
-    if not got or any(n not in got for n in names):
-        return None
-    return {n: got[n] for n in names}
+    return figures()
 
 
 def trusted(observed: Observed | None, written: int | None, what: str) -> Observed | None:
