@@ -484,8 +484,11 @@ class SparkAdapter(CatalogStatements):
         into the column refuses it, instead of being cut."""
         size = exp.Length(this=value.copy())
         refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(CHAR_TOO_LONG)])
-        pad = exp.Anonymous(
-            this="rpad", expressions=[value, exp.Literal.number(length), exp.Literal.string(" ")]
+        pad = exp.Pad(
+            this=value,
+            expression=exp.Literal.number(length),
+            fill_pattern=exp.Literal.string(" "),
+            is_left=False,
         )
         return exp.Case(
             ifs=[exp.If(this=exp.GT(this=size, expression=exp.Literal.number(length)), true=refuse)],
