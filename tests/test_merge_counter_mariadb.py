@@ -18,6 +18,7 @@ from airflow_idempotent.errors import MergeKeyError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.window import day_range
+from tests.test_merge_inserted import new_keys
 from tests.test_operators import DAY, PER_DAY, context, make
 
 pytestmark = pytest.mark.parametrize("warehouse", ["mariadb"], indirect=True)
@@ -26,20 +27,6 @@ pytestmark = pytest.mark.parametrize("warehouse", ["mariadb"], indirect=True)
 HELD = 1247
 #: Rows of other days the merge must leave alone (their keys are not the day's).
 ELSEWHERE = "INSERT INTO payouts VALUES (-1, '2026-08-24', 1, 1), (-2, '2026-08-26', 2, 2)"
-
-
-def new_keys(engine: sa.Engine) -> int:
-    """The day's sales whose key payouts does not hold yet: what the merge inserts."""
-    with engine.connect() as conn:
-        return int(
-            conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM sales s WHERE s.sale_date = :day "
-                    "AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.sale_id = s.sale_id)"
-                ),
-                {"day": DAY},
-            ).scalar_one()
-        )
 
 
 def merged(warehouse: Any, held: int, ddl: str | None = None) -> tuple[dict[str, Any], list[str], int]:

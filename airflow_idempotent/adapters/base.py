@@ -545,11 +545,16 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, EarlyCo
         `insert_select`; `info`, the target's columns, read where the guard depends on them: MariaDB)."""
         insert = self.insert_select(table, columns, query, partition)
         updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}] or list(keys)
-        insert.set("conflict", self.on_conflict(table, keys, updates, partition))
+        insert.set("conflict", self.on_conflict(table, keys, updates, partition, info))
         return insert
 
     def on_conflict(
-        self, table: str, keys: Sequence[str], updates: Sequence[str], partition: ColumnInfo | None = None
+        self,
+        table: str,
+        keys: Sequence[str],
+        updates: Sequence[str],
+        partition: ColumnInfo | None = None,
+        info: TableInfo | None = None,
     ) -> exp.OnConflict:
         """The upsert's conflict clause in the adapter's `upsert_style`.
 

@@ -122,17 +122,16 @@ class MySQLAdapter(EngineAdapter):
         `lastrowid`); 0 when no row was updated (the counter never ran, and no AUTO_INCREMENT)."""
         return int(result.lastrowid or 0)
 
-    def upsert(
+    def on_conflict(
         self,
         table: str,
-        columns: Sequence[str],
         keys: Sequence[str],
-        query: exp.Expr,
+        updates: Sequence[str],
         partition: ColumnInfo | None = None,
         info: TableInfo | None = None,
-    ) -> exp.Expr:
-        """`INSERT .. ON DUPLICATE KEY UPDATE`, its guard (`stay_in_window`) set on an integer key
-        column where there is one, and counting the updated rows where `counts_updates` says so.
+    ) -> exp.OnConflict:
+        """`ON DUPLICATE KEY UPDATE`, its guard (`stay_in_window`) set on an integer key column where
+        there is one, and counting the updated rows where `counts_updates` says so.
 
         The guard `key = CASE WHEN <held row in the window> THEN <held key> ELSE <failure> END` comes
         first in the SET list, so it reads the held partition value before `partition =
@@ -143,8 +142,7 @@ class MySQLAdapter(EngineAdapter):
         `LAST_INSERT_ID(LAST_INSERT_ID() + 1)` runs once per updated row, in the guard's condition.
         """
         if partition is None or info is None or not self.counts_updates(info, keys, partition):
-            return super().upsert(table, columns, keys, query, partition, info)
-        insert = self.insert_select(table, columns, query, partition)
+            return super().on_conflict(table, keys, updates, partition, info)
         _, name = split_table_name(table)
         carrier = next((k for k in keys if INTEGER_TYPE.match(info.column(k, "key column").type_name)), None)
         counter = exp.Anonymous(
@@ -165,7 +163,6 @@ class MySQLAdapter(EngineAdapter):
                 default=self.failing_value(held_at.copy(), partition.kind),
             )
 
-        updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}]
         sets: list[exp.Expr] = []
         if carrier is not None:
             sets.append(exp.EQ(this=self.column(carrier), expression=guard(self.column(carrier, name))))
@@ -174,8 +171,7 @@ class MySQLAdapter(EngineAdapter):
             sets.append(
                 exp.EQ(this=self.column(c), expression=guard(values(c)) if is_partition else values(c))
             )
-        insert.set("conflict", exp.OnConflict(duplicate=True, action=exp.var("UPDATE"), expressions=sets))
-        return insert
+        return exp.OnConflict(duplicate=True, action=exp.var("UPDATE"), expressions=sets)
 
     def source_unique_keys(self, conn: Connection, table: str) -> list[frozenset[str]]:
         """The unique NOT NULL keys from SHOW INDEX, one statement that resolves the name as a query
