@@ -18,7 +18,7 @@ from airflow_idempotent.errors import MergeKeyError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.window import day_range
-from tests.test_merge_inserted import new_keys
+from tests.test_merge_inserted import merge_counting, new_keys
 from tests.test_operators import DAY, PER_DAY, context, make
 
 pytestmark = pytest.mark.parametrize("warehouse", ["mariadb"], indirect=True)
@@ -49,18 +49,7 @@ def merged(warehouse: Any, held: int, ddl: str | None = None) -> tuple[dict[str,
             )
         )
     lacking = new_keys(warehouse.engine)
-    counts: list[str] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        text = " ".join(statement.split()).upper()
-        if text.startswith("SELECT COUNT(*)") and "`PAYOUTS`" in text and "CRC32" not in text:
-            counts.append(text)
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", seen)
-    try:
-        result = make("merge", key_columns=["sale_id"]).execute(context())
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", seen)
+    result, counts = merge_counting(["sale_id"], "`PAYOUTS`", "CRC32")
     return result, counts, lacking
 
 
