@@ -334,11 +334,16 @@ def merge(
                 stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
                 deleted = rowcount(adapter.execute(conn, stmt, params))
             # what the upsert inserts: the transaction's own count where the engine keeps one
-            # (`inserted_so_far`), else the window's rows after it less those before it
+            # (`inserted_so_far`), or the source's rows less those the upsert counted as updated
+            # (`counts_updates`), else the window's rows after it less those before it
             held = adapter.inserted_so_far(conn, info) if partition is not None else None
-            before = _window_count(adapter, conn, spec, window_only) if held is None else -1
-            upsert = adapter.upsert(spec.table, columns, key_names, spec.query, partition)
-            written = rowcount(adapter.execute(conn, upsert, params))
+            counting = held is None and adapter.counts_updates(info, key_names, partition)
+            if counting:
+                adapter.reset_update_count(conn)
+            before = _window_count(adapter, conn, spec, window_only) if held is None and not counting else -1
+            upsert = adapter.upsert(spec.table, columns, key_names, spec.query, partition, info)
+            upserted = adapter.execute(conn, upsert, params)
+            written = rowcount(upserted)
             if source_rows < 0:  # one row written per source row, since repeated keys fail
                 source_rows = written if written >= 0 else _count_source(adapter, conn, spec, params)
             if how == "rowcount" and written != source_rows:
@@ -354,6 +359,8 @@ def merge(
             row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
             if held is not None:
                 inserted = adapter.inserted_since(conn, info, held)
+            elif counting:
+                inserted = source_rows - adapter.updates_counted(upserted)
             elif before < 0:
                 inserted = source_rows
             else:

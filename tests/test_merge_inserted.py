@@ -67,11 +67,18 @@ def merged(warehouse: Any, setup: list[str], keys: list[str]) -> tuple[dict[str,
     if setup[:1] != PARTITIONED[:1]:
         statements(warehouse.engine, setup)
     lacking = new_keys(warehouse.engine)
+    result, counts = merge_counting(keys, '"PAYOUTS"', "HASH")
+    return result, counts, lacking
+
+
+def merge_counting(keys: list[str], table: str, hashed: str) -> tuple[dict[str, Any], list[str]]:
+    """Merge the day on `keys`; its result and the statements counting `table` (quoted, upper
+    case) without `hashed` (the checksum's hash function) in them: the window counts."""
     counts: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         text = " ".join(statement.split()).upper()
-        if text.startswith("SELECT COUNT(*)") and '"PAYOUTS"' in text and "HASH" not in text:
+        if text.startswith("SELECT COUNT(*)") and table in text and hashed not in text:
             counts.append(text)
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", seen)
@@ -79,7 +86,7 @@ def merged(warehouse: Any, setup: list[str], keys: list[str]) -> tuple[dict[str,
         result = make("merge", key_columns=keys).execute(context())
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", seen)
-    return result, counts, lacking
+    return result, counts
 
 
 def test_a_plain_table_counts_its_inserts_without_a_count_of_the_window(warehouse: Any) -> None:

@@ -395,6 +395,7 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, EarlyCo
                 type_name=str(col["type"]),
                 kind=self.column_kind(col["type"]),
                 nullable=bool(col.get("nullable", True)),
+                autoincrement=col.get("autoincrement") is True,
             )
         keys: list[frozenset[str]] = []
         pk = inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
@@ -538,16 +539,22 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, EarlyCo
         keys: Sequence[str],
         query: exp.Expr,
         partition: ColumnInfo | None = None,
+        info: TableInfo | None = None,
     ) -> exp.Expr:
         """Insert new keys, update existing ones, in the database's native upsert (`partition`: see
-        `insert_select`)."""
+        `insert_select`; `info`, the target's columns, read where the guard depends on them: MariaDB)."""
         insert = self.insert_select(table, columns, query, partition)
         updates = [c for c in columns if c.lower() not in {k.lower() for k in keys}] or list(keys)
-        insert.set("conflict", self.on_conflict(table, keys, updates, partition))
+        insert.set("conflict", self.on_conflict(table, keys, updates, partition, info))
         return insert
 
     def on_conflict(
-        self, table: str, keys: Sequence[str], updates: Sequence[str], partition: ColumnInfo | None = None
+        self,
+        table: str,
+        keys: Sequence[str],
+        updates: Sequence[str],
+        partition: ColumnInfo | None = None,
+        info: TableInfo | None = None,
     ) -> exp.OnConflict:
         """The upsert's conflict clause in the adapter's `upsert_style`.
 

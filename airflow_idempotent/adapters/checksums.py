@@ -9,7 +9,7 @@ adapter overrides `row_hash`, or `row_checksum` where its database has typed has
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy.engine import Connection
 from sqlglot import exp
@@ -96,6 +96,19 @@ class ChecksumStatements:
                 "so its inserted rows cannot be told from its updated ones: nothing was written. Rerun it."
             )
         return now - counted
+
+    def counts_updates(self, info: TableInfo, keys: Sequence[str], partition: ColumnInfo | None) -> bool:
+        """Whether this merge's upsert counts the rows it updates itself (MariaDB), so the window
+        need not be counted before it: inserted = the source's rows less the updated ones. Read by
+        `strategies.merge` and by the adapter's `upsert`, which build the counter together."""
+        return False
+
+    def reset_update_count(self, conn: Connection) -> None:
+        """Zero the counter `counts_updates` promises, before the upsert (its start is the connection's)."""
+
+    def updates_counted(self, result: Any) -> int:
+        """The rows the upsert whose `result` this is updated, by the counter `counts_updates` promises."""
+        raise NotImplementedError
 
     def checksum_text(self, count: int, total: object) -> str:
         """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""

@@ -21,6 +21,9 @@ class ColumnInfo:
     type_name: str
     kind: ColumnKind
     nullable: bool
+    #: The database fills it from a counter when an insert omits it (MariaDB's AUTO_INCREMENT):
+    #: such an insert sets the connection's LAST_INSERT_ID, which MariaDB's merge reads otherwise.
+    autoincrement: bool = False
 
 
 @dataclass(frozen=True)
