@@ -333,14 +333,11 @@ def merge(
                 assert spec.partition_column is not None
                 stmt = adapter.delete_missing(spec.table, spec.partition_column, key_names, spec.query)
                 deleted = rowcount(adapter.execute(conn, stmt, params))
-            # what the upsert inserts: the transaction's own count where the engine keeps one
-            # (`inserted_so_far`), or the source's rows less those the upsert counted as updated
-            # (`counts_updates`), else the window's rows after it less those before it
-            held = adapter.inserted_so_far(conn, info) if partition is not None else None
-            counting = held is None and adapter.counts_updates(info, key_names, partition)
-            if counting:
-                adapter.reset_update_count(conn)
-            before = _window_count(adapter, conn, spec, window_only) if held is None and not counting else -1
+            # what the upsert inserts: the database's own counter where it keeps one, else the
+            # window's rows after it less those before it (`adapters.insert_counts`)
+            tally = adapter.start_tally(
+                conn, info, key_names, partition, lambda: _window_count(adapter, conn, spec, window_only)
+            )
             upsert = adapter.upsert(spec.table, columns, key_names, spec.query, partition, info)
             upserted = adapter.execute(conn, upsert, params)
             written = rowcount(upserted)
@@ -357,15 +354,7 @@ def merge(
                 elif written != source_rows:  # the update's WHERE skipped a row: roll back, name it
                     raise MergeKeyError(_repeated_keys(spec, key_names, source_rows, written))
             row_count, checksum = checksum_window(adapter, conn, spec, info, window_only)
-            if held is not None:
-                inserted = adapter.inserted_since(conn, info, held)
-            elif counting:
-                inserted = source_rows - adapter.updates_counted(upserted)
-            elif before < 0:
-                inserted = source_rows
-            else:
-                after = _window_count(adapter, conn, spec, window_only) if row_count is None else row_count
-                inserted = after - before
+            inserted = tally.inserted(conn, info, upserted, source_rows, row_count)
             result = WriteResult(
                 "merge",
                 spec.table,

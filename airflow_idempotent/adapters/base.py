@@ -25,6 +25,7 @@ from sqlglot.dialects.dialect import Dialect
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.checksums import ChecksumStatements
 from airflow_idempotent.adapters.early import EarlyConnect
+from airflow_idempotent.adapters.insert_counts import InsertCounts
 from airflow_idempotent.adapters.locks import LockId, LockStyle
 from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
@@ -138,7 +139,7 @@ def insert_if_absent_statement(
     return sa.text(rendered).bindparams(*(sa.bindparam(name, type_=table.c[name].type) for name in names))
 
 
-class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, EarlyConnect):
+class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertCounts, EarlyConnect):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
     The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent

@@ -9,14 +9,12 @@ adapter overrides `row_hash`, or `row_checksum` where its database has typed has
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.schema import ColumnInfo, TableInfo
+from airflow_idempotent.adapters.schema import ColumnInfo
 from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
-from airflow_idempotent.errors import SchemaError
 
 
 class ChecksumStatements:
@@ -79,36 +77,6 @@ class ChecksumStatements:
             .from_(self.table(table), copy=False)
             .where(self.in_window(partition_column), copy=False)
         )
-
-    def inserted_so_far(self, conn: Connection, info: TableInfo) -> int | None:
-        """The rows this transaction has inserted into the table so far, where the database keeps
-        an exact count of them for the transaction (PostgreSQL); None where it does not, and a
-        merge counts the window before and after its upsert instead (a scan of the window). Only
-        the difference of two reads in one transaction is meaningful."""
-        return None
-
-    def inserted_since(self, conn: Connection, info: TableInfo, counted: int) -> int:
-        """The rows inserted into the table since `inserted_so_far` read `counted` in this transaction."""
-        now = self.inserted_so_far(conn, info)
-        if now is None:  # a trigger, rule or child table was added to the target during the write
-            raise SchemaError(
-                f"{info.qualified} changed during the write (a trigger, rule or child table was added), "
-                "so its inserted rows cannot be told from its updated ones: nothing was written. Rerun it."
-            )
-        return now - counted
-
-    def counts_updates(self, info: TableInfo, keys: Sequence[str], partition: ColumnInfo | None) -> bool:
-        """Whether this merge's upsert counts the rows it updates itself (MariaDB), so the window
-        need not be counted before it: inserted = the source's rows less the updated ones. Read by
-        `strategies.merge` and by the adapter's `upsert`, which build the counter together."""
-        return False
-
-    def reset_update_count(self, conn: Connection) -> None:
-        """Zero the counter `counts_updates` promises, before the upsert (its start is the connection's)."""
-
-    def updates_counted(self, result: Any) -> int:
-        """The rows the upsert whose `result` this is updated, by the counter `counts_updates` promises."""
-        raise NotImplementedError
 
     def checksum_text(self, count: int, total: object) -> str:
         """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""
