@@ -178,10 +178,10 @@ def check_code(check: TaskCheck) -> None:
                         "it): a rerun returns it with a later stamp, and no id, path, filter or state comes "
                         "from it",
                     )
-                elif use == "used" and (field := document_stamp(node, fn, parent_of, callers.get(id(fn)))):
-                    facts.document_stamps.append(Stamp(field, (), file, node.lineno, clock))
                 elif use == "used" and (why := own_record(node, fn, parent_of) or archived(fn)):
                     check.info("IDEM003", file, node.lineno, f"{clock} in {_name(fn)}() {why}")
+                elif use == "used" and (field := document_stamp(node, fn, parent_of, callers.get(id(fn)))):
+                    facts.document_stamps.append(Stamp(field, (), file, node.lineno, clock))
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue
