@@ -15,7 +15,8 @@ import re
 from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
 from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
-from airflow_idempotent.lint.facts import RUN_NAMES, Effect, StateUse, WindowRef, Write
+from airflow_idempotent.lint.docstamps import document_stamp, query_marks
+from airflow_idempotent.lint.facts import RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
@@ -106,6 +107,7 @@ def check_code(check: TaskCheck) -> None:
             ):
                 key = node.slice.value
                 facts.windows.append(WindowRef("run", f"The run's context: [{key!r}] in its code."))
+            facts.marks.extend(query_marks(node))
             if not isinstance(node, ast.Call):
                 continue
             name = dotted(node.func)
@@ -178,6 +180,8 @@ def check_code(check: TaskCheck) -> None:
                     )
                 elif use == "used" and (why := own_record(node, fn, parent_of) or archived(fn)):
                     check.info("IDEM003", file, node.lineno, f"{clock} in {_name(fn)}() {why}")
+                elif use == "used" and (field := document_stamp(node, fn, parent_of, callers.get(id(fn)))):
+                    facts.document_stamps.append(Stamp(field, (), file, node.lineno, clock))
                 elif use in ("used", "relative") and context_of(node, parent_of) != PARAM_CONTEXT:
                     check.clock_read(clock, (file, node.lineno), "its code", use == "relative")
                 continue

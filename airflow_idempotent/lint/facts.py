@@ -129,6 +129,8 @@ class TaskFacts:
     #: clock values written into stamp columns, and ``table.column`` its SQL reads as a mark
     stamps: list[Stamp] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
+    #: clock values written only as a stamp field of a Python record or document (`docstamps`)
+    document_stamps: list[Stamp] = field(default_factory=list)
     #: keys and generated columns of the tables the task's DDL declares
     declared: list[TableKeys] = field(default_factory=list)
     saw_sql: bool = False

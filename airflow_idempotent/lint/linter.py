@@ -36,6 +36,7 @@ from airflow_idempotent.lint.deployment import (
     repository_catchup,
     repository_data_intervals,
 )
+from airflow_idempotent.lint.docstamps import check_document_stamps
 from airflow_idempotent.lint.findings import Recorder, TaskCheck, without_restated
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
@@ -181,6 +182,7 @@ class Linter:
             for check in checks:
                 self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
                 self._guarded(check.file, functools.partial(check_stamps, check, marks))
+                self._guarded(check.file, functools.partial(check_document_stamps, check, marks))
                 self._guarded(check.file, functools.partial(check_chat_report, check, self.recorder))
             self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             self._guarded(

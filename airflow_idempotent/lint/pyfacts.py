@@ -34,6 +34,7 @@ __all__ = [
     "clock_use",
     "context_of",
     "is_relative",
+    "keeps",
     "keyed",
     "looks_like_sql",
     "parents",
@@ -326,7 +327,8 @@ def _in_while_test(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 _KEEPS = frozenset({"set", "set_state", "xcom_push", "sha1", "sha256", "md5", "uuid3", "uuid5", "hash"})
 
 
-def _keeps(call: ast.Call) -> bool:
+def keeps(call: ast.Call) -> bool:
+    """`call` keeps a value for the next run or retry, or makes a key of it (`_KEEPS`)."""
     return last_name(dotted(call.func)) in _KEEPS
 
 
@@ -345,7 +347,7 @@ def _stamp_only(node: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], d
     while parent is not None and not isinstance(parent, ast.stmt):
         if isinstance(parent, ast.Attribute) and parent.value is child:
             call = parents.get(parent)
-            if not (isinstance(call, ast.Call) and call.func is parent) or _keeps(call):
+            if not (isinstance(call, ast.Call) and call.func is parent) or keeps(call):
                 return False  # a part of it (.year) goes elsewhere
             child, parent = call, parents.get(call)  # a method of the value: .isoformat(), .replace(..)
             continue
