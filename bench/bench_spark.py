@@ -67,8 +67,8 @@ HAND_WRITTEN = "INSERT OVERWRITE TABLE bench_hand PARTITION (sale_date) " + WIND
 ).replace(":window_end", "DATE'2026-09-01'")
 
 
-#: The operator's path before issue #30 item 3: the staging written by CREATE TABLE AS SELECT, then
-#: scanned for its count and checksum (`--scan-too`).
+#: The operator's path before issue #30 item 3's observed staging: the staged files scanned for
+#: their count and checksum (`--scan-too`; the path a table with a CHAR column takes).
 SCANNED = "operator, staged rows scanned (before)"
 HAND = "hand-written INSERT OVERWRITE"
 

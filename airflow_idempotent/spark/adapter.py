@@ -413,36 +413,25 @@ class SparkAdapter(CatalogStatements):
         catalog, schema, _ = table_parts(table)
         return ".".join(p for p in (catalog, schema, f"{STAGING_PREFIX}{attempt}") if p)
 
-    def create_staging_as(
+    def stage_view(
         self,
-        staging: str,
+        conn: Any,
+        view: str,
         location: str,
         info: SparkTableInfo,
         columns: Sequence[str],
         partition_column: str,
-        query: exp.Expr,
-    ) -> str:
-        """CREATE TABLE staging USING parquet PARTITIONED BY (p) LOCATION '..' AS SELECT CAST(..) ..
-
-        An external table (it has a LOCATION), so dropping it later leaves its files, which by
-        then are the target's partitions. Every column is cast to the target's type, so the
-        staged files are what the target would store; the partition column comes last.
-        """
-        rows = self.staging_rows(info, columns, partition_column, query)
-        properties = [
-            exp.FileFormatProperty(this=exp.var("parquet")),
-            exp.PartitionedByProperty(
-                this=exp.Schema(expressions=[rows.expressions[-1].args["alias"].copy()])
-            ),
-            exp.LocationProperty(this=exp.Literal.string(location)),
-        ]
-        create = exp.Create(
-            this=self.table(staging),
-            kind="TABLE",
-            properties=exp.Properties(expressions=properties),
-            expression=rows,
-        )
-        return self.render(create, copy=False)
+    ) -> None:
+        """A temporary view (its session's own, no catalog call) over the staged files under
+        `location`, typed as the target (`staging_rows`' columns, the partition column last, read
+        from the ``column=value`` directories), so the checks and the guard's diff read the
+        staging by name; an empty staging reads as no rows."""
+        types = info.spark_types or {}
+        ordered = [c for c in columns if c.lower() != partition_column.lower()]
+        ordered.append(info.column(partition_column, "partition_column").name)
+        schema = ", ".join(f"{self.ident(c)} {types[c.lower()]}" for c in ordered)
+        frame = conn.session.read.format("parquet").schema(schema).load(location)
+        frame.createOrReplaceTempView(validate_identifier(view))
 
     def staging_rows(
         self, info: SparkTableInfo, columns: Sequence[str], partition_column: str, query: exp.Expr

@@ -119,27 +119,25 @@ def observed_rows(
 
 def stage_observed(
     conn: SparkConnection,
-    adapter: SparkAdapter,
-    staging: str,
     location: str,
     partition_column: str,
     select: str,
     params: Mapping[str, Any],
     aggregates: Sequence[str],
 ) -> dict[str, Any] | None:
-    """Write `select`'s rows as the partition switch's staging table (external parquet at `location`,
-    partitioned by `partition_column`, the table CREATE TABLE .. AS makes) with `aggregates` observed
-    over the rows as they pass into the write: their figures by name ``m0``, ``m1``, .., or None when
-    Spark returned none (the staging is written then).
+    """Write `select`'s rows as the partition switch's staging: parquet files under `location`, one
+    ``partition_column=value`` directory per value (the layout the target's partitions read), no
+    catalog table; `aggregates` observed over the rows as they pass into the write: their figures
+    by name ``m0``, ``m1``, .., or None when Spark returned none or none were asked (the files are
+    written then).
 
     The figures are those of the files the write committed: the observation sits in the write's
     own stage (a partitioned parquet write adds a sort within each task, no exchange), whose
     accumulator updates Spark applies once per partition from the task attempt that committed its
     files (a failed or commit-denied attempt's updates are dropped), and the location is this
-    attempt's own, so no other writer's files are in it."""
+    attempt's own (the write refuses one that exists), so no other writer's files are in it."""
     frame, figures = observed_rows(conn, select, params, aggregates)
-    writer = frame.write.format("parquet").partitionBy(partition_column).option("path", location)
-    writer.saveAsTable(adapter.qualified(staging))
+    frame.write.format("parquet").partitionBy(partition_column).mode("error").save(location)
     return figures()
 
 

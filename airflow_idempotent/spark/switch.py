@@ -7,9 +7,13 @@ tears a month when killed). This protocol never touches the files the target rea
 1. Lock the (table, window) in the history store (the engine has no lock of its own).
 2. Recover: finish a switch a dead attempt recorded but did not complete (every operation is
    idempotent), interrupt what that attempt left running in its engine session, and drop the
-   staging it left.
-3. Stage: record the attempt, then write the window's SELECT into a fresh per-attempt location
-   (an external staging table partitioned like the target, each column cast to the target's type).
+   staging table a plan recorded before staging became plain files (the files of an abandoned
+   attempt are swept with its location).
+3. Stage: record the attempt, then write the window's SELECT as parquet files into a fresh
+   per-attempt location, one ``column=value`` directory per day (the layout a partition reads),
+   each column cast to the target's type. No catalog table: registering a month's 31 staged
+   partitions and dropping the table again cost 1.5-2.6 s per write (bench/results/spark.md); the
+   checks read the files through a temporary view of the session, gone with it.
 4. Verify: the staged rows' count and checksum, and how many fall outside the window (or are
    NULL), are observed as the staging write writes them (its own job, no second scan; a CHAR(n)
    column, padded when read back, gets one scan of the staging per partition value instead); a
@@ -73,7 +77,7 @@ TABLE_FORMATS = ("delta", "iceberg")
 #: The protocol's steps, in order, as `steps.step_hook` sees them (the crash matrix kills at each).
 STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", "switched", "done")
 #: Looks at a verified staging before anything is switched (the guard's diff); raising refuses the
-#: write, drops the staging and abandons its plan: (conn, staging, info, columns, params, checksum).
+#: write and abandons its plan: (conn, staging view, info, columns, params, checksum).
 Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], None]
 #: The directory name of a partition whose value is NULL (Hive's, which Spark's writers use).
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -243,7 +247,8 @@ def _stage(
     location: str,
     column: str,
 ) -> Staged:
-    """Write the staging and verify it.
+    """Write the staging (files under `location`, read through the temporary view `staging`) and
+    verify it.
 
     The count and checksum are observed as the rows pass into the staging write (`stage_observed`:
     the same job, no second scan of the staged rows: 1.0-1.5 s of a 1,000,000-row window) with
@@ -255,16 +260,15 @@ def _stage(
     """
     window_only = {k: params[k] for k in RESERVED_PARAMS}
     start, end = _days(spec.window)
-    observed = None
+    aggregates: list[str] = []
     if observable(conn, adapter, spec.table):
-        rows = adapter.render(adapter.staging_rows(info, columns, column, spec.query), copy=False)
         aggregates = window_aggregates(adapter, info, spec.table, column, True)
         aggregates.append(adapter.outside_count(column, start, end))
-        observed = stage_observed(conn, adapter, staging, location, column, rows, params, aggregates)
-        if observed is None:
-            log.info("no observed figures for the staging of %s: scanning it", spec.table)
-    else:
-        conn.sql(adapter.create_staging_as(staging, location, info, columns, column, spec.query), params)
+    rows = adapter.render(adapter.staging_rows(info, columns, column, spec.query), copy=False)
+    observed = stage_observed(conn, location, column, rows, params, aggregates)
+    if aggregates and observed is None:
+        log.info("no observed figures for the staging of %s: scanning it", spec.table)
+    adapter.stage_view(conn, staging, location, info, columns, column)
     step("staged")
     files = adapter.window_files(conn, staging, None)
     if observed is None:  # one round trip: the staging's rows and checksum per day, the window's rows now
@@ -345,9 +349,10 @@ def sweep(
 
     the directories the switch replaced; the whole location of every attempt that is over and no
     partition reads (abandoned, or done and each of its days switched again since, as the plans in
-    history say); and this target's staging tables of finished attempts (e.g. one a killed
-    attempt's late statement created). Whatever a recorded unfinished switch still needs (anything
-    under its location) is kept. A failure here is logged, never raised: the write is done.
+    history say), with the staged files of each; and this target's staging tables of finished
+    attempts (catalog tables, from before staging became plain files). Whatever a recorded
+    unfinished switch still needs (anything under its location) is kept. A failure here is
+    logged, never raised: the write is done.
     """
     try:
         live = switches.unfinished(store, target)
@@ -424,7 +429,7 @@ def overwrite_by_switch(
 
     `inspect` (the guard's diff and stop conditions) and `spec.before_commit` (the kill switch)
     run after the staging is verified and before the plan is recorded: raising there switches
-    nothing, drops the staging and marks the attempt abandoned.
+    nothing and marks the attempt abandoned (its staged files are swept with its location).
     """
     if spec.partition_column is None:
         raise SchemaError(
@@ -445,7 +450,7 @@ def overwrite_by_switch(
         with store_lock(store, f"switch-catalog:{target}", _WHOLE_TABLE, spec.lock_timeout):
             _recover(adapter, conn, store, spec, target, column)
         window_only = {k: params[k] for k in RESERVED_PARAMS}
-        staging = adapter.staging_name(spec.table, attempt)
+        staging = f"{STAGING_PREFIX}{attempt}"  # the staged files' temporary view, gone with the session
         location = f"{info.location.rstrip('/')}/{ATTEMPTS_DIR}/{attempt}"
         switches.begin(
             store, attempt, target, spec.window.start, spec.window.end, conn.session_id, staging, location
@@ -456,7 +461,6 @@ def overwrite_by_switch(
             {f.rsplit("/", 1)[0] for f in adapter.window_files(conn, spec.table, column, window_only)}
         )
         if staged.outside:
-            conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             sample = ", ".join(str(v) for v, _ in staged.outside[:SAMPLE_SIZE])
             rows = sum(n for _, n in staged.outside)
@@ -474,7 +478,6 @@ def overwrite_by_switch(
             if spec.before_commit is not None:
                 spec.before_commit()  # e.g. the kill switch: raising here replaces nothing
         except BaseException:
-            conn.sql(adapter.drop_table(staging))
             switches.set_status(store, attempt, switches.ABANDONED)
             raise
         existing = {date.fromisoformat(v) for v in adapter.list_partitions(conn, spec.table, column)}
@@ -488,7 +491,6 @@ def overwrite_by_switch(
         step("switched")
         _check_switched(adapter, conn, spec, column, window_only, staged_files, checksum)
         switches.set_status(store, attempt, switches.DONE)
-        conn.sql(adapter.drop_table(staging))
         step("done")
         sweep(adapter, conn, store, target, spec.table, column, attempt, replaced)
     log.info(
