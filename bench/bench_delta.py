@@ -28,6 +28,11 @@ paths.
 Each bare statement is also run as an Airflow task runs it, in a Spark Connect session of its own
 (the operator opens one per call too): a new session's first statements pay its catalog's and
 file listings' setup, 1.3 s for an Iceberg MERGE here.
+
+``--connect-mode`` says how the started cluster's Connect server runs (`SparkCluster.start`):
+``server`` (Spark's launcher: each session its own class loader, so each operator call compiles its
+generated code again), ``plugin`` (a driver of ours with Connect as its plugin, sessions sharing the
+compiled code), or ``both``: one cluster of each, their paths alternated in the same run.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 from airflow_idempotent.operators import MergeOperator, PartitionOverwriteOperator  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg, steps  # noqa: E402
 from airflow_idempotent.spark.cluster import (  # noqa: E402
+    CONNECT_MODES,
     DELTA_CONF,
     SPARK_JARS_DIR,
     SparkCluster,
@@ -99,6 +105,10 @@ TASK_REPLACE = BARE_REPLACE.replace("bench_delta_bare ", "bench_delta_bare_task 
 TASK_MERGE = BARE_MERGE.replace("bench_delta_bare_merge ", "bench_delta_bare_merge_task ")
 #: Iceberg's tables live in the JDBC catalog `ice`, namespace `bench`.
 ICE = "ice.bench."
+#: The Connect server's mode of a started cluster unless `--connect-mode` says otherwise (`plugin`,
+#: as the test cluster: each call's session reuses the compiled code; results before 2026-12-05 15:40
+#: were taken on `server`).
+DEFAULT_MODE = "plugin"
 
 
 def named(statement: str, fmt: str) -> str:
@@ -111,10 +121,10 @@ def named(statement: str, fmt: str) -> str:
 
 
 @contextlib.contextmanager
-def catalog_database() -> Any:
+def catalog_database(mode: str) -> Any:
     """A PostgreSQL database for Iceberg's JDBC catalog, dropped at the end (trust auth, loopback)."""
 
-    name = f"idem_bench_ice_{os.getpid()}"
+    name = f"idem_bench_ice_{os.getpid()}_{mode}"
     admin = sa.create_engine(
         "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres", isolation_level="AUTOCOMMIT"
     )
@@ -196,101 +206,124 @@ def main() -> None:
         " of its own), alternated with the observed one in the same run: the observation's A/B without"
         " two runs' load between them",
     )
+    parser.add_argument(
+        "--connect-mode",
+        choices=(*CONNECT_MODES, "both"),
+        default=DEFAULT_MODE,
+        help="how the started cluster's Connect server runs (cluster.CONNECT_MODES); `both`: one"
+        " cluster of each, started together, their paths alternated in the same run",
+    )
     args = parser.parse_args()
     if args.no_observe:  # the fallback every overwrite takes with a CHAR column
         delta.observable = iceberg.observable = lambda *_args, **_kw: False
+    modes = list(CONNECT_MODES) if args.connect_mode == "both" else [args.connect_mode]
+    if args.cluster_dir and len(modes) > 1:
+        parser.error("--connect-mode both starts its clusters: not with --cluster-dir")
     with contextlib.ExitStack() as stack:
-        conf = dict(DELTA_CONF)
         work = scratch_dir(f"idem_bench_{args.format}_")
-        if args.format == "iceberg":
-            conf.update(iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg"))
-        run_bench(args, conf, work)
+        confs = {}
+        for mode in modes:
+            conf = dict(DELTA_CONF)
+            if args.format == "iceberg":
+                database = stack.enter_context(catalog_database(mode))
+                conf.update(iceberg_conf(database, "postgres", work / f"iceberg-{mode}"))
+            confs[mode] = conf
+        run_bench(args, confs, work)
 
 
-def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> None:
+def prepare(
+    args: argparse.Namespace, mode: str, cluster: SparkCluster, spark: Any, phases: dict[str, Any]
+) -> dict[str, Any]:
+    """The tables on `cluster` and its paths to time (named by path, `[mode]` appended when the run
+    has more than one cluster), each run by the operators through a connection of its own."""
+    fmt = args.format
+    suffix = f" [{mode}]" if args.connect_mode == "both" else ""
+    conn_id = f"bench_spark_{mode}"
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
+    )
+    prefix = ICE if fmt == "iceberg" else ""
+    if fmt == "iceberg":
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS ice.bench")
+    for name in TABLES:
+        spark.sql(f"DROP TABLE IF EXISTS {prefix if name != TABLES[0] else ''}{name}")
+    spark.sql(source_sql(args.rows))
+    for name in TABLES[1:]:
+        spark.sql(named(TARGET_DDL.format(name=f"{prefix}{name}"), fmt))
+    common: dict[str, Any] = {
+        "conn_id": conn_id,
+        "partition_column": "sale_date",
+        "sql": WINDOW_SQL,
+        "granularity": "month",
+        "emit_asset": False,
+    }
+    overwrite = PartitionOverwriteOperator(
+        task_id=f"bench_overwrite_{mode}", table=f"{prefix}bench_delta_op", **common
+    )
+    merge = MergeOperator(
+        task_id=f"bench_merge_{mode}", table=f"{prefix}bench_delta_merge", key_columns=["sale_id"], **common
+    )
+    unobserved = PartitionOverwriteOperator(
+        task_id=f"bench_overwrite_unobserved_{mode}", table=f"{prefix}bench_delta_op_unobserved", **common
+    )
+    context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
+
+    def stepped(operator: Any) -> Any:
+        """The operator's run, its time between the commit's steps kept by path and step."""
+
+        def run() -> None:
+            marks: list[tuple[str, float]] = [("start", time.perf_counter())]
+            steps.step_hook = lambda name: marks.append((name, time.perf_counter()))
+            operator.execute(context)
+            marks.append(("end (history, fence, return)", time.perf_counter()))
+            for a, b in itertools.pairwise(marks):
+                phases.setdefault(operator.task_id, {}).setdefault(b[0], []).append(b[1] - a[1])
+
+        return run
+
+    paths = {
+        "PartitionOverwriteOperator": stepped(overwrite),
+        "PartitionOverwriteOperator, not observed": without_observation(stepped(unobserved)),
+        "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
+        "MergeOperator": stepped(merge),
+        "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
+        "bare REPLACE WHERE, own session": lambda: in_own_session(cluster, named(TASK_REPLACE, fmt)),
+        "bare MERGE INTO, own session": lambda: in_own_session(cluster, named(TASK_MERGE, fmt)),
+    }
+    if args.only:
+        paths = {k: v for k, v in paths.items() if ("MERGE" in k.upper()) == (args.only == "merge")}
+    if not args.observe_ab:
+        paths.pop("PartitionOverwriteOperator, not observed", None)
+    return {k + suffix: v for k, v in paths.items()}
+
+
+def run_bench(args: argparse.Namespace, confs: dict[str, dict[str, str]], work: Path) -> None:
     fmt = args.format
     out = args.out or str(ROOT / "bench" / "results" / f"{fmt}.md")
     began = time.monotonic()
-    if args.cluster_dir:
-        cluster = SparkCluster.attach(args.cluster_dir)
-    else:
-        jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
-        cluster = SparkCluster.start(work / "spark", extra_conf=conf, jars=jars)
-    started = time.monotonic() - began
-    os.environ["AIRFLOW_CONN_BENCH_SPARK"] = json.dumps(
-        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
-    )
+    clusters: dict[str, SparkCluster] = {}
+    sessions: dict[str, Any] = {}
     os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(
         {"conn_type": "sqlite", "host": str(work / "history.db")}
     )
-    spark = cluster.session()
     at_start = machine()
     phases: dict[str, dict[str, list[float]]] = {}
-    times: dict[str, list[float]] = {
-        "PartitionOverwriteOperator": [],
-        "PartitionOverwriteOperator, not observed": [],
-        "bare INSERT INTO .. REPLACE WHERE": [],
-        "MergeOperator": [],
-        "bare MERGE INTO": [],
-        "bare REPLACE WHERE, own session": [],
-        "bare MERGE INTO, own session": [],
-    }
+    times: dict[str, list[float]] = {}
     try:
-        prefix = ICE if fmt == "iceberg" else ""
-        if fmt == "iceberg":
-            spark.sql("CREATE NAMESPACE IF NOT EXISTS ice.bench")
-        for name in TABLES:
-            spark.sql(f"DROP TABLE IF EXISTS {prefix if name != TABLES[0] else ''}{name}")
-        spark.sql(source_sql(args.rows))
-        for name in TABLES[1:]:
-            spark.sql(named(TARGET_DDL.format(name=f"{prefix}{name}"), fmt))
-        common: dict[str, Any] = {
-            "conn_id": "bench_spark",
-            "partition_column": "sale_date",
-            "sql": WINDOW_SQL,
-            "granularity": "month",
-            "emit_asset": False,
-        }
-        overwrite = PartitionOverwriteOperator(
-            task_id="bench_overwrite", table=f"{prefix}bench_delta_op", **common
-        )
-        merge = MergeOperator(
-            task_id="bench_merge", table=f"{prefix}bench_delta_merge", key_columns=["sale_id"], **common
-        )
-        context = dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), WINDOW_START)
-        marks: list[tuple[str, float]] = []
-        steps.step_hook = lambda name: marks.append((name, time.perf_counter()))
-
-        def stepped(operator: Any) -> Any:
-            """The operator's run, its time between the commit's steps kept by path and step."""
-
-            def run() -> None:
-                marks.clear()
-                marks.append(("start", time.perf_counter()))
-                operator.execute(context)
-                marks.append(("end (history, fence, return)", time.perf_counter()))
-                for a, b in itertools.pairwise(marks):
-                    phases.setdefault(operator.task_id, {}).setdefault(b[0], []).append(b[1] - a[1])
-
-            return run
-
-        unobserved = PartitionOverwriteOperator(
-            task_id="bench_overwrite_unobserved", table=f"{prefix}bench_delta_op_unobserved", **common
-        )
-        paths = {
-            "PartitionOverwriteOperator": stepped(overwrite),
-            "PartitionOverwriteOperator, not observed": without_observation(stepped(unobserved)),
-            "bare INSERT INTO .. REPLACE WHERE": lambda: spark.sql(named(BARE_REPLACE, fmt)),
-            "MergeOperator": stepped(merge),
-            "bare MERGE INTO": lambda: spark.sql(named(BARE_MERGE, fmt)),
-            "bare REPLACE WHERE, own session": lambda: in_own_session(cluster, named(TASK_REPLACE, fmt)),
-            "bare MERGE INTO, own session": lambda: in_own_session(cluster, named(TASK_MERGE, fmt)),
-        }
-        if args.only:
-            paths = {k: v for k, v in paths.items() if ("MERGE" in k.upper()) == (args.only == "merge")}
-        if not args.observe_ab:
-            paths.pop("PartitionOverwriteOperator, not observed", None)
-        times = {k: v for k, v in times.items() if k in paths}
+        for mode, conf in confs.items():
+            if args.cluster_dir:
+                clusters[mode] = SparkCluster.attach(args.cluster_dir)
+            else:
+                jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
+                clusters[mode] = SparkCluster.start(
+                    work / f"spark-{mode}", extra_conf=conf, jars=jars, connect_mode=mode
+                )
+        started = time.monotonic() - began
+        paths: dict[str, Any] = {}
+        for mode, cluster in clusters.items():
+            sessions[mode] = cluster.session()
+            paths.update(prepare(args, mode, cluster, sessions[mode], phases))
+        times = {name: [] for name in paths}
         for run in paths.values():  # warm-up: the first write of the window, executors started
             run()
         phases.clear()
@@ -301,26 +334,47 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             shift = turn % len(order)
             for name, run in order[shift:] + order[:shift]:
                 times[name].append(timed(run))
+                print(f"run {turn}: {name} {times[name][-1]:.2f} s", flush=True)
         window_rows = 31 * max(1, args.rows // 31)
-        for name in TABLES[1:]:
-            rows = spark.sql(f"SELECT count(*) FROM {prefix}{name}").collect()[0][0]
-            assert rows in (0, window_rows), (name, rows)  # 0: a path not benched (--only)
+        prefix = ICE if fmt == "iceberg" else ""
+        for spark in sessions.values():
+            for name in TABLES[1:]:
+                rows = spark.sql(f"SELECT count(*) FROM {prefix}{name}").collect()[0][0]
+                assert rows in (0, window_rows), (name, rows)  # 0: a path not benched (--only)
     finally:
-        spark.stop()
+        for spark in sessions.values():
+            spark.stop()
         if not args.cluster_dir:
-            cluster.stop()
+            for cluster in clusters.values():
+                cluster.stop()
     at_end = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps({"times": times, "phases": phases}), flush=True)  # kept if the report fails
     how = "attached: started earlier" if args.cluster_dir else f"started in {started:.1f} s"
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def ratio(operator: str, bare: str) -> str:
         """operator / bare statement (medians), or why there is none (`--only`)."""
-        return f"**{med[operator] / med[bare]:.2f}x**" if operator in med else "not benched"
+        return f"**{med[operator] / med[bare]:.2f}x**" if operator in med and bare in med else "not benched"
 
-    overwrite_ratio = ratio("PartitionOverwriteOperator", "bare INSERT INTO .. REPLACE WHERE")
-    merge_ratio = ratio("MergeOperator", "bare MERGE INTO")
-    task_overwrite = ratio("PartitionOverwriteOperator", "bare REPLACE WHERE, own session")
-    task_merge = ratio("MergeOperator", "bare MERGE INTO, own session")
+    ratios = []
+    for mode in confs:
+        sfx = f" [{mode}]" if args.connect_mode == "both" else ""
+        op = f"PartitionOverwriteOperator{sfx}"
+        observed_ab = ratio(op, f"PartitionOverwriteOperator, not observed{sfx}")
+        ratios.append(
+            (f"Connect server `{mode}`: " if sfx else "") + f"Overwrite: operator / bare statement (medians) "
+            f"{ratio(op, f'bare INSERT INTO .. REPLACE WHERE{sfx}')}; "
+            f"merge: {ratio(f'MergeOperator{sfx}', f'bare MERGE INTO{sfx}')}. Against the bare statement"
+            " in a Spark Connect session of its own, as an Airflow task runs it (each operator call opens"
+            f" one too): overwrite {ratio(op, f'bare REPLACE WHERE, own session{sfx}')}"
+            f", merge {ratio(f'MergeOperator{sfx}', f'bare MERGE INTO, own session{sfx}')}."
+            + (
+                " The overwrite observed / its figures read at the commit's version (`--observe-ab`): "
+                f"{observed_ab}."
+                if f"PartitionOverwriteOperator, not observed{sfx}" in med
+                else ""
+            )
+        )
     per_day = max(1, args.rows // 31)
     flags = "".join(
         f" --{k} {v}"
@@ -329,6 +383,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
     )
     flags += " --no-observe" if args.no_observe else ""
     flags += " --observe-ab" if args.observe_ab else ""
+    flags += f" --connect-mode {args.connect_mode}" if args.connect_mode != DEFAULT_MODE else ""
     lines = [
         f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
@@ -341,7 +396,8 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
         f"{per_day * SOURCE_ROWS // PER_DAY:,}-row source into "
         f"{'a Delta' if fmt == 'delta' else 'an Iceberg'} table partitioned by day, "
         "on a standalone cluster on loopback (a master, two 1-core 1 GiB workers, a Spark Connect server "
-        f"with Delta's and Iceberg's extensions; {how}).",
+        f"with Delta's and Iceberg's extensions, started as `{'` and `'.join(confs)}`"
+        f"{' (one cluster each, alternated)' if len(confs) > 1 else ''}; {how}).",
         "",
         "| path | median s | min s | max s | runs |",
         "|---|---:|---:|---:|---:|",
@@ -350,17 +406,7 @@ def run_bench(args: argparse.Namespace, conf: dict[str, str], work: Path) -> Non
             for name, v in times.items()
         ],
         "",
-        f"Overwrite: operator / bare statement (medians) {overwrite_ratio}; "
-        f"merge: {merge_ratio}. Against the bare statement in a Spark Connect session of its "
-        f"own, as an Airflow task runs it (each operator call opens one too): overwrite "
-        f"{task_overwrite}, merge {task_merge}."
-        + (
-            f" The overwrite observed / its figures read at the commit's version (`--observe-ab`): "
-            f"{ratio('PartitionOverwriteOperator', 'PartitionOverwriteOperator, not observed')}."
-            if "PartitionOverwriteOperator, not observed" in med
-            else ""
-        ),
-        "",
+        *[line for r in ratios for line in (r, "")],
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
         "before the commit; `committed`: the statement itself; `counted`: the commit found in the "

@@ -8,7 +8,9 @@ One master, `workers` workers (1 core, 1g each) and a Spark Connect server (Hive
 own warehouse directory and embedded Derby metastore) attached to the master, every port a free
 loopback port. Given Delta Lake's jars (`delta_jars`: `make spark-jars` copies them from Maven), the
 server also loads Delta's session extension and catalog (`DELTA_CONF`), so one cluster serves
-tables created `USING parquet` and `USING delta`. Each process runs in a process group of its own
+tables created `USING parquet` and `USING delta`. The server runs as Spark's launcher starts it
+(`connect_mode="server"`) or as a plugin of a driver of ours whose sessions share compiled code
+(`"plugin"`, `CONNECT_MODES`). Each process runs in a process group of its own
 (a worker's executor JVMs are in its group), is ready when its log says so, and is stopped by its
 group: SIGTERM, then SIGKILL.
 
@@ -25,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +39,7 @@ from airflow_idempotent.spark.adapter import open_session
 from airflow_idempotent.testing.ports import free_port
 
 __all__ = [
+    "CONNECT_MODES",
     "DELTA_CONF",
     "ICEBERG_CATALOG",
     "ClusterError",
@@ -52,6 +56,17 @@ MASTER_READY = "I have been elected leader"
 WORKER_READY = "Successfully registered with master"
 CONNECT_READY = "Spark Connect server started"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: How the Connect server starts: `server`, Spark's own launcher (`CONNECT_CLASS`, as
+#: `start-connect-server.sh`: artifact isolation forced on, so each session compiles its generated
+#: code again), or `plugin`, a driver of ours with Connect as its plugin and artifact isolation off
+#: (sessions share one class loader and its compiled code; `connect_plugin_driver.py`).
+CONNECT_MODES = ("server", "plugin")
+#: The `plugin` mode's conf: Connect started by the driver's plugin, sessions not isolated.
+PLUGIN_CONF = {
+    "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+    "spark.sql.artifact.isolation.enabled": "false",
+    "spark.sql.artifact.isolation.alwaysApplyClassloader": "false",
+}
 #: The Connect server's conf for Delta Lake: its SQL (REPLACE WHERE, MERGE INTO, time travel) and
 #: its catalog in place of the session catalog, which still serves the parquet tables.
 DELTA_CONF = {
@@ -72,6 +87,8 @@ ICEBERG_CATALOG = "ice"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 #: Where `make spark-jars` puts the pinned jars (tools/spark-jars/pom.xml), from the repository root.
 SPARK_JARS_DIR = ".cache/spark-jars"
+#: The `plugin` mode's driver script, submitted as the application.
+PLUGIN_DRIVER = Path(__file__).with_name("connect_plugin_driver.py")
 
 
 class ClusterError(RuntimeError):
@@ -231,6 +248,8 @@ class SparkCluster:
     connect_args: list[str] = field(default_factory=list)
     #: how many times the Connect server was started again (clients of an older one are stale)
     restarts: int = 0
+    #: how the Connect server is started: one of `CONNECT_MODES`
+    connect_mode: str = "server"
 
     @property
     def master_url(self) -> str:
@@ -258,11 +277,14 @@ class SparkCluster:
         ready_timeout: float = READY_TIMEOUT,
         extra_conf: dict[str, str] | None = None,
         jars: Sequence[str | Path] = (),
+        connect_mode: str = "server",
     ) -> SparkCluster:
         """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it.
 
         `jars` go on the Connect server's and its executors' class path (`--jars`); with Delta's
-        (`delta_jars`), pass `extra_conf=DELTA_CONF`."""
+        (`delta_jars`), pass `extra_conf=DELTA_CONF`. `connect_mode`: one of `CONNECT_MODES`."""
+        if connect_mode not in CONNECT_MODES:
+            raise ClusterError(f"connect_mode {connect_mode!r}: use one of {', '.join(CONNECT_MODES)}")
         base = Path(base_dir).resolve()
         base.mkdir(parents=True, exist_ok=True)
         cluster = cls(
@@ -270,6 +292,7 @@ class SparkCluster:
             master_port=free_port(),
             connect_port=free_port(),
             warehouse_dir=base / "warehouse",
+            connect_mode=connect_mode,
         )
         try:
             cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {}, jars)
@@ -297,6 +320,10 @@ class SparkCluster:
         if java:
             env["JAVA_HOME"] = java
         env.pop("PYSPARK_GATEWAY_PORT", None)
+        # the `plugin` mode's driver is Python: the classic pyspark of this interpreter, not a client
+        env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+            env.pop(name, None)
         return env
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
@@ -391,12 +418,16 @@ class SparkCluster:
             "spark.local.dir": str(self.base_dir / "local"),
             **extra,
         }
-        args = ["org.apache.spark.deploy.SparkSubmit", "--master", self.master_url, "--class", CONNECT_CLASS]
+        args = ["org.apache.spark.deploy.SparkSubmit", "--master", self.master_url]
+        if self.connect_mode == "server":
+            args += ["--class", CONNECT_CLASS]
+        else:
+            conf.update(PLUGIN_CONF)
         if jars:
             args += ["--jars", ",".join(str(Path(j).resolve()) for j in jars)]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
-        args.append("spark-internal")
+        args.append("spark-internal" if self.connect_mode == "server" else str(PLUGIN_DRIVER))
         self.connect_args = args
         connect_began = time.monotonic()
         connect = self._spawn("connect", args, env, metastore)

@@ -68,7 +68,10 @@ def spark_cluster(
         url = sa.engine.make_url(request.getfixturevalue("pg_url"))
         jdbc_url = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"
         conf.update(iceberg_conf(jdbc_url, url.username or "postgres", Path(base) / "iceberg"))
-    cluster = SparkCluster.start(base, extra_conf=conf, jars=jars)
+    # `server`: Spark's own launcher, the isolating server most deployments run; `plugin`: sessions
+    # sharing compiled code (the bench's default, docs/engines.md): the operators must pass on both
+    mode = os.environ.get("IDEM_SPARK_CONNECT_MODE") or "server"
+    cluster = SparkCluster.start(base, extra_conf=conf, jars=jars, connect_mode=mode)
     say = figures_line(request.config)
     say(f"spark cluster started in {time.monotonic() - began:.1f} s {cluster.start_seconds}")
     try:

@@ -25,3 +25,34 @@ def test_the_jvms_temporary_files_stay_in_the_cluster_directory(spark_cluster, s
     spark.sql("SHOW DATABASES").collect()
     kept = {p.name for p in (spark_cluster.base_dir / "tmp").iterdir()}
     assert any(name.endswith("_resources") for name in kept), kept
+
+
+def codegen_lines(cluster) -> int:
+    """How many classes the Connect server's driver compiled so far (Spark logs each at INFO)."""
+    return (cluster.base_dir / "logs" / "connect.log").read_text(errors="replace").count("Code generated")
+
+
+def test_a_new_session_compiles_again_only_on_an_isolating_server(spark_cluster) -> None:
+    # Spark's launcher (`server`) gives each Connect session a class loader of its own, and the
+    # generated-code cache is keyed by class loader: each new session (each operator call) compiles
+    # its plan again. The `plugin` server's sessions share one: the second session compiles nothing.
+    query = (
+        "SELECT k % 7919 AS g, count(*) AS n, sum(v) AS s FROM "
+        "(SELECT id AS k, id * 3 AS v FROM range(0, 20000, 1, 2)) GROUP BY 1 ORDER BY 1 LIMIT 3"
+    )
+    compiled = []
+    for _ in range(2):
+        session = spark_cluster.session()
+        try:
+            before = codegen_lines(spark_cluster)
+            rows = session.sql(query).collect()
+            compiled.append(codegen_lines(spark_cluster) - before)
+        finally:
+            session.stop()
+        # k = 0, 7919, 15838 in group 0: 3 rows, sum 3 * 23757
+        assert (rows[0]["g"], rows[0]["n"], rows[0]["s"]) == (0, 3, 71271)
+    assert compiled[0] > 0, compiled
+    if spark_cluster.connect_mode == "plugin":
+        assert compiled[1] == 0, compiled
+    else:
+        assert compiled[1] > 0, compiled
