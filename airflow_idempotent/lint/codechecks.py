@@ -21,6 +21,7 @@ from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
 from airflow_idempotent.lint.instances import instances as own_instances
+from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
@@ -88,6 +89,8 @@ def check_code(check: TaskCheck) -> None:
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            check_last_success(check, fn, file, f"{fn.name}()" if hasattr(fn, "name") else "its code")
         dead = dead_nodes(fn, values) if id(fn) in methods else set()
         scope = _with_locals(fn, scope, dead)
         instances = own_instances(fn)

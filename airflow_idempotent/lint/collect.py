@@ -260,7 +260,9 @@ class Collector:
         dag_kwargs = _decorator(stmt, "dag")
         if dag_kwargs is not None:
             deco = next(d for d in stmt.decorator_list if last_name(_decorator_name(d)) == "dag")
-            inner = self._new_dag(dag_kwargs, stmt.lineno, stmt.name, deco, [], ctx.scope)
+            # ``@dag("daily_load", ..)``: the id given first, positionally, as ``DAG("daily_load")``
+            args = list(deco.args) if isinstance(deco, ast.Call) else []
+            inner = self._new_dag(dag_kwargs, stmt.lineno, stmt.name, deco, args, ctx.scope)
             saved = dict(self.taskflow)
             self.dag_code.append((stmt, ctx.scope))
             self._body(stmt.body, _Ctx(inner, "", ctx.scope.child(), ctx.depth))
@@ -380,7 +382,7 @@ class Collector:
             name = dotted(func.value)
         if name is None:
             return
-        if name in self.taskflow:
+        if self._taskflow_entry(name, ctx) is not None:
             self._taskflow(name, call, ctx, kwargs, overrides)
             return
         self._function_call(name, call, ctx, overrides)
@@ -422,9 +424,10 @@ class Collector:
         kwargs: dict[str, ast.expr],
         overrides: dict[str, ast.expr],
     ) -> None:
-        if name not in self.taskflow:
+        entry = self._taskflow_entry(name, ctx)
+        if entry is None:
             return
-        fn, decorator, deco_kwargs, def_scope = self.taskflow[name]
+        fn, decorator, deco_kwargs, def_scope = entry
         merged = {**deco_kwargs, **overrides}
         explicit = _text_id(ctx.scope, merged.get("task_id")) if "task_id" in merged else None
         base = ctx.group + (explicit or fn.name)
@@ -454,6 +457,20 @@ class Collector:
                 inputs=inputs,
             )
         )
+
+    def _taskflow_entry(
+        self, name: str, ctx: _Ctx
+    ) -> tuple[FunctionNode, str, dict[str, ast.expr], Scope] | None:
+        """The ``@task`` function `name` calls in DAG code: one defined in this file's walk, or one the
+        file imports from the repository (``from utils.knack import get_date_filter_arg``: calling it
+        in a DAG body adds its task, as Airflow does); None for any other name."""
+        if name in self.taskflow:
+            return self.taskflow[name]
+        found = ctx.scope.function(name)
+        if found is None or isinstance(found[0], ast.Lambda) or not is_project_file(found[1].source.path):
+            return None
+        decorated = _task_decorator(found[0])
+        return None if decorated is None else (found[0], decorated[0], decorated[1], found[1])
 
     def _function_call(self, name: str, call: ast.Call, ctx: _Ctx, overrides: dict[str, ast.expr]) -> None:
         """A call of a ``@task_group`` function or of a task factory: its body, arguments bound."""

@@ -26,7 +26,6 @@ RUN_NAMES = frozenset(
         "data_interval_end",
         "prev_ds",
         "next_ds",
-        "prev_data_interval_start_success",
         "window_start",
         "window_end",
         "window",

@@ -13,6 +13,7 @@ import re
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
+from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.source import Located, shown
@@ -209,6 +210,8 @@ def check_jinja(check: TaskCheck, prepared: Prepared, located: Located, where: s
         started = [n for n in ast.walk(tree) if _run_start(n) is not None]
         if started:
             _run_start_read(check, started[0], parent_of, text, place, where)
+            continue
+        if check_last_success(check, tree, place[0], f"a template in {where}", place[1]):
             continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
