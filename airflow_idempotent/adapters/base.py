@@ -307,7 +307,7 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
         named = windows[0] if len(windows) == 1 else spanning(windows)
 
         def timed_out(how: str) -> Callable[[], Exception]:
-            return lambda: self.lock_timeout_error(table, named, timeout, how)
+            return lambda: locks.lock_timeout_error(table, named.label(), timeout, how)
 
         transaction: contextlib.AbstractContextManager[Connection]
         if self.lock_style == "advisory":
@@ -356,13 +356,6 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
             )
         with held:
             yield
-
-    @staticmethod
-    def lock_timeout_error(table: str, window: Window, timeout: float, how: str) -> LockTimeoutError:
-        return LockTimeoutError(
-            f"another attempt has been writing {table} for window {window.label()} for more than "
-            f"{timeout:g} s ({how}): wait for it to finish, or raise the operator's lock_timeout."
-        )
 
     def insert_if_absent(self, conn: Connection, table: sa.Table, values: Mapping[str, Any]) -> int:
         """INSERT one row unless a row with the same unique key exists (`upsert_style` spells it);

@@ -53,6 +53,15 @@ class LockId(NamedTuple):
         return cls(prefix + digest.hex()[:40], int.from_bytes(digest[:8], "big", signed=True))
 
 
+def lock_timeout_error(table: str, window: str, timeout: float, how: str) -> LockTimeoutError:
+    """The error of a (table, window) lock not granted within `timeout` seconds (`how`: what was
+    held), naming what to do: every lock of a write raises this one."""
+    return LockTimeoutError(
+        f"another attempt has been writing {table} for window {window} for more than "
+        f"{timeout:g} s ({how}): wait for it to finish, or raise the operator's lock_timeout."
+    )
+
+
 def poll(attempt: Callable[[], bool], wait: float, pause: tenacity.wait.wait_base) -> bool:
     """Call `attempt` until it returns True or `wait` seconds have passed; the last answer.
 

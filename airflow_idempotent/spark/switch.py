@@ -50,6 +50,7 @@ from typing import Any
 import pendulum
 
 from airflow_idempotent.adapters import adapter_for
+from airflow_idempotent.adapters.locks import lock_timeout_error
 from airflow_idempotent.errors import (
     LockTimeoutError,
     RowsOutsideWindowError,
@@ -133,7 +134,7 @@ def store_lock(store: HistoryStore, key: str, window: Window, timeout: float) ->
         with adapter.session_lock(f"{key}|{window.label()}", timeout):
             yield
     except LockTimeoutError as err:
-        raise adapter.lock_timeout_error(key, window, timeout, str(err)) from err
+        raise lock_timeout_error(key, window.label(), timeout, str(err)) from err
 
 
 def _interrupt(adapter: SparkAdapter, session_id: str | None) -> None:
