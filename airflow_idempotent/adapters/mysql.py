@@ -87,7 +87,8 @@ class MySQLAdapter(EngineAdapter):
         The columns are the SELECT's own, in its order (`strategies.prepare`), so by position they
         are the same; a SELECT reading the target keeps the derived table, so that the upsert's
         `table.column` references name the target alone."""
-        if not self.plain_select(table, query):
+        guarded = partition is not None and self.refuses_rows_outside_in_statement
+        if guarded or not self.plain_select(table, query):  # the base wraps the SELECT to guard it
             return super().insert_select(table, columns, query, partition)
         return exp.insert(
             query.copy(),
