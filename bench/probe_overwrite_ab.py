@@ -49,27 +49,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pendulum  # noqa: E402
-from bench_delta import ICE, LITERAL_SQL, WINDOW, catalog_database, source_sql  # noqa: E402
+from bench_delta import ICE, WINDOW, catalog_database, source_sql  # noqa: E402
 from bench_spark import WINDOW_SQL  # noqa: E402
+from probe_delta_observe import DDL, SELECT  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
+from airflow_idempotent.spark import cluster as clusters  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg, observed, steps  # noqa: E402
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkEngine  # noqa: E402
-from airflow_idempotent.spark.cluster import (  # noqa: E402
-    DELTA_CONF,
-    SPARK_JARS_DIR,
-    SparkCluster,
-    delta_jars,
-    iceberg_conf,
-)
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine  # noqa: E402
 from airflow_idempotent.spark.retry import retry_conflicts  # noqa: E402
 
-SELECT = f"SELECT sale_id, amount_eur, rate, sale_date FROM ({LITERAL_SQL})"
-DDL = (
-    "CREATE TABLE {name} (sale_id BIGINT, amount_eur DECIMAL(12,2), rate DECIMAL(4,2), sale_date DATE) "
-    "USING {fmt} PARTITIONED BY (sale_date)"
-)
 VARIANTS = (
     "bare",
     "bare_new",
@@ -96,7 +86,7 @@ def nomask(aggregates: list[str]) -> list[str]:
     return [aggregates[0], f"COALESCE(SUM(CAST(XXHASH64({columns}) AS DECIMAL(38, 0))), 0)"]
 
 
-def build(fmt: str, spark: Any, cluster: SparkCluster, adapter: SparkAdapter) -> dict[str, Any]:
+def build(fmt: str, spark: Any, cluster: clusters.SparkCluster, adapter: SparkAdapter) -> dict[str, Any]:
     """The variants of `fmt`, each on a table of its own, captured from one operator run."""
     prefix = ICE if fmt == "iceberg" else ""
     if fmt == "iceberg":
@@ -297,12 +287,16 @@ def main() -> None:
     formats = ["delta", "iceberg"] if args.format == "both" else [args.format]
     with contextlib.ExitStack() as stack:
         work = scratch_dir("idem_probe_ab_")
-        conf = dict(DELTA_CONF)
+        conf = dict(clusters.DELTA_CONF)
         if "iceberg" in formats:
-            conf.update(iceberg_conf(stack.enter_context(catalog_database("ab")), "postgres", work / "ice"))
-        jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
+            conf.update(
+                clusters.iceberg_conf(stack.enter_context(catalog_database("ab")), "postgres", work / "ice")
+            )
+        jars = clusters.delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / clusters.SPARK_JARS_DIR)
         t0 = time.monotonic()
-        cluster = SparkCluster.start(work / "spark", extra_conf=conf, jars=jars, connect_mode="plugin")
+        cluster = clusters.SparkCluster.start(
+            work / "spark", extra_conf=conf, jars=jars, connect_mode="plugin"
+        )
         print(f"cluster started in {time.monotonic() - t0:.1f} s", flush=True)
         stack.callback(cluster.stop)
         spark = cluster.session()
@@ -316,7 +310,6 @@ def main() -> None:
             {"conn_type": "sqlite", "host": str(work / "history.db")}
         )
         adapter = SparkAdapter(SparkEngine(cluster.connect_url))
-        _ = SparkConnection
         paths: dict[str, Any] = {}
         for fmt in formats:
             for name, run in build(fmt, spark, cluster, adapter).items():
