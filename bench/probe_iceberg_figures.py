@@ -148,7 +148,7 @@ def session_writes(spark: Any, table: str, name: str) -> Any:
             predicate = WINDOW
         if name in ("wt_opts", "wt_obs"):
             conn.sql(adapter.refresh(table))
-            options = iceberg.write_options(iceberg.current_snapshot(conn, adapter, table))
+            options = iceberg.write_options(iceberg.current_snapshot(conn, adapter, table), "probe")
         aggs = aggregates if name == "wt_obs" else []
         got = REAL["write_observed"](conn, adapter, table, select, predicate, params, aggs, options)
         return None if got is None else got.rows
@@ -183,7 +183,7 @@ def fresh_writes(cluster: Any, table: str, name: str) -> Any:
     def write(conn: Any) -> Any:
         (_c, _a, _t, select, predicate, params, aggregates, *_more), _kw = CAPTURED["write"]
         conn.sql(adapter.refresh(table))
-        options = iceberg.write_options(iceberg.current_snapshot(conn, adapter, table))
+        options = iceberg.write_options(iceberg.current_snapshot(conn, adapter, table), "probe")
         frame = conn.session.sql(inline_params(select, params))
         obs = Observation(f"idem_{uuid.uuid4().hex}")
         if name == "f_interp":  # the observation's projections interpreted: nothing to compile

@@ -60,8 +60,11 @@ log = logging.getLogger(__name__)
 
 #: The catalog's provider of a Delta table (DESCRIBE TABLE EXTENDED's "Provider").
 DELTA = "delta"
-#: The session conf whose value Delta writes into the commit's `userMetadata`.
+#: The session conf whose value Delta writes into the commit's `userMetadata` (a MERGE's tag).
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+#: The write option that sets a DataFrame write's commit `userMetadata` (an overwrite's tag): no
+#: session conf to set before and unset after.
+USER_METADATA_OPTION = "userMetadata"
 #: Delta's check that REPLACE WHERE's rows match its predicate (on by default; forced on here).
 CONSTRAINT_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 #: The error condition of that check: a row outside the window.
@@ -149,7 +152,9 @@ def commit_of(conn: SparkConnection, adapter: SparkAdapter, table: str, tag: str
 
 @contextlib.contextmanager
 def tagged(conn: SparkConnection, tag: str) -> Iterator[None]:
-    """The session's next commits carry `tag`, with REPLACE WHERE's row check on; unset after."""
+    """The session's next commits carry `tag`, with REPLACE WHERE's row check on; unset after.
+    For a SQL statement (MERGE INTO), which takes no write options; an overwrite passes its tag as
+    the write's `userMetadata` option (`overwrite`)."""
     conf = conn.session.conf
     conf.set(USER_METADATA, tag)
     conf.set(CONSTRAINT_CHECK, "true")
@@ -352,9 +357,11 @@ def overwrite(
     if observable(conn, adapter, spec.table):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
+    options = {USER_METADATA_OPTION: tag}  # the tag as the write's own option: no session conf
+    conn.session.conf.set(CONSTRAINT_CHECK, "true")  # REPLACE WHERE's row check, whatever the session says
+
     def run() -> Observed | None:  # REPLACE WHERE's plan, the rows counted as they are written
-        with tagged(conn, tag):
-            return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates)
+        return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)
 
     try:
         observed = retry_conflicts(run, CONCURRENT, "the Delta commit", spec.lock_timeout)

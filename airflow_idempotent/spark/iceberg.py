@@ -21,7 +21,8 @@ outside it unchecked; DELETE then INSERT is two snapshots.
   Iceberg's MERGE is serializable by default and fails a source row matching twice, but inserts
   a repeated key that matches nothing twice, like Delta.
 
-Each snapshot carries the attempt's identity (`delta.commit_tag`) in its summary (the session's
+Each snapshot carries the attempt's identity (`delta.commit_tag`) in its summary (an overwrite's
+write option ``snapshot-property.<key>``, a MERGE's session conf
 ``spark.sql.iceberg.snapshot-property.<key>``), so the snapshot is found by its tag, not as the
 latest; its id goes with the result (history records it), and the window's count and checksum are
 an overwrite's rows as written (`observed`, when the summary's added records agree), else read
@@ -63,9 +64,11 @@ log = logging.getLogger(__name__)
 
 #: The catalog's provider of an Iceberg table (DESCRIBE TABLE EXTENDED's "Provider").
 ICEBERG = "iceberg"
-#: The snapshot-summary key of the attempt's tag, and the session conf that sets it.
+#: The snapshot-summary key of the attempt's tag, the session conf that sets it (a MERGE's tag),
+#: and the write option that sets it (an overwrite's: no session conf to set and unset).
 TAG_KEY = "airflow-idempotent"
 TAG_CONF = f"spark.sql.iceberg.snapshot-property.{TAG_KEY}"
+TAG_OPTION = f"snapshot-property.{TAG_KEY}"
 #: The text of the statement's own refusal of a row outside the window (raise_error).
 OUTSIDE = "airflow_idempotent: a row of the SELECT is outside the window"
 #: Iceberg's refusals of a commit that lost a race with a concurrent one (nothing committed).
@@ -187,7 +190,8 @@ def earlier_snapshots(conn: SparkConnection, adapter: SparkAdapter, spec: WriteS
 
 @contextlib.contextmanager
 def tagged(conn: SparkConnection, tag: str) -> Iterator[None]:
-    """The session's next snapshots carry `tag` in their summary; unset after."""
+    """The session's next snapshots carry `tag` in their summary; unset after. For a SQL statement
+    (MERGE INTO), which takes no write options; an overwrite passes `TAG_OPTION` (`write_options`)."""
     conf = conn.session.conf
     conf.set(TAG_CONF, tag)
     try:
@@ -267,9 +271,10 @@ def cut_files(info: SparkTableInfo, spec: WriteSpec, err: Exception) -> SchemaEr
     )
 
 
-def write_options(read_snapshot: int | None) -> dict[str, str]:
-    """The overwrite's write options: serializable isolation, validated from the snapshot it read."""
-    options = {"isolation-level": "serializable"}
+def write_options(read_snapshot: int | None, tag: str) -> dict[str, str]:
+    """The overwrite's write options: serializable isolation, validated from the snapshot it read,
+    and the attempt's `tag` in the snapshot's summary."""
+    options = {"isolation-level": "serializable", TAG_OPTION: tag}
     if read_snapshot is not None:
         options["validate-from-snapshot-id"] = str(int(read_snapshot))
     return options
@@ -300,9 +305,8 @@ def overwrite(
 
     def run() -> Observed | None:  # the snapshot validated from is read again on each try
         conn.sql(adapter.refresh(spec.table))  # past the session catalog's cache of the table
-        options = write_options(current_snapshot(conn, adapter, spec.table))
-        with tagged(conn, tag):
-            return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)
+        options = write_options(current_snapshot(conn, adapter, spec.table), tag)
+        return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)
 
     step("checked")
     try:
