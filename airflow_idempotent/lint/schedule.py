@@ -175,8 +175,8 @@ def _default_start(scope: Scope, node: ast.expr | None, depth: int = 0) -> tuple
         for key, item in reversed(list(zip(value.keys, value.values, strict=False))):
             if isinstance(key, ast.Constant) and key.value == "start_date":
                 return where.value(item)
-            if key is None and (found := _default_start(where, item, depth + 1))[0] is not None:
-                return found
+            if key is None and (spread := _default_start(where, item, depth + 1))[0] is not None:
+                return spread
         return None, where
     found = where.mapping(value).get("start_date")
     return where.value(found) if found is not None else (None, where)
