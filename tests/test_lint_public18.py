@@ -186,13 +186,16 @@ def test_text_grown_from_its_own_value_is_an_accumulating_update(tmp_path: Path)
     assert _at(report.information, "IDEM008") == [("d.py", 10, "d", "note")]
 
 
-_KNACK = (
-    "from airflow.decorators import task\n"  # 1
-    "\n"
-    "@task(task_id='get_date_filter_arg')\n"  # 3
-    "def get_date_filter_arg(**context):\n"
-    "    prev = context.get('prev_start_date_success')\n"  # 5
-    "    return f'-d {prev.isoformat()}'\n"
+_KNACK = "\n".join(
+    [
+        "from airflow.decorators import task",
+        "",
+        "@task(task_id='get_date_filter_arg')",
+        "def get_date_filter_arg(**context):",  # line 4
+        "    prev = context.get('prev_start_date_success')",  # line 5
+        "    return f'-d {prev.isoformat()}'",
+        "",
+    ]
 )
 
 
