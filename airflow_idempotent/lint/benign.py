@@ -14,6 +14,7 @@ from sqlglot import exp
 __all__ = [
     "AUDIT_COLUMN",
     "LOAD_STAMP",
+    "NOTE_COLUMN",
     "RETRY_COUNTER",
     "dedup_engine",
     "marks_read",
@@ -42,6 +43,13 @@ LOAD_STAMP = re.compile(
 #: A counter of attempts or errors (``attempts = attempts + 1``): counting reruns is its purpose.
 RETRY_COUNTER = re.compile(
     r"(?:attempt|retr(?:y|ies)|tries|try_count|error_count|errors|failures|fail_count)", re.IGNORECASE
+)
+
+#: Columns that annotate a row rather than hold its data: text appended to them (``comments =
+#: comments || ' | Duplicate'``, ``processingflag || '_bbl2bin'``) is a log of what a step did, so a
+#: rerun repeats a note, never a value (round 18: ilri's QA checks, NYCPlanning's FacDB trace).
+NOTE_COLUMN = re.compile(
+    r"(?:comment|note|remark|warning|error|message|log|flag|trace|status)s?$", re.IGNORECASE
 )
 
 #: ClickHouse engines that keep one row per key (or set member) whatever is inserted again.

@@ -14,7 +14,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from airflow_idempotent.lint.benign import RETRY_COUNTER
+from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
 from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.deployment import CatchupDefault
@@ -23,7 +23,7 @@ from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.reads import path_repeat
-from airflow_idempotent.lint.schedule import clock_start, dag_schedule, static_date
+from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, shown
@@ -87,7 +87,20 @@ def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | Non
     start = static_date(dag.scope, start_node)
     own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
     line = node.lineno if own and node is not None else dag.line
-    moving = clock_start(dag) if start is None else None
+    read = clock_start_read(dag) if start is None else None
+    moving = read[0] if read is not None else None
+    if read is not None and read[1].source is not dag.scope.source:
+        # written in another module (``from common import default_args``): the moving start is
+        # reported there, once for the module, whether or not that module holds DAG code
+        recorder.clock_read(
+            None,
+            read[0],
+            (read[1].source.display, read[2].lineno),
+            (),
+            "module-level code",
+            False,
+            start_date=True,
+        )
     if moving is not None:
         recorder.info(
             "IDEM005",
@@ -293,6 +306,34 @@ def _find_sql_file(task: TaskDef, name: str) -> Path | None:
     return None
 
 
+_SAFE_VERBS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _own_http_verb(task: TaskDef) -> str | None:
+    """ "GET" when the repository's own operator (named like an HTTP sender: ``HttpFetchOperator``)
+    only ever calls with a literal safe verb (``HttpHook(method="GET")``) in its
+    classes' code; None when it spells any other verb, or none (its name decides, as before).
+
+    Principle (round 18, Amsterdam's download operator): a class the repository wrote is judged by
+    what its code sends, not by a word in its name."""
+    verbs: set[str] = set()
+    for cls, _ in task.classes:
+        for node in ast.walk(cls):
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                if (
+                    kw.arg == "method"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, str)
+                ):
+                    verbs.add(kw.value.value.upper())
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("post", "put", "patch", "delete", "request"):
+                verbs.add(func.attr.upper())
+    return "GET" if verbs and verbs <= _SAFE_VERBS else None
+
+
 def _operator_effect(check: TaskCheck) -> None:
     """An operator that sends something (EmailOperator, HttpOperator other than GET...), keyed or not."""
     task = check.task
@@ -305,7 +346,9 @@ def _operator_effect(check: TaskCheck) -> None:
                 # HttpOperator sends POST unless told; HttpSensor polls with GET unless told
                 sensor = task.operator.endswith("Sensor")
                 default = "POST" if marker == "Http" and not sensor else "GET"
-                if (method if isinstance(method, str) else default).upper() in ("GET", "HEAD", "OPTIONS"):
+                if method is None and task.classes:  # the repository's own operator: its code's verbs
+                    default = _own_http_verb(task) or default
+                if (method if isinstance(method, str) else default).upper() in _SAFE_VERBS:
                     return
             has_key = (
                 is_package_operator(task, EFFECT_OPERATORS)  # sent once per window and key, by a ledger
@@ -373,6 +416,18 @@ def task_findings(
                 write.file,
                 write.line,
                 f"{write.detail} counts attempts: counting reruns is what the column is for",
+            )
+        elif (
+            write.how == "accumulate"
+            and "||" in write.detail
+            and NOTE_COLUMN.search(_set_column(write.detail))
+        ):
+            check.info(
+                "IDEM008",
+                write.file,
+                write.line,
+                f"{write.detail} appends a note to an annotation column: a rerun repeats the note, "
+                "no data value changes",
             )
         elif write.how == "accumulate":
             check.add(

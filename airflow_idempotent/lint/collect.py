@@ -380,6 +380,11 @@ class Collector:
             name, overrides = dotted(func.func.value), keywords(func)
         elif isinstance(func, ast.Attribute) and func.attr in ("partial", *_MAPPING_METHODS):
             name = dotted(func.value)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            name = dotted(func)  # ``knack.get_date_filter_arg()``: a @task of an imported module
+            if name is not None and self._taskflow_entry(name, ctx) is not None:
+                self._taskflow(name, call, ctx, kwargs, overrides)
+            return
         if name is None:
             return
         if self._taskflow_entry(name, ctx) is not None:
@@ -442,13 +447,17 @@ class Collector:
             for arg in [*call.args, *kwargs.values()]
             if isinstance(arg, ast.Call) and id(arg) in self._outputs
         )
+        here = def_scope.source is ctx.scope.source
+        # a @task imported from another module: its file is that module, so its line is the def's
+        # there (round 18; the call's line named a line of another file)
+        line, end = (call.lineno, call.end_lineno) if here else (fn.lineno, fn.end_lineno)
         self._add(
             TaskDef(
                 task_id=task_id,
                 dag=owner,
-                scope=ctx.scope if def_scope.source is ctx.scope.source else def_scope,
-                line=call.lineno,
-                end_line=call.end_lineno or call.lineno,
+                scope=ctx.scope if here else def_scope,
+                line=line,
+                end_line=end or line,
                 operator=f"@{decorator}",
                 # positional arguments are the callable's op_args: templated like its keywords
                 kwargs={**merged, **kwargs, **({"op_args": ast.List(list(call.args))} if call.args else {})},
@@ -462,11 +471,13 @@ class Collector:
         self, name: str, ctx: _Ctx
     ) -> tuple[FunctionNode, str, dict[str, ast.expr], Scope] | None:
         """The ``@task`` function `name` calls in DAG code: one defined in this file's walk, or one the
-        file imports from the repository (``from utils.knack import get_date_filter_arg``: calling it
-        in a DAG body adds its task, as Airflow does); None for any other name."""
+        file imports from the repository (``from utils.knack import get_date_filter_arg``, or
+        ``knack.get_date_filter_arg`` of ``from utils import knack``: calling it in a DAG body adds its
+        task, as Airflow does); None for any other name."""
         if name in self.taskflow:
             return self.taskflow[name]
-        found = ctx.scope.function(name)
+        module, _, attr = name.rpartition(".")
+        found = ctx.scope.module_function(module, attr) if module else ctx.scope.function(name)
         if found is None or isinstance(found[0], ast.Lambda) or not is_project_file(found[1].source.path):
             return None
         decorated = _task_decorator(found[0])

@@ -96,6 +96,8 @@ def _truth(test: ast.expr, values: Values) -> bool | None:
         if decisive in parts:
             return decisive
         return None if None in parts else not decisive
+    if _self_attr(test) in values:  # ``if self.batch_ind:`` (round 18): the literal's truth
+        return bool(values[_self_attr(test) or ""])
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, right, op = test.left, test.comparators[0], test.ops[0]

@@ -223,6 +223,29 @@ def clock_use(call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> 
     return use
 
 
+def _time_of_day(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """The clock's date only hosts a time of day: ``datetime.combine(date.today(), t)``, shifted or
+    not, reduced to ``.time()`` in the same expression (round 18: Amsterdam's parking regimes add a
+    minute to a time so). No date of the clock's survives, so no window can come from it."""
+    parent = parents.get(node)
+    if not (
+        isinstance(parent, ast.Call)
+        and last_name(dotted(parent.func)) == "combine"
+        and parent.args
+        and parent.args[0] is node
+    ):
+        return False
+    current: ast.AST = parent
+    for _ in range(4):
+        up = parents.get(current)
+        if up is None or isinstance(up, ast.stmt):
+            return False
+        if isinstance(up, ast.Attribute) and up.attr == "time" and isinstance(parents.get(up), ast.Call):
+            return True
+        current = up
+    return False
+
+
 def _value_use(
     call: ast.AST, body: ast.AST, parents: dict[ast.AST, ast.AST], _depth: int = 0, _text: bool = False
 ) -> str:
@@ -236,6 +259,8 @@ def _value_use(
     parent = parents.get(node)
     if asserts_only(node, parents):
         return "output"  # a freshness or health check: it only decides whether the task fails
+    if _time_of_day(node, parents):
+        return "output"  # combine(today(), t) + timedelta(..)).time(): the clock's date is dropped
     text = _text  # past a strftime/isoformat/str(): a `+` concatenates text
     while parent is not None and not isinstance(parent, ast.stmt):
         text = text or as_text(parent, node)

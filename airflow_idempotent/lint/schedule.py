@@ -30,6 +30,7 @@ __all__ = [
     "CRON_PRESETS",
     "Schedule",
     "clock_start",
+    "clock_start_read",
     "cron_period",
     "dag_schedule",
     "manual_only",
@@ -129,7 +130,18 @@ def clock_start(dag: DagDef) -> str | None:
     ``pendulum.today().add(days=-2)``, through a name), or None for a fixed or unreadable start. Such
     a start is never more than a fixed span before the parse: catchup creates at most that span's
     windows, never a backlog that grows (the moving start itself is IDEM003's finding)."""
-    todo = [dag.scope.value(dag.kwargs.get("start_date") or dag.default_args.get("start_date"))]
+    found = clock_start_read(dag)
+    return found[0] if found is not None else None
+
+
+def clock_start_read(dag: DagDef) -> tuple[str, Scope, ast.Call] | None:
+    """`clock_start`'s clock call, with the scope (file) it is written in."""
+    start = dag.kwargs.get("start_date")
+    todo = [
+        dag.scope.value(start)
+        if start is not None
+        else _default_start(dag.scope, dag.kwargs.get("default_args"))
+    ]
     seen: set[int] = set()
     while todo and len(seen) < 50:
         node, scope = todo.pop()
@@ -140,10 +152,34 @@ def clock_start(dag: DagDef) -> str | None:
             if isinstance(sub, ast.Call):
                 name = clock_call(sub, scope)
                 if name is not None and name.split(".")[0].rstrip("()") not in ("random", "uuid", "secrets"):
-                    return name
+                    return name, scope, sub
             elif isinstance(sub, ast.Name) and sub is not node:
                 todo.append(scope.value(sub))  # start = combine(start.date(), ..): the name's value too
     return None
+
+
+def _default_start(scope: Scope, node: ast.expr | None, depth: int = 0) -> tuple[ast.expr | None, Scope]:
+    """The ``start_date`` of a DAG's ``default_args`` with the scope it is written in: a dict of
+    another module (``from common import default_args``), also merged (``default_args | {..}``,
+    ``{**default_args}``: the last spelling wins) or copied (``.copy()``). Round 18: Amsterdam's DAGs
+    take ``pendulum.yesterday()`` this way."""
+    value, where = scope.value(node)
+    if depth > 6 or value is None:
+        return None, scope
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
+        right = _default_start(where, value.right, depth + 1)
+        return right if right[0] is not None else _default_start(where, value.left, depth + 1)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "copy":
+        return _default_start(where, value.func.value, depth + 1)  # ``args = default_args.copy()``
+    if isinstance(value, ast.Dict):  # the last spelling wins: ``{**default_args, "start_date": ..}``
+        for key, item in reversed(list(zip(value.keys, value.values, strict=False))):
+            if isinstance(key, ast.Constant) and key.value == "start_date":
+                return where.value(item)
+            if key is None and (spread := _default_start(where, item, depth + 1))[0] is not None:
+                return spread
+        return None, where
+    found = where.mapping(value).get("start_date")
+    return where.value(found) if found is not None else (None, where)
 
 
 def windowless_factory(call: ast.Call, scope: Scope) -> bool:

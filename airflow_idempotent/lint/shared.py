@@ -56,8 +56,9 @@ _COLUMN_WRITES = frozenset({"upsert", "accumulate", "update"})
 #: writes that build a table anew whatever it held: alone, or a whole-table clear plus an insert
 _REBUILDS = frozenset({"drop", "replace", "create"})
 _LOADS = frozenset({"append", "overwrite"})
-#: writes that change rows of a table in place: the steps of a staged build after its rebuild
-_IN_PLACE = frozenset({"update", "delete"})
+#: writes that change rows of a table in place: the steps of a staged build after its rebuild (an
+#: accumulating step, ``SET flag = flag || ..``, too: its own rerun is its IDEM008, round 18)
+_IN_PLACE = frozenset({"update", "delete", "accumulate"})
 #: writes whose rerun removes rows another task wrote (any delete: a window or key of it)
 _REPLACES = frozenset({"overwrite", "truncate", "replace", "drop", "create", "delete"})
 #: writes that add rows or amounts without a key: two such writers each add again on a rerun

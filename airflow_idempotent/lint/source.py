@@ -223,7 +223,8 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
     """Where `module` lives on disk, found without importing it (or any package above it).
 
     Absolute imports are looked for next to the importer and in the two folders above it (an Astro
-    project's ``include`` package sits beside ``dags/``, its parent is on Airflow's path), then on
+    project's ``include`` package sits beside ``dags/``, its parent is on Airflow's path), in a
+    ``plugins`` folder beside any of them (on Airflow's path too), then on
     this interpreter's path, then above the package the importer is in (a nested DAG file importing
     its own package by its absolute name).
     """
@@ -237,6 +238,9 @@ def module_path(module: str, level: int, importer: Path) -> Path | None:
     else:
         roots.append(importer.parent)
         roots.extend(list(importer.parent.parents)[:2])
+        # Airflow puts its plugins folder on the path: ``from http_fetch_operator import ..`` in
+        # ``src/dags/x.py`` is ``src/plugins/http_fetch_operator.py`` (round 18, Amsterdam)
+        roots.extend(p / "plugins" for p in [importer.parent, *list(importer.parent.parents)[:2]])
         roots.extend(Path(p) for p in sys.path if p)
         if parts:
             with contextlib.suppress(ImportError, ValueError, AttributeError):

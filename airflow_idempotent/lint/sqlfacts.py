@@ -383,7 +383,7 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     elif isinstance(stmt, exp.Update):
         table = _table_name(stmt.this)
         if table:
-            found = accumulating(stmt.expressions, target_names(stmt.this, table))
+            found = accumulating(stmt.expressions, target_names(stmt.this, table), stmt.args.get("where"))
             sets = set_columns(stmt.expressions)
             if found:
                 result.writes.append(

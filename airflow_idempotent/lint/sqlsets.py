@@ -44,15 +44,34 @@ def constant_sets(assignments: Sequence[exp.Expression]) -> bool:
     )
 
 
-def accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str | None:
+def _guarded(column: str, where: exp.Expression | None) -> bool:
+    """The statement's WHERE skips rows whose `column` already holds the text it would add
+    (``AND factype NOT LIKE '%Mental Health%'``: NYCPlanning's FacDB): a rerun changes nothing."""
+    if where is None:
+        return False
+    for like in where.find_all(exp.Like, exp.ILike):
+        negated = bool(like.args.get("negate")) or isinstance(like.parent, exp.Not)
+        if negated and isinstance(like.this, exp.Column) and like.this.name.lower() == column:
+            return True
+    return False
+
+
+def accumulating(
+    assignments: Sequence[exp.Expression], target: set[str], where: exp.Expression | None = None
+) -> str | None:
     """`points = points + ...` (also ``t.x = t.x + s.x``, ``x = COALESCE(x, 0) + ..``): an assignment
-    adding to the column's own value (the statement is where it is reported)."""
+    adding to the column's own value (the statement is where it is reported); also text grown from
+    its own value (``pdf = 'https://..' || pdf``, ``CONCAT(..)``: round 18, a rerun prefixes again),
+    unless `where` skips the rows that already hold the addition (`_guarded`)."""
     for eq in assignments:
         if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
             continue
         column = eq.this.name.lower()
-        for node in eq.expression.find_all(exp.Add, exp.Sub):
-            for operand in (node.this, node.expression):
+        if _guarded(column, where):
+            continue
+        for node in eq.expression.find_all(exp.Add, exp.Sub, exp.DPipe, exp.Concat):
+            operands = node.expressions if isinstance(node, exp.Concat) else (node.this, node.expression)
+            for operand in operands:
                 if isinstance(operand, _SELF_WRAPPERS) or (
                     isinstance(operand, exp.Anonymous) and operand.name.lower() in ("ifnull", "nvl", "isnull")
                 ):
@@ -62,6 +81,6 @@ def accumulating(assignments: Sequence[exp.Expression], target: set[str]) -> str
                     and operand.name.lower() == column
                     and (not operand.table or operand.table.lower() in target)
                 ):
-                    sign = "+" if isinstance(node, exp.Add) else "-"
+                    sign = {exp.Add: "+", exp.Sub: "-"}.get(type(node), "||")
                     return f"{eq.this.name} = {eq.this.name} {sign} ..."
     return None
