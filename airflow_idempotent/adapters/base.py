@@ -292,7 +292,11 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
 
     @contextmanager
     def locked_transaction(
-        self, table: str, window: Window | Sequence[Window], timeout: float
+        self,
+        table: str,
+        window: Window | Sequence[Window],
+        timeout: float,
+        connection: Connection | None = None,
     ) -> Iterator[Connection]:
         """One transaction holding the (table, window) lock: commit on success, roll back on error.
 
@@ -300,8 +304,15 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
         interleave; the loser waits at most `timeout` seconds, then raises LockTimeoutError. How
         the lock is taken is the adapter's `lock_style`. A write over several periods (lookback)
         passes them oldest first and holds each period's lock, so it also excludes a write of any
-        one of them.
+        one of them. `connection`: an open one, outside a transaction, to run on instead of a new
+        one (closed at the end as one opened here; closed unused where the lock is a file's, taken
+        before the transaction's connection opens).
         """
+        if connection is not None and self.lock_style not in ("advisory", "get_lock"):
+            connection.close()
+            connection = None
+        lent = connection
+        connect = self.connect if lent is None else (lambda: lent)
         windows = [window] if isinstance(window, Window) else list(window)
         held = [LockId.of(self.lock_resource(table, w)) for w in windows]
         named = windows[0] if len(windows) == 1 else spanning(windows)
@@ -311,12 +322,10 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
 
         transaction: contextlib.AbstractContextManager[Connection]
         if self.lock_style == "advisory":
-            transaction = locks.advisory_transaction(
-                self.connect, held, timeout, timed_out("advisory lock held")
-            )
+            transaction = locks.advisory_transaction(connect, held, timeout, timed_out("advisory lock held"))
         elif self.lock_style == "get_lock":
             how = f"GET_LOCK {', '.join(lock.name for lock in held)} not granted"
-            transaction = locks.get_lock_transaction(self.connect, held, timeout, timed_out(how))
+            transaction = locks.get_lock_transaction(connect, held, timeout, timed_out(how))
         else:
             paths = [self.lock_path(lock) for lock in held]
             shown = ", ".join(str(p) for p in paths)

@@ -12,11 +12,16 @@ dropped by the server, which would fail the check before commit (and refuse a gu
 A check that fails `discard`s the connection, so the next check opens one of its own, as before.
 The kill switch read and the fence's statements share one transaction only where a read keeps
 neither a snapshot nor a lock (`after_read`): on PostgreSQL, 8 round trips per moment become 5.
+
+The moment before commit hands its connection on to the write's history record, which follows
+the warehouse's commit within milliseconds (`release`, then `hand_over`): the record's own pool
+checkout paid the pool's liveness ping, one round trip more per write (2-10 ms under load).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from types import TracebackType
 
 import sqlalchemy as sa
@@ -50,6 +55,35 @@ class StoreLink:
             return
         if conn.dialect.name != "postgresql" or conn.default_isolation_level != "READ COMMITTED":
             conn.rollback()
+
+    def release(self) -> None:
+        """End the moment's read transaction (its checks only read; nothing to commit), keeping
+        the connection open for `hand_over`."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+        except sa.exc.SQLAlchemyError:  # broken: whoever comes next opens a connection of its own
+            self.discard()
+
+    @contextlib.contextmanager
+    def checks(self) -> Iterator[StoreLink]:
+        """A moment's checks on this link: if one raises, the connection is discarded (its read
+        transaction must not hold up what follows, such as the refusal's record); else `release`d."""
+        try:
+            yield self
+        except BaseException:
+            self.discard()
+            raise
+        self.release()
+
+    def hand_over(self) -> sa.Connection | None:
+        """The open connection, for a caller that closes it (the history record after the write's
+        commit), or None if the link has none (never opened, or discarded after a failure)."""
+        conn, self._conn = self._conn, None
+        return conn
 
     def discard(self) -> None:
         """Close the connection (rolling back what it did not commit); the next check opens its own."""

@@ -10,6 +10,7 @@ parked in `rejected/` with the reason instead of blocking the records behind it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from airflow_idempotent.history.store import (
     DEFAULT_CONN_ID,
@@ -275,12 +277,23 @@ class SafeHistory:
             self._store = HistoryStore.from_airflow(self.conn_id, self.timeout)
         return self._store
 
-    def record(self, record: Record) -> StoredWrite | None:
-        """Store `record`, delivering the spool first; on any failure spool it and return None."""
+    def record(self, record: Record, conn: Connection | None = None) -> StoredWrite | None:
+        """Store `record`, delivering the spool first; on any failure spool it and return None.
+        `conn`: an open connection of the store to store it on (`HistoryStore.record`); if it was
+        dropped, the record is stored on a new one, as the pool's liveness ping would have done."""
         try:
             self.spool.deliver(self.store)
+            if conn is not None:
+                try:
+                    return self.store.record(record, conn)
+                except DBAPIError as err:
+                    if not err.connection_invalidated:
+                        raise
             return self.store.record(record)
         except Exception as err:
+            if conn is not None:  # the delivery failed before the store took it
+                with contextlib.suppress(SQLAlchemyError):
+                    conn.close()
             if refused(err):  # spooling it would only block the records after it
                 self.spool.reject(record.to_json(), err)
                 return None

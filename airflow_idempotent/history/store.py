@@ -286,18 +286,23 @@ class HistoryStore:
         return rows == [HEAD_REVISION]
 
     # ------------------------------------------------------------------ writing
-    def record(self, record: Record) -> StoredWrite | None:
-        """Store one record (insert if absent). Writes get their ordinal and flags here."""
+    def record(self, record: Record, conn: sa.Connection | None = None) -> StoredWrite | None:
+        """Store one record (insert if absent). Writes get their ordinal and flags here. `conn`: an
+        open connection of this store, outside a transaction, to store a write's record on (the
+        write's check before commit hands its own on, `history.link`); closed when done."""
         self.migrate()
         if isinstance(record, WriteRecord):
-            return self._record_write(record)
-        with self.engine.begin() as conn:
-            self.adapter.insert_if_absent(conn, record.model.__table__, record.values())  # type: ignore[arg-type]
+            return self._record_write(record, conn)
+        if conn is not None:
+            conn.close()
+        with self.engine.begin() as own:
+            self.adapter.insert_if_absent(own, record.model.__table__, record.values())  # type: ignore[arg-type]
         return None
 
-    def _record_write(self, record: WriteRecord) -> StoredWrite:
+    def _record_write(self, record: WriteRecord, lent: sa.Connection | None = None) -> StoredWrite:
         window = Window(start=to_utc(record.window_start), end=to_utc(record.window_end), source="history")
-        with self.adapter.locked_transaction(f"history:{record.target}", window, self.timeout) as conn:
+        target = f"history:{record.target}"
+        with self.adapter.locked_transaction(target, window, self.timeout, lent) as conn:
             table: sa.Table = WindowWrite.__table__  # type: ignore[assignment]
             # One read answers both questions: was this attempt stored already (a redelivery), and
             # which writes of the window came before it (ordinal, version, non-determinism).

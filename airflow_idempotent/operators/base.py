@@ -241,16 +241,18 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         store = history.store if history is not None else None
         fence = AttemptFence(store, identity, target, spec.lock_windows)
 
+        recording = StoreLink(store)  # the checks before commit, then the record (history.link)
+
         def before_commit() -> None:
-            with StoreLink(store) as link:  # both checks on one connection (history.link)
-                fence.link = link
+            with recording.checks():
+                fence.link = recording
                 self.check_kill_switch(
                     history,
                     identity.dag_id,
                     backfill,
                     fail_closed=intent is not None,
                     when="before commit",
-                    link=link,
+                    link=recording,
                 )
                 fence.check()  # the last word: a newer attempt of this task instance started writing
             fence.link = None
@@ -283,6 +285,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                 digest,
                 parts,
                 switch_checked=not carrying,
+                recording=recording,
             )
         except FencedError as err:
             if history is not None:
@@ -302,6 +305,8 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                     )
             self.log.error("%s", err)
             raise
+        finally:
+            recording.discard()  # unless the record took it
 
     def fenced_execute(
         self,
@@ -317,9 +322,11 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         digest: str,
         parts: str,
         switch_checked: bool = True,
+        recording: StoreLink | None = None,
     ) -> dict[str, Any]:
         """The write of `execute_with` once the attempt holds its fence: guarded, skipped or written
-        (`switch_checked` False: the kill switch was left to the approval this try carries)."""
+        (`switch_checked` False: the kill switch was left to the approval this try carries;
+        `recording`: the check before commit's connection, which the write's record takes)."""
         window = spec.window
         semantics = _conf_value(context, "semantics")
         if guard is not None and (intent is not None or guard.always_stage):
@@ -409,7 +416,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                 source_rows=result.source_rows,
                 **result_counts(result),
             )
-            stored = history.record(record)
+            stored = history.record(record, recording.hand_over() if recording is not None else None)
             if stored is not None:
                 out |= stored.summary()
                 if stored.nondeterministic:
