@@ -18,7 +18,8 @@ tears a month when killed). This protocol never touches the files the target rea
    the target window's rows now); a value outside the window (or NULL) refuses the write before
    anything is replaced. The staged files and the directories the window reads now are listed
    (file index, no row read).
-5. Plan: per date of the window, SET LOCATION (the day exists; SQL scripts of up to 8 of them),
+5. Plan: per date of the window, SET LOCATION (the day exists: all in one catalog call where the
+   Connect server has the provider's command, tools/spark-plugin, else SQL scripts of up to 8),
    ADD PARTITION (a new day) or DROP PARTITION (the window no longer has it: an empty window
    really is emptied, a month is replaced whole). The plan is recorded in the history store
    before the first operation.
@@ -153,16 +154,18 @@ def _apply(
     ops: list[dict[str, str]],
     replay: bool = False,
 ) -> None:
-    """Run a plan's catalog operations: every new day in one ADD, the moved days' SET LOCATIONs in SQL
+    """Run a plan's catalog operations: every new day in one ADD, the moved days in one catalog
+    call where the Connect server has the provider's command (`set_locations`: the metastore moves
+    all in one transaction, ~3x cheaper than 31 SET LOCATIONs), else their SET LOCATIONs in SQL
     scripts of `MOVES_PER_SCRIPT` (a round trip for 8 instead of one a day: a month's 31 took 5.2-14 s
     one by one, 1.8-5.2 s as one script, measured on the test cluster), every emptied day in one
-    DROP, then REFRESH. Each statement is idempotent and one catalog call that leaves its partition
-    at a complete location (old or new), so a plan can be run again whole.
+    DROP, then REFRESH. Each call is idempotent and leaves every partition it names at a complete
+    location (old or new), so a plan can be run again whole.
 
-    The first catalog change is one statement of its own (the ADD, else the first day's SET
-    LOCATION) and `switched_one` fires after it: a crash there leaves the rest of the plan undone.
+    `switched_one` fires after the first catalog change (the ADD, else the moves' call or the
+    first day's SET LOCATION, else the DROP): a crash there leaves the rest of the plan undone.
 
-    Between two statements a reader sees each day whole, some new and some old. One DROP of the
+    Between two calls a reader sees each day whole, some new and some old. One DROP of the
     moved days and one ADD back would be 2-3.6x cheaper (1.9-3.3 s against 6.9 s for a month at
     load 11) but shows the reader an empty window in between, deletes a managed table's old
     directories at the DROP and, killed in between, leaves days missing until the rerun: not done.
@@ -176,17 +179,24 @@ def _apply(
     moved = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "set"]
     dropped = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "drop"]
     moves = [(d, where[d.isoformat()]) for d in ([*added, *moved] if replay else moved)]
+    first = True  # the plan's first catalog change is still to come: `switched_one` follows it
     if added:
         conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
         step("switched_one")
-    elif moves:
+        first = False
+    if moves and adapter.set_locations(conn, table, partition_column, moves):
+        moves = []
+        if first:
+            step("switched_one")
+            first = False
+    elif moves and first:
         conn.sql(adapter.set_location(table, partition_column, *moves[0]))
         step("switched_one")
-        moves = moves[1:]
+        first, moves = False, moves[1:]
     adapter.move_partitions(conn, table, partition_column, moves)
     if dropped:
         conn.sql(adapter.drop_partitions(table, partition_column, dropped))
-        if not added and not moved:
+        if first:
             step("switched_one")
     conn.sql(adapter.refresh(table))
 
