@@ -80,7 +80,9 @@ def begin(
     staging_table: str,
     location: str,
 ) -> None:
-    """Record an attempt's staging before it is created (so a rerun can drop an orphan)."""
+    """Record an attempt's staging before it is created (so a rerun can drop an orphan):
+    `location` its files; `staging_table` a catalog table to drop, or "" when it has none (the
+    parquet switch stages plain files since; older plans name their staging table)."""
     store.migrate()
     now = utcnow()
     with store.engine.begin() as conn:

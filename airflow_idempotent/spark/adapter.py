@@ -568,23 +568,6 @@ class SparkAdapter(CatalogStatements):
         replaced = replaced.where(self.in_window(partition_column))
         return self.render(exp.union(staged, replaced, distinct=False), copy=False)
 
-    def window_count(self, table: str, partition_column: str) -> str:
-        """SELECT count(*) of the window (bound as ``:window_start``, ``:window_end``): answered from
-        the parquet footers of the window's partitions, no column read."""
-        query = exp.select(exp.Count(this=exp.Star())).from_(self.table(table))
-        return self.render(query.where(self.in_window(partition_column)), copy=False)
-
-    def outside_count(self, partition_column: str, start: date, end: date) -> str:
-        """The aggregate counting rows whose `partition_column` is NULL or outside [start, end), the
-        bounds as literals (an observed aggregate binds no parameter)."""
-        col = self.column(partition_column)
-        inside = exp.and_(
-            exp.GTE(this=col, expression=spark_literal(start)),
-            exp.LT(this=col.copy(), expression=spark_literal(end)),
-        )
-        stray = exp.or_(exp.Is(this=col.copy(), expression=exp.null()), exp.not_(inside))
-        return self.render(exp.CountIf(this=stray), copy=False)
-
     def window_files(
         self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None
     ) -> list[str]:

@@ -4,19 +4,21 @@ ALTER TABLE .. PARTITION .. SET LOCATION / ADD / DROP, REFRESH, DROP TABLE and t
 table: every identifier validated and quoted by the base adapter's `table` and `column`, every
 partition value and location a string literal sqlglot escapes. Each statement is one catalog call
 that leaves each partition it names at a complete location (old or new); `move_partitions` sends
-them in SQL scripts of `MOVES_PER_SCRIPT`. Kept apart from `airflow_idempotent.spark.adapter` (its
-base class) so that module stays readable.
+them in SQL scripts of `MOVES_PER_SCRIPT`, or, where the Connect server has the provider's command
+(tools/spark-plugin), `set_locations` moves them in one catalog call. Kept apart from
+`airflow_idempotent.spark.adapter` (its base class) so that module stays readable.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.adapters.base import EngineAdapter, table_parts
 
 #: The error condition of a SQL script on a server whose SQL scripting is disabled.
 SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
@@ -26,6 +28,13 @@ SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 #: ~0.5 s (~60 ms each on the test cluster), while one script for a year's 365 days could outlast
 #: the retry's staging and point a day back at the dead attempt's location after the retry's sweep.
 MOVES_PER_SCRIPT = 8
+#: The provider's Connect command (tools/spark-plugin) that sets partitions' locations in one call.
+SET_LOCATIONS_COMMAND = "set_partition_locations"
+#: At most this many partitions per such call: each call is one metastore transaction, which a
+#: killed task cannot stop either, so it is kept short (as `MOVES_PER_SCRIPT` keeps a script).
+LOCATIONS_PER_CALL = 100
+#: Spark Connect's answer to a command extension no plugin of the server handles.
+NO_HANDLER = "No handler found for extension"
 
 
 class CatalogStatements(EngineAdapter):
@@ -79,6 +88,40 @@ class CatalogStatements(EngineAdapter):
         statements = [self.set_location(table, partition_column, v, w) for v, w in where]
         for i in range(0, len(statements), MOVES_PER_SCRIPT):
             self.run_statements(conn, statements[i : i + MOVES_PER_SCRIPT])
+
+    def set_locations(
+        self, conn: Any, table: str, partition_column: str, where: Sequence[tuple[date, str]]
+    ) -> bool:
+        """Set each (value, location) by the provider's Connect command: one catalog call
+        (``SessionCatalog.alterPartitions``) per `LOCATIONS_PER_CALL` partitions, which the Hive
+        metastore applies in one transaction (all or none: tests/spark/test_spark_switch_batch.py),
+        instead of a SET LOCATION each (a table read, a partition read and a refresh around each
+        metastore write). False, nothing changed, when the server does not have the command or
+        the table is not in the session catalog: then use `move_partitions`."""
+        from google.protobuf.wrappers_pb2 import StringValue
+        from pyspark.sql.connect import proto
+
+        catalog, schema, name = table_parts(table)
+        if not where or (catalog is not None and catalog.lower() != "spark_catalog"):
+            return False
+        for i in range(0, len(where), LOCATIONS_PER_CALL):
+            request = {
+                "airflow_idempotent": SET_LOCATIONS_COMMAND,
+                "database": schema,
+                "table": name,
+                "locations": {
+                    f"{partition_column}={v.isoformat()}": w for v, w in where[i : i + LOCATIONS_PER_CALL]
+                },
+            }
+            command = proto.Command()
+            command.extension.Pack(StringValue(value=json.dumps(request)))
+            try:
+                conn.session.client.execute_command(command)
+            except Exception as err:
+                if i == 0 and NO_HANDLER in str(err):
+                    return False
+                raise
+        return True
 
     def add_partitions(self, table: str, partition_column: str, where: Sequence[tuple[date, str]]) -> str:
         """One ALTER TABLE .. ADD IF NOT EXISTS PARTITION (..) LOCATION '..' PARTITION (..) .. for

@@ -115,6 +115,18 @@ def delta_jars(directory: str | Path) -> list[Path]:
     return jars
 
 
+#: The provider's Spark Connect command (tools/spark-plugin, built by `make spark-jars`): a switch's
+#: partition locations set in one catalog call (`CatalogStatements.set_locations`).
+CATALOG_PLUGIN_JAR = "airflow-idempotent-connect.jar"
+CATALOG_PLUGIN_CONF = {"spark.connect.extensions.command.classes": "airflowidempotent.SetPartitionLocations"}
+
+
+def catalog_plugin(jars: Sequence[str | Path]) -> dict[str, str]:
+    """The Connect server's conf that loads the provider's command when `jars` hold its jar, else
+    none (the switch then sets one partition's location per statement)."""
+    return dict(CATALOG_PLUGIN_CONF) if any(Path(j).name == CATALOG_PLUGIN_JAR for j in jars) else {}
+
+
 def has_iceberg(jars: Sequence[str | Path]) -> bool:
     """Whether `jars` hold Iceberg's Spark runtime and PostgreSQL's JDBC driver (its catalog's store)."""
     names = [Path(j).name for j in jars]

@@ -117,30 +117,6 @@ def observed_rows(
     return frame, figures
 
 
-def stage_observed(
-    conn: SparkConnection,
-    location: str,
-    partition_column: str,
-    select: str,
-    params: Mapping[str, Any],
-    aggregates: Sequence[str],
-) -> dict[str, Any] | None:
-    """Write `select`'s rows as the partition switch's staging: parquet files under `location`, one
-    ``partition_column=value`` directory per value (the layout the target's partitions read), no
-    catalog table; `aggregates` observed over the rows as they pass into the write: their figures
-    by name ``m0``, ``m1``, .., or None when Spark returned none or none were asked (the files are
-    written then).
-
-    The figures are those of the files the write committed: the observation sits in the write's
-    own stage (a partitioned parquet write adds a sort within each task, no exchange), whose
-    accumulator updates Spark applies once per partition from the task attempt that committed its
-    files (a failed or commit-denied attempt's updates are dropped), and the location is this
-    attempt's own (the write refuses one that exists), so no other writer's files are in it."""
-    frame, figures = observed_rows(conn, select, params, aggregates)
-    frame.write.format("parquet").partitionBy(partition_column).mode("error").save(location)
-    return figures()
-
-
 def trusted(observed: Observed | None, written: int | None, what: str) -> Observed | None:
     """`observed` when the commit's own metrics (`written`: the new rows it added, None when they
     do not say) agree with it; else None, logged: the window is then read at the commit's version."""

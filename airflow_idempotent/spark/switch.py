@@ -14,13 +14,12 @@ tears a month when killed). This protocol never touches the files the target rea
    each column cast to the target's type. No catalog table: registering a month's 31 staged
    partitions and dropping the table again cost 1.5-2.6 s per write (bench/results/spark.md); the
    checks read the files through a temporary view of the session, gone with it.
-4. Verify: the staged rows' count and checksum, and how many fall outside the window (or are
-   NULL), are observed as the staging write writes them (its own job, no second scan; a CHAR(n)
-   column, padded when read back, gets one scan of the staging per partition value instead); a
-   value outside the window refuses the write before anything is replaced. The staged files and
-   the directories the window reads now are listed (file index, no row read): the staged days are
-   the directories of the staged files.
-5. Plan: per date of the window, SET LOCATION (the day exists; SQL scripts of up to 8 of them),
+4. Verify: one scan of the staged files gives each partition value's count and checksum (and
+   the target window's rows now); a value outside the window (or NULL) refuses the write before
+   anything is replaced. The staged files and the directories the window reads now are listed
+   (file index, no row read).
+5. Plan: per date of the window, SET LOCATION (the day exists: all in one catalog call where the
+   Connect server has the provider's command, tools/spark-plugin, else SQL scripts of up to 8),
    ADD PARTITION (a new day) or DROP PARTITION (the window no longer has it: an empty window
    really is emptied, a month is replaced whole). The plan is recorded in the history store
    before the first operation.
@@ -66,7 +65,6 @@ from airflow_idempotent.spark.adapter import (
     SparkAdapter,
     SparkTableInfo,
 )
-from airflow_idempotent.spark.observed import observable, stage_observed, window_aggregates
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
 from airflow_idempotent.window import Window
@@ -80,8 +78,6 @@ STEPS = ("locked", "recorded", "staged", "verified", "planned", "switched_one", 
 #: Looks at a verified staging before anything is switched (the guard's diff); raising refuses the
 #: write and abandons its plan: (conn, staging view, info, columns, params, checksum).
 Inspect = Callable[[Any, str, SparkTableInfo, list[str], dict[str, Any], str], None]
-#: The directory name of a partition whose value is NULL (Hive's, which Spark's writers use).
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: The window the table-wide catalog lock is named with (it covers every window of the table).
 _WHOLE_TABLE = Window(
     start=pendulum.datetime(1970, 1, 1, tz="UTC"), end=pendulum.datetime(1970, 1, 2, tz="UTC"), source="lock"
@@ -158,16 +154,18 @@ def _apply(
     ops: list[dict[str, str]],
     replay: bool = False,
 ) -> None:
-    """Run a plan's catalog operations: every new day in one ADD, the moved days' SET LOCATIONs in SQL
+    """Run a plan's catalog operations: every new day in one ADD, the moved days in one catalog
+    call where the Connect server has the provider's command (`set_locations`: the metastore moves
+    all in one transaction, ~3x cheaper than 31 SET LOCATIONs), else their SET LOCATIONs in SQL
     scripts of `MOVES_PER_SCRIPT` (a round trip for 8 instead of one a day: a month's 31 took 5.2-14 s
     one by one, 1.8-5.2 s as one script, measured on the test cluster), every emptied day in one
-    DROP, then REFRESH. Each statement is idempotent and one catalog call that leaves its partition
-    at a complete location (old or new), so a plan can be run again whole.
+    DROP, then REFRESH. Each call is idempotent and leaves every partition it names at a complete
+    location (old or new), so a plan can be run again whole.
 
-    The first catalog change is one statement of its own (the ADD, else the first day's SET
-    LOCATION) and `switched_one` fires after it: a crash there leaves the rest of the plan undone.
+    `switched_one` fires after the first catalog change (the ADD, else the moves' call or the
+    first day's SET LOCATION, else the DROP): a crash there leaves the rest of the plan undone.
 
-    Between two statements a reader sees each day whole, some new and some old. One DROP of the
+    Between two calls a reader sees each day whole, some new and some old. One DROP of the
     moved days and one ADD back would be 2-3.6x cheaper (1.9-3.3 s against 6.9 s for a month at
     load 11) but shows the reader an empty window in between, deletes a managed table's old
     directories at the DROP and, killed in between, leaves days missing until the rerun: not done.
@@ -181,17 +179,24 @@ def _apply(
     moved = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "set"]
     dropped = [date.fromisoformat(op["value"]) for op in ops if op["op"] == "drop"]
     moves = [(d, where[d.isoformat()]) for d in ([*added, *moved] if replay else moved)]
+    first = True  # the plan's first catalog change is still to come: `switched_one` follows it
     if added:
         conn.sql(adapter.add_partitions(table, partition_column, [(d, where[d.isoformat()]) for d in added]))
         step("switched_one")
-    elif moves:
+        first = False
+    if moves and adapter.set_locations(conn, table, partition_column, moves):
+        moves = []
+        if first:
+            step("switched_one")
+            first = False
+    elif moves and first:
         conn.sql(adapter.set_location(table, partition_column, *moves[0]))
         step("switched_one")
-        moves = moves[1:]
+        first, moves = False, moves[1:]
     adapter.move_partitions(conn, table, partition_column, moves)
     if dropped:
         conn.sql(adapter.drop_partitions(table, partition_column, dropped))
-        if not added and not moved:
+        if first:
             step("switched_one")
     conn.sql(adapter.refresh(table))
 
@@ -218,7 +223,8 @@ def _recover(
                     switches.set_status(store, plan.attempt_id, switches.DONE)
                 else:
                     switches.set_status(store, plan.attempt_id, switches.ABANDONED)
-                conn.sql(adapter.drop_table(plan.staging_table))
+                if plan.staging_table:  # a catalog table: recorded by plans from before plain files
+                    conn.sql(adapter.drop_table(plan.staging_table))
                 done += 1
         except LockTimeoutError:
             continue
@@ -249,74 +255,34 @@ def _stage(
     column: str,
 ) -> Staged:
     """Write the staging (files under `location`, read through the temporary view `staging`) and
-    verify it.
+    verify it: one query scans the staged files for each value's count and checksum and counts
+    the target window's rows now. The figures are those of the staged files' rows, which the
+    switch moves in (`_check_switched` proves the window then reads exactly these files).
 
-    The count and checksum are observed as the rows pass into the staging write (`stage_observed`:
-    the same job, no second scan of the staged rows: 1.0-1.5 s of a 1,000,000-row window) with
-    the rows outside the window, and the staged days are the directories the staged files are in
-    (a day has a directory only if it has rows). A table with a CHAR column (its rows hash
-    otherwise when read back) or a server that returns no observed figures gets the scan of the
-    staging instead, per value. Either way the figures are those of the staged files' rows, which
-    the switch moves in (`_check_switched` proves the window then reads exactly these files).
+    Counting and hashing the rows as the staging write writes them (``DataFrame.observe``) instead
+    moved the hashing into the write rather than saving it: three quiet runs showed no gain
+    (bench/results/spark.md), so the staged files are scanned.
     """
     window_only = {k: params[k] for k in RESERVED_PARAMS}
     start, end = _days(spec.window)
-    aggregates: list[str] = []
-    if observable(conn, adapter, spec.table):
-        aggregates = window_aggregates(adapter, info, spec.table, column, True)
-        aggregates.append(adapter.outside_count(column, start, end))
     rows = adapter.render(adapter.staging_rows(info, columns, column, spec.query), copy=False)
-    observed = stage_observed(conn, location, column, rows, params, aggregates)
-    if aggregates and observed is None:
-        log.info("no observed figures for the staging of %s: scanning it", spec.table)
+    conn.sql(rows, params).frame.write.format("parquet").partitionBy(column).mode("error").save(location)
     adapter.stage_view(conn, staging, location, info, columns, column)
     step("staged")
     files = adapter.window_files(conn, staging, None)
-    if observed is None:  # one round trip: the staging's rows and checksum per day, the window's rows now
-        scanned = conn.sql(
-            adapter.staged_and_replaced(staging, spec.table, column, list(info.columns.values())), window_only
-        ).all()
-        stats = [(v, int(n), Decimal(s)) for src, v, _, n, s in scanned if src == "staged"]
-        inside = [(v, n, t) for v, n, t in stats if v is not None and start <= v < end]
-        return Staged(
-            days={v for v, _, _ in inside},
-            rows=sum(n for _, n, _ in inside),
-            total=sum((t for _, _, t in inside), Decimal(0)),
-            outside=[(v, n) for v, n, _ in stats if v is None or not (start <= v < end)],
-            deleted=sum(int(n) for src, _, _, n, _ in scanned if src == "replaced"),
-            files=files,
-        )
-    count, total, out = int(observed["m0"]), Decimal(observed["m1"]), int(observed["m2"])
-    values = _staged_values(files, column)
-    strays = [v for v in values if v is None or not (start <= v < end)]
-    days = {v for v in values if v is not None and start <= v < end}
-    if bool(out) != bool(strays) or bool(count - out) != bool(days):
-        raise SchemaError(
-            f"the staging of {spec.table} was observed with {count - out} row(s) inside the window and "
-            f"{out} outside, but its files are in {len(days)} day(s) inside and {len(strays)} value(s) "
-            "outside: the staged files are not the rows written; rerun the task."
-        )
-    deleted = conn.sql(adapter.window_count(spec.table, column), window_only).scalar_one()
+    scanned = conn.sql(
+        adapter.staged_and_replaced(staging, spec.table, column, list(info.columns.values())), window_only
+    ).all()
+    stats = [(v, int(n), Decimal(s)) for src, v, _, n, s in scanned if src == "staged"]
+    inside = [(v, n, t) for v, n, t in stats if v is not None and start <= v < end]
     return Staged(
-        days=days,
-        rows=count - out,
-        total=total,  # with rows outside the window the write is refused: only the count is read
-        outside=[(v, out if i == 0 else 0) for i, v in enumerate(strays)],
-        deleted=int(deleted),
+        days={v for v, _, _ in inside},
+        rows=sum(n for _, n, _ in inside),
+        total=sum((t for _, _, t in inside), Decimal(0)),
+        outside=[(v, n) for v, n, _ in stats if v is None or not (start <= v < end)],
+        deleted=sum(int(n) for src, _, _, n, _ in scanned if src == "replaced"),
         files=files,
     )
-
-
-def _staged_values(files: list[str], column: str) -> list[date | None]:
-    """The partition values the staged files are in (``column=yyyy-mm-dd`` directories; None for
-    Hive's NULL partition), read from their paths."""
-    key = f"{column.lower()}="
-    values: set[date | None] = set()
-    for f in files:
-        value = next((p[len(key) :] for p in reversed(f.split("/")) if p.lower().startswith(key)), None)
-        if value is not None:  # a file outside the partition directories is never switched in
-            values.add(None if value == NULL_PARTITION else date.fromisoformat(value))
-    return sorted(values, key=lambda v: (v is not None, v or date.min))
 
 
 def _plan(
@@ -375,11 +341,12 @@ def sweep(
             adapter.run_statements(conn, adapter.trash_statements(trash, table, column, doomed))
         for plan in dead:
             switches.set_status(store, plan.attempt_id, switches.SWEPT)
-        present = set(adapter.staging_tables(conn, table))
         finished = switches.plans(store, target, (switches.DONE, switches.ABANDONED, switches.SWEPT))
-        for plan in finished:  # this target's staging tables only, of attempts that are over
-            if plan.staging_table.split(".")[-1].lower() in present:
-                conn.sql(adapter.drop_table(plan.staging_table))
+        tables = [p.staging_table for p in finished if p.staging_table]  # plans from before plain files
+        present = set(adapter.staging_tables(conn, table)) if tables else set()
+        for name in tables:  # this target's staging tables only, of attempts that are over
+            if name.split(".")[-1].lower() in present:
+                conn.sql(adapter.drop_table(name))
         log.info("swept %d directories of %s (kept %d a switch needs)", len(doomed), table, len(kept))
     except Exception as err:  # the write is done; the next one sweeps again
         log.warning("sweeping old directories of %s failed (%s): left for the next write", table, err)
@@ -453,8 +420,9 @@ def overwrite_by_switch(
         window_only = {k: params[k] for k in RESERVED_PARAMS}
         staging = f"{STAGING_PREFIX}{attempt}"  # the staged files' temporary view, gone with the session
         location = f"{info.location.rstrip('/')}/{ATTEMPTS_DIR}/{attempt}"
+        # no staging table to record (""): a plan from before plain-file staging names its table
         switches.begin(
-            store, attempt, target, spec.window.start, spec.window.end, conn.session_id, staging, location
+            store, attempt, target, spec.window.start, spec.window.end, conn.session_id, "", location
         )
         step("recorded")
         staged = _stage(adapter, conn, spec, info, columns, params, staging, location, column)

@@ -28,6 +28,7 @@ from airflow_idempotent.spark.cluster import (
     DELTA_CONF,
     SPARK_JARS_DIR,
     SparkCluster,
+    catalog_plugin,
     delta_jars,
     has_iceberg,
     iceberg_conf,
@@ -63,7 +64,7 @@ def spark_cluster(
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or os.path.join(root, SPARK_JARS_DIR))
     base = tmp_path_factory.mktemp("spark")
-    conf = dict(DELTA_CONF)
+    conf = {**DELTA_CONF, **catalog_plugin(jars)}
     if has_iceberg(jars):  # the catalog in the session's PostgreSQL database (dropped after the cluster)
         url = sa.engine.make_url(request.getfixturevalue("pg_url"))
         jdbc_url = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"
