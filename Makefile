@@ -21,7 +21,7 @@ venv: $(VENV)/.installed
 # The Spark test cluster's extra jars (Delta Lake), pinned in tools/spark-jars/pom.xml and copied
 # from Maven by Maven's own client into .cache/spark-jars, once (again when the POM changes).
 SPARK_JARS := .cache/spark-jars
-# The provider's Spark Connect command (tools/spark-plugin: a month's partition locations set in one
+# The provider's Spark Connect command (airflow_idempotent/spark/command: a month's partition locations set in one
 # catalog call), compiled against the installed pyspark's own jars: nothing downloaded.
 SPARK_PLUGIN := $(SPARK_JARS)/airflow-idempotent-connect.jar
 spark-jars: $(SPARK_JARS)/.copied $(SPARK_PLUGIN)
@@ -32,7 +32,7 @@ $(SPARK_JARS)/.copied: tools/spark-jars/pom.xml
 	  -DoutputDirectory=$(abspath $(SPARK_JARS))
 	@touch $@
 
-$(SPARK_PLUGIN): tools/spark-plugin/airflowidempotent/SetPartitionLocations.java $(SPARK_JARS)/.copied $(VENV)/.installed
+$(SPARK_PLUGIN): airflow_idempotent/spark/command/SetPartitionLocations.java $(SPARK_JARS)/.copied $(VENV)/.installed
 	rm -rf $(SPARK_JARS)/.classes
 	javac --release 17 -nowarn -d $(SPARK_JARS)/.classes \
 	  -cp "$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $<

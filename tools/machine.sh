@@ -56,7 +56,8 @@ have mariadb || missing+=(mariadb-client)
 have redis-server || missing+=(redis-server)
 have redis-cli || missing+=(redis-tools)
 # The Spark group's standalone cluster (pyspark's JVM processes) needs Java 17 or newer.
-have java || missing+=(openjdk-17-jre-headless)
+# The JDK, not the JRE: `make spark-jars` compiles the provider's Connect command with javac.
+{ have java && have javac; } || missing+=(openjdk-17-jdk-headless)
 # Delta's and Iceberg's Spark jars come through Maven's own client.
 have mvn || missing+=(maven)
 # The UI's browser test drives Debian's Chromium through Playwright (a browser download cannot work).

@@ -5,7 +5,7 @@ table: every identifier validated and quoted by the base adapter's `table` and `
 partition value and location a string literal sqlglot escapes. Each statement is one catalog call
 that leaves each partition it names at a complete location (old or new); `move_partitions` sends
 them in SQL scripts of `MOVES_PER_SCRIPT`, or, where the Connect server has the provider's command
-(tools/spark-plugin), `set_locations` moves them in one catalog call. Kept apart from
+(`spark/command`), `set_locations` moves them in one catalog call. Kept apart from
 `airflow_idempotent.spark.adapter` (its base class) so that module stays readable.
 """
 
@@ -28,7 +28,7 @@ SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"
 #: ~0.5 s (~60 ms each on the test cluster), while one script for a year's 365 days could outlast
 #: the retry's staging and point a day back at the dead attempt's location after the retry's sweep.
 MOVES_PER_SCRIPT = 8
-#: The provider's Connect command (tools/spark-plugin) that sets partitions' locations in one call.
+#: The provider's Connect command (`spark/command`) that sets partitions' locations in one call.
 SET_LOCATIONS_COMMAND = "set_partition_locations"
 #: At most this many partitions per such call: each call is one metastore transaction, which a
 #: killed task cannot stop either, so it is kept short (as `MOVES_PER_SCRIPT` keeps a script).

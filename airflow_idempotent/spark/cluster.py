@@ -115,7 +115,7 @@ def delta_jars(directory: str | Path) -> list[Path]:
     return jars
 
 
-#: The provider's Spark Connect command (tools/spark-plugin, built by `make spark-jars`): a switch's
+#: The provider's Spark Connect command (`spark/command`, built by `make spark-jars`): a switch's
 #: partition locations set in one catalog call (`CatalogStatements.set_locations`).
 CATALOG_PLUGIN_JAR = "airflow-idempotent-connect.jar"
 CATALOG_PLUGIN_CONF = {"spark.connect.extensions.command.classes": "airflowidempotent.SetPartitionLocations"}

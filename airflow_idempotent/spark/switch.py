@@ -19,7 +19,7 @@ tears a month when killed). This protocol never touches the files the target rea
    anything is replaced. The staged files and the directories the window reads now are listed
    (file index, no row read).
 5. Plan: per date of the window, SET LOCATION (the day exists: all in one catalog call where the
-   Connect server has the provider's command, tools/spark-plugin, else SQL scripts of up to 8),
+   Connect server has the provider's command (`spark/command`), else SQL scripts of up to 8),
    ADD PARTITION (a new day) or DROP PARTITION (the window no longer has it: an empty window
    really is emptied, a month is replaced whole). The plan is recorded in the history store
    before the first operation.

@@ -1,4 +1,4 @@
-"""The provider's Spark Connect command (tools/spark-plugin, loaded by the test cluster): a month's
+"""The provider's Spark Connect command (`spark/command`, loaded by the test cluster): a month's
 partition locations set in one catalog call. The point is the guarantee: on the test cluster's
 Hive metastore (embedded, Derby) the call is one transaction, so a failure part-way through moves
 no partition at all; and the switch still works, one SET LOCATION a day, on a server without it."""
