@@ -253,11 +253,13 @@ def time_locks(waits: list[tuple[str, float]]) -> Callable[[], None]:
     for cls in (EngineAdapter,):
         real = cls.__dict__["locked_transaction"]
 
-        def timed(self: Any, table: str, window: Any, timeout: float, _real: Any = real) -> Any:
+        def timed(
+            self: Any, table: str, window: Any, timeout: float, connection: Any = None, *, _real: Any = real
+        ) -> Any:
             @contextlib.contextmanager
             def block() -> Iterator[Connection]:
                 started = time.monotonic()
-                with _real(self, table, window, timeout) as conn:
+                with _real(self, table, window, timeout, connection) as conn:
                     waits.append((table, time.monotonic() - started))
                     yield conn
 

@@ -72,9 +72,9 @@ class TimedOverwrite(PartitionOverwriteOperator):
         waits = []
 
         @contextlib.contextmanager
-        def timed(table, window, timeout):
+        def timed(table, window, timeout, connection=None):
             asked = time.monotonic()
-            with real(table, window, timeout) as conn:
+            with real(table, window, timeout, connection) as conn:
                 waits.append(time.monotonic() - asked)
                 yield conn
 
