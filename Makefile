@@ -63,16 +63,16 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/uv cache prune --quiet
 	@touch $@
 
-# Groups, in order; their times in the clean-clone `bash .ci/run` of 68e6c47 (33 min 54 s in all,
+# Groups, in order; their times in the clean-clone `bash .ci/run` of 1c0c6aa (36 min 38 s in all,
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (2,578 tests, 5.4 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (1.7 min);
+#    included (2,590 tests, 6.0 min on 2 cores);
+# 2. the ones that run real DAGs, on every core (1.9 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
-#    cases, and a guarded month through a real scheduler on parquet and on Delta (105 tests, 14.2 min);
+#    cases, and a guarded month through a real scheduler on parquet and on Delta (111 tests, 15.3 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
-#    the reliability suite's scheduler-kill and hostile-server files among them (7.7 min for 47
+#    the reliability suite's scheduler-kill and hostile-server files among them (8.7 min for 47
 #    tests on three workers, bounded by the guarded-month file);
 # 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
 #    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
