@@ -340,7 +340,9 @@ def run_operator(
         "logical_date": at,
         "data_interval_start": at,
         "data_interval_end": at,
-        "run_id": f"bench_{run}",
+        # a run of its own per call, as each scheduled task is: the run ids repeated across engines
+        # and sizes made later cells redeliveries (fence raised by UPDATE, no record INSERT)
+        "run_id": f"bench_{run}_{secrets.token_hex(4)}",
         "dag_run": DagRun(),
     }
     cpu: dict[str, float] = defaultdict(float)

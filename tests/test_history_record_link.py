@@ -130,3 +130,35 @@ def test_a_dropped_connection_is_replaced_for_the_record(
     assert (written["status"], written["row_count"]) == ("written", 2000)
     assert out["ordinal"] == 1
     assert not list((write_to.parent / "idempotent_spool").glob("*.jsonl"))
+
+
+def test_the_record_continues_the_check_transaction_on_postgres_only(write_to: Path) -> None:
+    """On PostgreSQL (READ COMMITTED: a snapshot per statement) the record continues the check
+    before commit's read transaction: no ROLLBACK and BEGIN between the fence read and the record.
+    On MariaDB (REPEATABLE READ) the check's transaction ends first, so the record's read of the
+    earlier writes is not the check's snapshot."""
+    store = SafeHistory().store
+    store.migrate()
+    events: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        events.append(" ".join(statement.split())[:40])
+
+    hooks: list[tuple[str, Any]] = [("before_cursor_execute", seen)]
+    hooks += [
+        (name, lambda conn, *_, name=name: events.append(name.upper())) for name in ("begin", "rollback")
+    ]
+    for name, hook in hooks:
+        sa.event.listen(store.engine, name, hook)
+    make("overwrite").execute(context(DAY, run_id="scheduled__joined"))
+    for name, hook in hooks:
+        sa.event.remove(store.engine, name, hook)
+    fence_read = max(i for i, e in enumerate(events) if e.startswith("SELECT idem_fence"))
+    record = next(i for i, e in enumerate(events) if e.startswith("INSERT INTO idem_window_write"))
+    between = [e for e in events[fence_read:record] if e in ("BEGIN", "ROLLBACK")]
+    if store.engine.dialect.name == "postgresql":
+        assert between == [], events[fence_read:record]
+    else:
+        assert between == ["ROLLBACK", "BEGIN"], events[fence_read:record]
+    (written,) = store.writes(run_id="scheduled__joined")
+    assert (written["status"], written["ordinal"]) == ("written", 1)

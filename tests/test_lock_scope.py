@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,3 +60,43 @@ def test_mariadb_named_locks_are_per_database(two_databases: tuple[str, str]) ->
     finally:
         first.dispose()
         second.dispose()
+
+
+def test_mariadb_a_write_reads_what_committed_before_its_lock(mariadb_url: str) -> None:
+    """GET_LOCK is the transaction's first statement (no COMMIT after it): the write waiting for
+    the lock still reads the holder's committed change (InnoDB's snapshot is taken by the first
+    read of a table, after the lock), and the lock is free again after the write, for a new
+    connection, without a COMMIT after RELEASE_LOCK."""
+    table = f"idem_snap_{secrets.token_hex(3)}"
+    engine = sa.create_engine(mariadb_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {table} (id INT PRIMARY KEY, v INT)"))
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (1, 0)"))
+    holder, waiter = adapter_for(engine), adapter_for(sa.create_engine(mariadb_url))
+    seen: list[int] = []
+    asked = threading.Event()
+
+    def wait_then_read() -> None:
+        asked.set()
+        with waiter.locked_transaction("payouts", DAY, timeout=10) as conn:
+            seen.append(int(conn.execute(sa.text(f"SELECT v FROM {table} WHERE id = 1")).scalar_one()))
+
+    try:
+        with holder.locked_transaction("payouts", DAY, timeout=5) as conn:
+            conn.execute(sa.text(f"UPDATE {table} SET v = 42 WHERE id = 1"))
+            thread = threading.Thread(target=wait_then_read)
+            thread.start()
+            asked.wait(5)
+            time.sleep(0.3)  # the waiter is in GET_LOCK, its transaction begun
+            assert not seen
+        thread.join(15)
+        assert seen == [42]
+        other = adapter_for(sa.create_engine(mariadb_url))
+        with other.locked_transaction("payouts", DAY, timeout=0.5):
+            pass
+        other.engine.dispose()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        engine.dispose()
+        waiter.engine.dispose()

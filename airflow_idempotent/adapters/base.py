@@ -304,9 +304,10 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
         interleave; the loser waits at most `timeout` seconds, then raises LockTimeoutError. How
         the lock is taken is the adapter's `lock_style`. A write over several periods (lookback)
         passes them oldest first and holds each period's lock, so it also excludes a write of any
-        one of them. `connection`: an open one, outside a transaction, to run on instead of a new
-        one (closed at the end as one opened here; closed unused where the lock is a file's, taken
-        before the transaction's connection opens).
+        one of them. `connection`: an open one to run on instead of a new one, outside a
+        transaction (an advisory lock's continues a READ COMMITTED read one, `history.link`);
+        closed at the end as one opened here, or unused where the lock is a file's, taken before
+        the transaction's connection opens.
         """
         if connection is not None and self.lock_style not in ("advisory", "get_lock"):
             connection.close()

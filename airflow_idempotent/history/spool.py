@@ -10,7 +10,6 @@ parked in `rejected/` with the reason instead of blocking the records behind it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -22,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError
 
+from airflow_idempotent.history.link import StoreLink
 from airflow_idempotent.history.store import (
     DEFAULT_CONN_ID,
     DEFAULT_TIMEOUT,
@@ -277,23 +276,16 @@ class SafeHistory:
             self._store = HistoryStore.from_airflow(self.conn_id, self.timeout)
         return self._store
 
-    def record(self, record: Record, conn: Connection | None = None) -> StoredWrite | None:
+    def record(self, record: Record, link: StoreLink | None = None) -> StoredWrite | None:
         """Store `record`, delivering the spool first; on any failure spool it and return None.
-        `conn`: an open connection of the store to store it on (`HistoryStore.record`); if it was
-        dropped, the record is stored on a new one, as the pool's liveness ping would have done."""
+        `link`: the write's check before commit, whose connection the record is stored on
+        (`StoreLink.record`); discarded if the record never took it."""
         try:
             self.spool.deliver(self.store)
-            if conn is not None:
-                try:
-                    return self.store.record(record, conn)
-                except DBAPIError as err:
-                    if not err.connection_invalidated:
-                        raise
-            return self.store.record(record)
+            return self.store.record(record) if link is None else link.record(record)
         except Exception as err:
-            if conn is not None:  # the delivery failed before the store took it
-                with contextlib.suppress(SQLAlchemyError):
-                    conn.close()
+            if link is not None:  # the delivery failed before the store took its connection
+                link.discard()
             if refused(err):  # spooling it would only block the records after it
                 self.spool.reject(record.to_json(), err)
                 return None

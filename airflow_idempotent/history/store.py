@@ -288,8 +288,9 @@ class HistoryStore:
     # ------------------------------------------------------------------ writing
     def record(self, record: Record, conn: sa.Connection | None = None) -> StoredWrite | None:
         """Store one record (insert if absent). Writes get their ordinal and flags here. `conn`: an
-        open connection of this store, outside a transaction, to store a write's record on (the
-        write's check before commit hands its own on, `history.link`); closed when done."""
+        open connection of this store to store a write's record on (the write's check before
+        commit hands its own on, its PostgreSQL read transaction still open: `history.link`);
+        closed when done."""
         self.migrate()
         if isinstance(record, WriteRecord):
             return self._record_write(record, conn)

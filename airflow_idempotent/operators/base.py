@@ -243,35 +243,21 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
 
         recording = StoreLink(store)  # the checks before commit, then the record (history.link)
 
+        def switch(link: StoreLink, when: str) -> None:  # a guarded backfill's check fails closed
+            shut = intent is not None
+            self.check_kill_switch(history, identity.dag_id, backfill, fail_closed=shut, when=when, link=link)
+
         def before_commit() -> None:
-            with recording.checks():
-                fence.link = recording
-                self.check_kill_switch(
-                    history,
-                    identity.dag_id,
-                    backfill,
-                    fail_closed=intent is not None,
-                    when="before commit",
-                    link=recording,
-                )
+            with recording.checks(fence):  # the fence's check on the link too
+                switch(recording, "before commit")
                 fence.check()  # the last word: a newer attempt of this task instance started writing
-            fence.link = None
 
         spec = dataclasses.replace(spec, before_commit=before_commit, attempt=identity.label())
         try:
-            with StoreLink(store) as link:  # the switch read and the fence's raise: one transaction
-                fence.link = link
+            with StoreLink(store) as link, link.checks(fence):  # the switch read, the fence's raise
                 if not carrying:
-                    self.check_kill_switch(
-                        history,
-                        identity.dag_id,
-                        backfill,
-                        fail_closed=intent is not None,
-                        when="before writing",
-                        link=link,
-                    )
+                    switch(link, "before writing")
                 fence.take()
-            fence.link = None
             return self.fenced_execute(
                 context,
                 adapter,
@@ -416,7 +402,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
                 source_rows=result.source_rows,
                 **result_counts(result),
             )
-            stored = history.record(record, recording.hand_over() if recording is not None else None)
+            stored = history.record(record, recording)
             if stored is not None:
                 out |= stored.summary()
                 if stored.nondeterministic:
