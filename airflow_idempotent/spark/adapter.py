@@ -54,6 +54,8 @@ STAGING_PREFIX = "_idem_stg_"
 #: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
 TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
+#: The directory name a partitioned parquet write gives a NULL partition value.
+NULL_DIRECTORY = "__HIVE_DEFAULT_PARTITION__"
 #: Columns per BIGINT of the checksum's NULL mask (`SparkAdapter.row_checksum`): bits 0-61.
 NULL_MASK_BITS = 62
 #: The error condition of a name the catalog does not hold.
@@ -532,42 +534,6 @@ class SparkAdapter(CatalogStatements):
             log.warning("could not drop the kept stage %s (%s)", table, err)
 
     # ------------------------------------------------------------------ cleaning up
-    def staged_and_replaced(
-        self, staging: str, table: str, partition_column: str, columns: Sequence[ColumnInfo]
-    ) -> str:
-        """One query, one round trip, for what the switch needs to know of rows before its plan:
-
-        - ``('staged', value, NULL, rows, checksum)`` per partition value of the staging (its rows and
-          sum of row hashes: the verify step, the one scan of the staged rows);
-        - ``('replaced', NULL, NULL, rows, NULL)``: how many rows the target's window holds now (a
-          ``count(*)``, answered from the parquet footers without reading a column).
-
-        The directories the window reads now come from the file index (`window_files`), not from a
-        scan: grouping the window's rows by ``_metadata.file_path`` read every row and took 2.0-2.9 s
-        of the 3.0 s verify step over a 1,000,000-row window, the listing 0.05-0.17 s.
-
-        The window is bound as ``:window_start`` and ``:window_end``.
-        """
-        stats = self.partition_stats(staging, partition_column, columns)
-        value, count, total = stats.expressions
-        staged = exp.select(
-            exp.alias_(exp.Literal.string("staged"), "src"),
-            exp.alias_(value.copy(), "value"),
-            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
-            exp.alias_(count.copy(), "n"),
-            exp.alias_(total.copy(), "total"),
-        ).from_(self.table(staging))
-        staged = staged.group_by(self.column(partition_column))
-        replaced = exp.select(
-            exp.alias_(exp.Literal.string("replaced"), "src"),
-            exp.alias_(exp.cast(exp.null(), "DATE"), "value"),
-            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
-            exp.alias_(exp.Count(this=exp.Star()), "n"),
-            exp.alias_(exp.cast(exp.null(), "DECIMAL(38, 0)", dialect="spark"), "total"),
-        ).from_(self.table(table))
-        replaced = replaced.where(self.in_window(partition_column))
-        return self.render(exp.union(staged, replaced, distinct=False), copy=False)
-
     def window_files(
         self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None
     ) -> list[str]:
