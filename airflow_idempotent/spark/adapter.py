@@ -146,6 +146,9 @@ class SparkConnection:
 
     session: Any
     session_id: str
+    #: the Connect URL of its server, without the session: what the provider learnt of a server
+    #: is kept under it for the process (`CatalogStatements.set_locations`); "" keeps nothing
+    server: str = ""
 
     def sql(self, query: str, params: Mapping[str, Any] | None = None) -> SparkResult:
         """Run (commands) or plan (queries) one statement, its `:name` parameters as literals.
@@ -198,7 +201,7 @@ class SparkEngine:
         sid = session_id or str(uuid.uuid4())
         session = open_session(self.session_url(sid))
         try:
-            yield SparkConnection(session, sid)
+            yield SparkConnection(session, sid, self.url)
         finally:
             with contextlib.suppress(Exception):
                 session.stop()
