@@ -63,6 +63,11 @@ TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 #: The catalog's refusal to list the columns of a table partitioned by a transform it does not map
 #: to a partition column (Iceberg's ``months(d)``, ``days(ts)``, ``truncate(10, id)``).
 UNSUPPORTED_TRANSFORM = "UNSUPPORTED_PARTITION_TRANSFORM"
+#: Delta's check that REPLACE WHERE's rows match its predicate (on by default; forced on here).
+CONSTRAINT_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+#: What every session the provider opens is set to, once (`open_session`): a write relies on it
+#: instead of setting it, a round trip each, and no write leaves the session changed.
+SESSION_CONF = {CONSTRAINT_CHECK: "true"}
 #: A CHAR(n) column's type as DESCRIBE shows it.
 CHAR_TYPE = re.compile(r"char\((\d+)\)")
 #: The staged rows' refusal of a value longer than its CHAR(n) column (`typed_rows`).
@@ -163,7 +168,8 @@ class SparkConnection:
 
 
 def open_session(url: str) -> Any:
-    """A Spark Connect session on `url`, its executions not reattachable.
+    """A Spark Connect session on `url`, its executions not reattachable, set to `SESSION_CONF`
+    (a conf Spark does not know, e.g. Delta's on a server without Delta, is only stored).
 
     pyspark 4.1's client (the line Delta 4.4 and Iceberg 1.11 run on) can deadlock a process: a
     reattachable execution starts its release pool's thread while holding the pool's class lock,
@@ -178,6 +184,8 @@ def open_session(url: str) -> Any:
 
     session = SparkSession.builder.remote(url).create()
     session.client.disable_reattachable_execute()
+    for key, value in SESSION_CONF.items():
+        session.conf.set(key, value)
     return session
 
 
