@@ -235,7 +235,8 @@ def main() -> None:
             else ""
         )
         + ". The operator's extra work: the staged "
-        "window's count and checksum (one scan of the staged files, which also counts the rows replaced),"
+        "window's count and checksum (one scan of the staged files; the rows replaced counted from the "
+        "parquet footers while the staging is written),"
         " the catalog switch of 31 partitions ("
         + (
             "one call of the provider's Connect command: the metastore moves all 31 in one transaction"

@@ -57,7 +57,7 @@ from scratch import scratch_dir  # noqa: E402
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
 from airflow_idempotent.spark import cluster as clusters  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg, observed, steps  # noqa: E402
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine  # noqa: E402
+from airflow_idempotent.spark.adapter import CONSTRAINT_CHECK, SparkAdapter, SparkEngine  # noqa: E402
 from airflow_idempotent.spark.retry import retry_conflicts  # noqa: E402
 
 VARIANTS = (
@@ -146,7 +146,7 @@ def build(fmt: str, spark: Any, cluster: clusters.SparkCluster, adapter: SparkAd
                         key = "userMetadata" if fmt == "delta" else f"snapshot-property.{iceberg.TAG_KEY}"
                         options[key] = tag
                         if fmt == "delta":
-                            conn.session.conf.set(delta.CONSTRAINT_CHECK, "true")
+                            conn.session.conf.set(CONSTRAINT_CHECK, "true")
                     tagging: Any = contextlib.nullcontext()
                     if tag_conf:
                         tagging = delta.tagged(conn, tag) if fmt == "delta" else iceberg.tagged(conn, tag)

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from airflow_idempotent.errors import InvalidIdentifierError
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine
+from airflow_idempotent.spark.adapter import NULL_DIRECTORY, SparkAdapter, SparkEngine
 from airflow_idempotent.spark.catalog_sql import MOVES_PER_SCRIPT, SCRIPTING_REFUSED
+from airflow_idempotent.spark.switch import staged_values
 
 DAYS = [date(2026, 8, 1) + timedelta(days=n) for n in range(31)]
 
@@ -113,12 +114,25 @@ def test_a_location_that_reads_like_sql_stays_one_literal() -> None:
         adapter().drop_partitions("payouts", "sale_date`) , PARTITION (`x", DAYS[:1])
 
 
-def test_the_window_scans_and_the_staging_are_bound_and_quoted() -> None:
-    statement = adapter().staged_and_replaced("sales._idem_stg_a", "sales.payouts", "sale_date", [])
-    assert statement.endswith(
-        "FROM `sales`.`payouts` WHERE `sale_date` >= :window_start AND `sale_date` < :window_end"
-    )
-    assert " UNION ALL SELECT 'replaced' AS src, CAST(NULL AS DATE) AS value" in statement
+def test_the_window_scans_are_bound_and_quoted() -> None:
+    a = adapter()
+    window = "WHERE `sale_date` >= :window_start AND `sale_date` < :window_end"
+    counted = a.render(a.count_window("sales.payouts", "sale_date"))
+    assert counted == f"SELECT COUNT(*) FROM `sales`.`payouts` {window}"
+    summed = a.render(a.window_checksum("_idem_stg_a", "sale_date", []))
+    assert summed.endswith(f"FROM `_idem_stg_a` {window}")
+
+
+def test_the_staged_days_are_the_directories_of_the_staged_files() -> None:
+    base = "file:/w/payouts/_idem_attempts/a1"
+    files = [
+        f"{base}/sale_date=2026-08-01/part-00000-x.c000.snappy.parquet",
+        f"{base}/sale_date=2026-08-01/part-00001-x.c000.snappy.parquet",
+        f"{base}/sale_date=2026-07-31/part-00000-y.c000.snappy.parquet",
+        f"{base}/sale_date={NULL_DIRECTORY}/part-00000-z.c000.snappy.parquet",
+    ]
+    assert staged_values(files) == {date(2026, 8, 1), date(2026, 7, 31), None}
+    assert staged_values([]) == set()
 
 
 def test_a_kept_stage_of_iceberg_is_dropped_with_purge() -> None:

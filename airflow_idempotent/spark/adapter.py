@@ -54,6 +54,8 @@ STAGING_PREFIX = "_idem_stg_"
 #: Prefix of the throw-away managed tables whose DROP deletes replaced partition directories.
 TRASH_PREFIX = "_idem_trash_"
 ATTEMPTS_DIR = "_idem_attempts"
+#: The directory name a partitioned parquet write gives a NULL partition value.
+NULL_DIRECTORY = "__HIVE_DEFAULT_PARTITION__"
 #: Columns per BIGINT of the checksum's NULL mask (`SparkAdapter.row_checksum`): bits 0-61.
 NULL_MASK_BITS = 62
 #: The error condition of a name the catalog does not hold.
@@ -61,6 +63,11 @@ TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 #: The catalog's refusal to list the columns of a table partitioned by a transform it does not map
 #: to a partition column (Iceberg's ``months(d)``, ``days(ts)``, ``truncate(10, id)``).
 UNSUPPORTED_TRANSFORM = "UNSUPPORTED_PARTITION_TRANSFORM"
+#: Delta's check that REPLACE WHERE's rows match its predicate (on by default; forced on here).
+CONSTRAINT_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+#: What every session the provider opens is set to, once (`open_session`): a write relies on it
+#: instead of setting it, a round trip each, and no write leaves the session changed.
+SESSION_CONF = {CONSTRAINT_CHECK: "true"}
 #: A CHAR(n) column's type as DESCRIBE shows it.
 CHAR_TYPE = re.compile(r"char\((\d+)\)")
 #: The staged rows' refusal of a value longer than its CHAR(n) column (`typed_rows`).
@@ -144,6 +151,9 @@ class SparkConnection:
 
     session: Any
     session_id: str
+    #: the Connect URL of its server, without the session: what the provider learnt of a server
+    #: is kept under it for the process (`CatalogStatements.set_locations`); "" keeps nothing
+    server: str = ""
 
     def sql(self, query: str, params: Mapping[str, Any] | None = None) -> SparkResult:
         """Run (commands) or plan (queries) one statement, its `:name` parameters as literals.
@@ -158,7 +168,8 @@ class SparkConnection:
 
 
 def open_session(url: str) -> Any:
-    """A Spark Connect session on `url`, its executions not reattachable.
+    """A Spark Connect session on `url`, its executions not reattachable, set to `SESSION_CONF`
+    (a conf Spark does not know, e.g. Delta's on a server without Delta, is only stored).
 
     pyspark 4.1's client (the line Delta 4.4 and Iceberg 1.11 run on) can deadlock a process: a
     reattachable execution starts its release pool's thread while holding the pool's class lock,
@@ -173,6 +184,8 @@ def open_session(url: str) -> Any:
 
     session = SparkSession.builder.remote(url).create()
     session.client.disable_reattachable_execute()
+    for key, value in SESSION_CONF.items():
+        session.conf.set(key, value)
     return session
 
 
@@ -196,7 +209,7 @@ class SparkEngine:
         sid = session_id or str(uuid.uuid4())
         session = open_session(self.session_url(sid))
         try:
-            yield SparkConnection(session, sid)
+            yield SparkConnection(session, sid, self.url)
         finally:
             with contextlib.suppress(Exception):
                 session.stop()
@@ -532,42 +545,6 @@ class SparkAdapter(CatalogStatements):
             log.warning("could not drop the kept stage %s (%s)", table, err)
 
     # ------------------------------------------------------------------ cleaning up
-    def staged_and_replaced(
-        self, staging: str, table: str, partition_column: str, columns: Sequence[ColumnInfo]
-    ) -> str:
-        """One query, one round trip, for what the switch needs to know of rows before its plan:
-
-        - ``('staged', value, NULL, rows, checksum)`` per partition value of the staging (its rows and
-          sum of row hashes: the verify step, the one scan of the staged rows);
-        - ``('replaced', NULL, NULL, rows, NULL)``: how many rows the target's window holds now (a
-          ``count(*)``, answered from the parquet footers without reading a column).
-
-        The directories the window reads now come from the file index (`window_files`), not from a
-        scan: grouping the window's rows by ``_metadata.file_path`` read every row and took 2.0-2.9 s
-        of the 3.0 s verify step over a 1,000,000-row window, the listing 0.05-0.17 s.
-
-        The window is bound as ``:window_start`` and ``:window_end``.
-        """
-        stats = self.partition_stats(staging, partition_column, columns)
-        value, count, total = stats.expressions
-        staged = exp.select(
-            exp.alias_(exp.Literal.string("staged"), "src"),
-            exp.alias_(value.copy(), "value"),
-            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
-            exp.alias_(count.copy(), "n"),
-            exp.alias_(total.copy(), "total"),
-        ).from_(self.table(staging))
-        staged = staged.group_by(self.column(partition_column))
-        replaced = exp.select(
-            exp.alias_(exp.Literal.string("replaced"), "src"),
-            exp.alias_(exp.cast(exp.null(), "DATE"), "value"),
-            exp.alias_(exp.cast(exp.null(), "STRING"), "dir"),
-            exp.alias_(exp.Count(this=exp.Star()), "n"),
-            exp.alias_(exp.cast(exp.null(), "DECIMAL(38, 0)", dialect="spark"), "total"),
-        ).from_(self.table(table))
-        replaced = replaced.where(self.in_window(partition_column))
-        return self.render(exp.union(staged, replaced, distinct=False), copy=False)
-
     def window_files(
         self, conn: Any, table: str, partition_column: str | None, params: Mapping[str, Any] | None = None
     ) -> list[str]:

@@ -35,6 +35,10 @@ SET_LOCATIONS_COMMAND = "set_partition_locations"
 LOCATIONS_PER_CALL = 100
 #: Spark Connect's answer to a command extension no plugin of the server handles.
 NO_HANDLER = "No handler found for extension"
+#: The (Connect server URL, command) pairs whose server answered `NO_HANDLER`, for the life of the
+#: process: a switch there sends its SET LOCATIONs without asking again (a refused round trip each
+#: write otherwise). A server that gets the plugin later is asked again after a restart of the process.
+_REFUSED: set[tuple[str, str]] = set()
 
 
 class CatalogStatements(EngineAdapter):
@@ -97,12 +101,17 @@ class CatalogStatements(EngineAdapter):
         metastore applies in one transaction (all or none: tests/spark/test_spark_switch_batch.py),
         instead of a SET LOCATION each (a table read, a partition read and a refresh around each
         metastore write). False, nothing changed, when the server does not have the command or
-        the table is not in the session catalog: then use `move_partitions`."""
+        the table is not in the session catalog: then use `move_partitions`. A server that
+        answered it has no such command is not asked again by this process (`_REFUSED`, keyed by
+        the connection's `server` URL and the command's name)."""
         from google.protobuf.wrappers_pb2 import StringValue
         from pyspark.sql.connect import proto
 
         catalog, schema, name = table_parts(table)
         if not where or (catalog is not None and catalog.lower() != "spark_catalog"):
+            return False
+        server = (str(getattr(conn, "server", "")), SET_LOCATIONS_COMMAND)
+        if server in _REFUSED:
             return False
         for i in range(0, len(where), LOCATIONS_PER_CALL):
             request = {
@@ -119,6 +128,8 @@ class CatalogStatements(EngineAdapter):
                 conn.session.client.execute_command(command)
             except Exception as err:
                 if i == 0 and NO_HANDLER in str(err):
+                    if server[0]:
+                        _REFUSED.add(server)
                     return False
                 raise
         return True

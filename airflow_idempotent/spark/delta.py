@@ -65,8 +65,6 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 #: The write option that sets a DataFrame write's commit `userMetadata` (an overwrite's tag): no
 #: session conf to set before and unset after.
 USER_METADATA_OPTION = "userMetadata"
-#: Delta's check that REPLACE WHERE's rows match its predicate (on by default; forced on here).
-CONSTRAINT_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 #: The error condition of that check: a row outside the window.
 REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"
 #: Conflicts of Delta's optimistic concurrency: another commit touched what this one read.
@@ -152,12 +150,12 @@ def commit_of(conn: SparkConnection, adapter: SparkAdapter, table: str, tag: str
 
 @contextlib.contextmanager
 def tagged(conn: SparkConnection, tag: str) -> Iterator[None]:
-    """The session's next commits carry `tag`, with REPLACE WHERE's row check on; unset after.
-    For a SQL statement (MERGE INTO), which takes no write options; an overwrite passes its tag as
-    the write's `userMetadata` option (`overwrite`)."""
+    """The session's next commits carry `tag`; unset after. For a SQL statement (MERGE INTO),
+    which takes no write options; an overwrite passes its tag as the write's `userMetadata` option
+    (`overwrite`). REPLACE WHERE's row check (`CONSTRAINT_CHECK`) is on in every session the
+    provider opens (`adapter.open_session`), not set per write."""
     conf = conn.session.conf
     conf.set(USER_METADATA, tag)
-    conf.set(CONSTRAINT_CHECK, "true")
     try:
         yield
     finally:
@@ -357,8 +355,9 @@ def overwrite(
     if observable(conn, adapter, spec.table):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
-    options = {USER_METADATA_OPTION: tag}  # the tag as the write's own option: no session conf
-    conn.session.conf.set(CONSTRAINT_CHECK, "true")  # REPLACE WHERE's row check, whatever the session says
+    # the tag as the write's own option: no session conf; REPLACE WHERE's row check is on in every
+    # session the provider opens (`CONSTRAINT_CHECK` in `adapter.SESSION_CONF`)
+    options = {USER_METADATA_OPTION: tag}
 
     def run() -> Observed | None:  # REPLACE WHERE's plan, the rows counted as they are written
         return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)

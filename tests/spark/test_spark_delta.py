@@ -258,3 +258,22 @@ def test_merge_names_repeated_keys_before_keys_held_in_another_window(spark, spa
     assert ", ".join(named[:10]) in str(err.value) and named[10] not in str(err.value)
     assert version(spark, table) == head
     assert all_days(spark, table) == before
+
+
+def test_every_provider_session_has_replace_where_row_check_set_once(spark_conn, spark_cluster) -> None:
+    """REPLACE WHERE's row check is set on each session the provider opens (`open_session`), so a
+    Delta overwrite relies on it without a round trip of its own: the session's explicitly set
+    confs hold it. A session opened without the provider's setup holds no such entry (the check's
+    default is not what is read here)."""
+    from pyspark.sql import SparkSession
+
+    from airflow_idempotent.spark.adapter import CONSTRAINT_CHECK, SparkAdapter
+
+    with SparkAdapter.from_connection(spark_conn).engine.connect() as conn:
+        assert conn.session.conf.getAll.get(CONSTRAINT_CHECK) == "true"
+    bare = SparkSession.builder.remote(spark_cluster.connect_url).create()
+    bare.client.disable_reattachable_execute()
+    try:
+        assert CONSTRAINT_CHECK not in bare.conf.getAll
+    finally:
+        bare.stop()

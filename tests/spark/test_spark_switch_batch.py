@@ -5,6 +5,8 @@ no partition at all; and the switch still works, one SET LOCATION a day, on a se
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import date, timedelta
 from typing import Any
 
@@ -114,3 +116,50 @@ def test_switch_of_a_month_with_and_without_the_command(spark, spark_conn, monke
     days = [payouts.START + timedelta(days=i) for i in range(payouts.DAYS)]
     assert payouts.all_days(spark, table) == {d: payouts.day_truth(d, "v2") for d in days}
     assert sorted(sent) == ([] if loaded else days)
+
+
+def count_commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The provider's Connect commands the client sends, by name (a spy on pyspark's client: the
+    command still goes to the server)."""
+    from google.protobuf.wrappers_pb2 import StringValue
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    sent: list[str] = []
+    real = SparkConnectClient.execute_command
+
+    def spy(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        if command.HasField("extension"):
+            value = StringValue()
+            command.extension.Unpack(value)
+            sent.append(json.loads(value.value)["airflow_idempotent"])
+        return real(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(SparkConnectClient, "execute_command", spy)
+    return sent
+
+
+@pytest.mark.parametrize("loaded", [True, False], ids=["command", "no-command"])
+def test_a_server_without_the_command_is_asked_once(spark, spark_conn, monkeypatch, loaded) -> None:
+    """Two switches of a month through one server: with the command each sends it, once, and no
+    SET LOCATION; with a command the server does not have (a name of this test's own, so no other
+    test taught the process about it) the first switch asks, is refused and sends a SET LOCATION a
+    day, and the second sends those without asking. Either way each month is the one written."""
+    table = f"payouts_asked_{'on' if loaded else 'off'}"
+    payouts.create_payouts(spark, table)
+    payouts.insert_month(spark, table, "v1")
+    name = catalog_sql.SET_LOCATIONS_COMMAND if loaded else f"absent_{uuid.uuid4().hex[:12]}"
+    monkeypatch.setattr(catalog_sql, "SET_LOCATIONS_COMMAND", name)
+    commands = count_commands(monkeypatch)
+    sent = count_set_locations(monkeypatch)
+    days = [payouts.START + timedelta(days=i) for i in range(payouts.DAYS)]
+    for run, policy in enumerate(("v2", "v3")):
+        commands.clear()
+        sent.clear()
+        params = {"policy_version": policy}
+        month = payouts.operator(spark_conn, table, granularity="month", parameters=params)
+        month.execute(payouts.context(payouts.START))
+        assert payouts.all_days(spark, table) == {d: payouts.day_truth(d, policy) for d in days}
+        if loaded:
+            assert (commands, sent) == ([name], [])
+        else:
+            assert (commands, sorted(sent)) == ([name] if run == 0 else [], days)
