@@ -1,0 +1,71 @@
+"""Round 19 (issue 35, docs/lint-evaluation.md): the lead's settlement of catchup severity, tested with
+a few hand-written DAGs; what each test asserts is what a reviewer would say of the snippet:
+
+- an explicit ``catchup=True`` over tasks that take the run's window is a chosen backlog in which
+  each run writes its own window: IDEM005 as information, saying how many runs it creates and that
+  ``max_active_runs=`` / ``end_date=`` are not set;
+- the same DAG with no ``catchup=`` on Airflow 2 (the default, on) gets the backlog by accident: a
+  finding;
+- an explicit ``catchup=True`` over a task that takes its day from the clock, or over tasks that take
+  no window at all, stays a finding: every caught-up run writes the same current data.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from airflow_idempotent.lint import lint_paths
+
+_DAG = """\
+from datetime import datetime
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+with DAG("d", {schedule}start_date=datetime(2022, 1, 1){extra}):
+    SQLExecuteQueryOperator(task_id="t", conn_id="w", sql="{sql}")
+"""
+_RUN = "DELETE FROM x WHERE day = '{{ ds }}'; INSERT INTO x SELECT * FROM s WHERE day = '{{ ds }}'"
+_CLOCK = (
+    "DELETE FROM x WHERE day = CURRENT_DATE - 1; INSERT INTO x SELECT * FROM s WHERE day = CURRENT_DATE - 1"
+)
+_NONE = "TRUNCATE x; INSERT INTO x SELECT * FROM s"
+
+
+def _lint(
+    tmp_path: Path, sql: str, schedule: str = "schedule='@daily', ", extra: str = ", catchup=True"
+) -> tuple[list[int], list[str]]:
+    path = tmp_path / "d.py"
+    path.write_text(_DAG.format(schedule=schedule, extra=extra, sql=sql))
+    report = lint_paths([path])
+    failing = [f.line for f in report.findings if f.rule == "IDEM005"]
+    info = [i.message for i in report.information if i.rule == "IDEM005"]
+    return failing, info
+
+
+def test_chosen_catchup_over_the_run_window_is_information_with_its_backlog(tmp_path: Path) -> None:
+    failing, info = _lint(tmp_path, _RUN)
+    assert failing == []
+    (message,) = info
+    days = (date.today() - date(2022, 1, 1)).days  # the runs @daily creates since the start
+    assert f"({days:,} so far" in message or f"({days - 1:,} so far" in message, message
+    assert "max_active_runs= is not set" in message and "end_date" in message
+
+
+def test_a_run_limit_is_not_asked_for_again(tmp_path: Path) -> None:
+    failing, info = _lint(tmp_path, _RUN, extra=", catchup=True, max_active_runs=3")
+    assert failing == [] and len(info) == 1 and "max_active_runs= is not set" not in info[0]
+
+
+def test_implicit_catchup_on_airflow_2_stays_a_finding(tmp_path: Path) -> None:
+    failing, info = _lint(tmp_path, _RUN, schedule="schedule_interval='@daily', ", extra="")
+    assert failing == [4] and info == []
+
+
+def test_chosen_catchup_over_a_clock_window_stays_a_finding(tmp_path: Path) -> None:
+    failing, info = _lint(tmp_path, _CLOCK)
+    assert failing == [4] and info == []
+
+
+def test_chosen_catchup_over_tasks_with_no_window_stays_a_finding(tmp_path: Path) -> None:
+    failing, info = _lint(tmp_path, _NONE)
+    assert failing == [4] and info == []
