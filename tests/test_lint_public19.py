@@ -69,3 +69,61 @@ def test_chosen_catchup_over_a_clock_window_stays_a_finding(tmp_path: Path) -> N
 def test_chosen_catchup_over_tasks_with_no_window_stays_a_finding(tmp_path: Path) -> None:
     failing, info = _lint(tmp_path, _NONE)
     assert failing == [4] and info == []
+
+
+_PARAM_DAG = """\
+import datetime
+from airflow.decorators import dag, task
+from airflow.models.param import Param
+@dag(schedule=None, start_date=datetime.datetime(2021, 1, 1), catchup=False,
+     params={"start_date": Param(f"{datetime.date.today()}", type="string")})
+def backfill_dag():
+    @task
+    def run(**context):
+        return context["params"]["start_date"]
+    run()
+{call}
+"""
+
+
+def test_a_param_default_in_a_dag_decorator_is_not_read_by_calling_the_dag(tmp_path: Path) -> None:
+    """Calling a ``@dag`` function runs its body, not its decorator: the ``Param`` default (a UI
+    default of a hand-triggered DAG, module-level code) is no clock read of the call (mozilla's
+    ``bqetl_backfill`` and ``operational_monitoring_backfill``); a helper whose body returns the clock
+    still is."""
+    path = tmp_path / "d.py"
+    path.write_text(_PARAM_DAG.replace("{call}", "dag = backfill_dag()"))
+    assert [f.rule for f in lint_paths([path]).findings] == []
+    helper = "def stamp():\n    return datetime.date.today().isoformat()\nSTAMP = stamp()\nopen(STAMP, 'w')"
+    path.write_text(_PARAM_DAG.replace("{call}", helper))
+    assert ("IDEM003", 13) in [(f.rule, f.line) for f in lint_paths([path]).findings]
+
+
+def test_a_clock_default_of_a_called_helper_is_still_read(tmp_path: Path) -> None:
+    """A default argument is evaluated when the module defines the helper and its value flows into
+    the call (superdao's ``generate_gcs_object_name(.., execution_dt=datetime.now())``): still read."""
+    helper = (
+        "def name(day=datetime.datetime.now()):\n    return day.isoformat()\nNAME = name()\nopen(NAME, 'w')"
+    )
+    path = tmp_path / "d.py"
+    path.write_text(_PARAM_DAG.replace("{call}", helper))
+    assert ("IDEM003", 13) in [(f.rule, f.line) for f in lint_paths([path]).findings]
+
+
+def test_fetching_the_context_for_a_message_is_not_taking_the_window(tmp_path: Path) -> None:
+    """A task that calls ``get_current_context()`` only for the DAG's id (navikt's Slack report)
+    takes no window: explicit catchup over it and a windowless diff stays a finding."""
+    code = (
+        "from datetime import datetime\n"
+        "from airflow import DAG\n"
+        "from airflow.decorators import task\n"
+        "from airflow.operators.python import get_current_context\n"
+        "with DAG('d', start_date=datetime(2024, 3, 21), schedule_interval='0 11 5 * *', catchup=True):\n"
+        "    @task\n"
+        "    def report():\n"
+        "        print(get_current_context()['dag'].dag_id)\n"
+        "    report()\n"
+    )
+    path = tmp_path / "d.py"
+    path.write_text(code)
+    assert [(f.rule, f.line) for f in lint_paths([path]).findings] == [("IDEM005", 5)]

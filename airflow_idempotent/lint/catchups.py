@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 from airflow_idempotent.lint.collect import DagDef
 from airflow_idempotent.lint.deployment import CatchupDefault
+from airflow_idempotent.lint.facts import CONTEXT_FETCH
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
@@ -126,8 +127,10 @@ def _finding(recorder: Recorder, dag: DagDef, line: int, setting: str, what: str
 
 
 def _takes_run_window(check: TaskCheck) -> bool:
+    """A name of the run's window in its templates or code, or this package's window operators (a
+    bare ``get_current_context()`` is not enough: a Slack message fetches it for the DAG's id)."""
     return (
-        any(w.kind == "run" for w in check.facts.windows)
+        any(w.kind == "run" and w.text != CONTEXT_FETCH for w in check.facts.windows)
         or check.facts.project is not None
         or is_package_operator(check.task)
         or is_package_operator(check.task, EFFECT_OPERATORS)
