@@ -127,3 +127,24 @@ def test_fetching_the_context_for_a_message_is_not_taking_the_window(tmp_path: P
     path = tmp_path / "d.py"
     path.write_text(code)
     assert [(f.rule, f.line) for f in lint_paths([path]).findings] == [("IDEM005", 5)]
+
+
+def test_a_factory_handed_the_dag_builds_its_tasks(tmp_path: Path) -> None:
+    """stellar's ``build_bq_generate_avro_job(dag=dag, ..)`` makes its operator with no ``dag=`` and
+    returns it; Airflow 2 attaches it to the DAG through ``>>``. The task belongs to the DAG (its
+    window and the DAG's catchup are judged together), not to no DAG."""
+    code = (
+        "from datetime import datetime\n"
+        "from airflow import DAG\n"
+        "from airflow.operators.empty import EmptyOperator\n"
+        "from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator\n"
+        "def build(dag, table):\n"
+        "    return SQLExecuteQueryOperator(task_id=f'load_{table}', conn_id='w', sql='SELECT 1')\n"
+        "dag = DAG('d', schedule=None, start_date=datetime(2024, 1, 1))\n"
+        "start = EmptyOperator(task_id='start', dag=dag)\n"
+        "start >> build(dag, 'orders')\n"
+    )
+    path = tmp_path / "d.py"
+    path.write_text(code)
+    report = lint_paths([path])
+    assert sorted((t.dag_id, t.task_id) for t in report.tasks) == [("d", "load_orders"), ("d", "start")]
