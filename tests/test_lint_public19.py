@@ -5,7 +5,7 @@ a few hand-written DAGs; what each test asserts is what a reviewer would say of 
   each run writes its own window: IDEM005 as information, saying how many runs it creates and that
   ``max_active_runs=`` / ``end_date=`` are not set;
 - the same DAG with no ``catchup=`` on Airflow 2 (the default, on) gets the backlog by accident: a
-  finding;
+  finding, even with ``max_active_runs=1`` (which exempts only an explicit ``catchup=True``);
 - an explicit ``catchup=True`` over a task that takes its day from the clock, or over tasks that take
   no window at all, stays a finding: every caught-up run writes the same current data.
 """
@@ -59,6 +59,20 @@ def test_a_run_limit_is_not_asked_for_again(tmp_path: Path) -> None:
 def test_implicit_catchup_on_airflow_2_stays_a_finding(tmp_path: Path) -> None:
     failing, info = _lint(tmp_path, _RUN, schedule="schedule_interval='@daily', ", extra="")
     assert failing == [4] and info == []
+
+
+def test_one_run_at_a_time_does_not_excuse_implicit_catchup(tmp_path: Path) -> None:
+    """Mozilla's ``experiments_live``: no ``catchup=`` on Airflow 2, every 5 minutes since 2021, with
+    ``max_active_runs=1``. The backlog nobody asked for is throttled, not bounded: a finding saying so;
+    the same run limit on an explicit ``catchup=True`` is a chosen, throttled backfill: nothing."""
+    schedule = "schedule_interval='*/5 * * * *', "
+    failing, info = _lint(tmp_path, _NONE, schedule=schedule, extra=", max_active_runs=1")
+    assert failing == [4] and info == []
+    message = next(f.message for f in lint_paths([tmp_path / "d.py"]).findings)
+    assert "max_active_runs=1 throttles it" in message and "does not bound it" in message, message
+    assert "catchup=False" in message and "end_date=" in message, message
+    failing, info = _lint(tmp_path, _NONE, schedule=schedule, extra=", catchup=True, max_active_runs=1")
+    assert failing == [] and info == []
 
 
 def test_chosen_catchup_over_a_clock_window_stays_a_finding(tmp_path: Path) -> None:

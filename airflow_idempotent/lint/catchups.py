@@ -9,7 +9,10 @@ own window: the backlog is listed as information (its size, and ``max_active_run
 when not set), not failed. Explicit catchup over tasks that read the clock stays a finding: every
 caught-up run then writes the same, current data under another window. The tasks are only known once
 every task of the repository is checked (watermarks are decided across tasks), so explicit catchup
-is decided in `decide_catchups`, after `Linter.finish`'s task checks.
+is decided in `decide_catchups`, after `Linter.finish`'s task checks. ``max_active_runs=1`` exempts
+only an explicit ``catchup=True`` (a backfill asked for and throttled): an implicit catchup run one
+window at a time is still a backlog nobody asked for, growing without bound (round 19: Mozilla's
+``experiments_live``, every 5 minutes since 2021).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ __all__ = ["PendingCatchup", "check_catchup", "decide_catchups"]
 _CLOCK_RULES = frozenset({"IDEM001", "IDEM003", "IDEM004"})
 #: Window kinds (`facts.WindowRef.kind`) that are not the run's own window.
 _NOT_RUN = frozenset({"clock", "relative", "target"})
+#: How a finding's backlog ends: all at once, or (an implicit catchup with max_active_runs=1, nobody
+#: asked for it) one run at a time, still without bound.
+_UNBOUNDED = ", all queued at once, and the number grows without bound"
+_THROTTLED = (
+    "; max_active_runs=1 throttles it to one run at a time but does not bound it (nobody asked for it: "
+    "set catchup=False, or an end_date=)"
+)
 
 
 @dataclass
@@ -46,10 +56,10 @@ class PendingCatchup:
 def check_catchup(
     dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None
 ) -> PendingCatchup | None:
-    """IDEM005: catchup on with no end_date on a time-based schedule, runs not limited to one; a
-    DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG that spells
-    ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on; else not
-    judged. An implicit catchup is recorded here; an explicit one is returned, to be decided by its
+    """IDEM005: catchup on with no end_date on a time-based schedule (an explicit one with runs not
+    limited to one); a DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG
+    that spells ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on;
+    else not judged. An implicit catchup is recorded here; an explicit one is returned, to be decided by its
     tasks (`decide_catchups`)."""
     node = dag.kwargs.get("catchup")
     if node is None and default is None and "schedule_interval" in dag.kwargs:
@@ -60,8 +70,9 @@ def check_catchup(
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
     if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
         return None
-    if dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1:
-        return None  # one window at a time: a deliberate, throttled backfill
+    one_at_a_time = dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1
+    if one_at_a_time and node is not None:
+        return None  # chosen, one window at a time: a deliberate, throttled backfill
     schedule = dag_schedule(dag)
     if schedule is None:
         return None  # no time-based schedule: catchup has no windows to create
@@ -109,17 +120,24 @@ def check_catchup(
     if node is not None:
         return PendingCatchup(dag, line, what, [])
     source = default.source if default else ""
-    _finding(recorder, dag, line, f"no catchup= and the deployment's default is on ({source})", what)
+    setting = f"no catchup= and the deployment's default is on ({source})"
+    _finding(recorder, dag, line, setting, what, _THROTTLED if one_at_a_time else _UNBOUNDED)
     return None
 
 
-def _finding(recorder: Recorder, dag: DagDef, line: int, setting: str, what: str) -> None:
+def _finding(
+    recorder: Recorder,
+    dag: DagDef,
+    line: int,
+    setting: str,
+    what: str,
+    tail: str = _UNBOUNDED,
+) -> None:
     recorder.add(
         "IDEM005",
         dag.file,
         line,
-        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
-        "queued at once, and the number grows without bound",
+        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}{tail}",
         cause="catchup",
         dag_id=dag.dag_id,
         anchors=((dag.file, dag.line),),
