@@ -488,12 +488,14 @@ with DAG(dag_id="catchup", schedule={schedule}, start_date=START, catchup=True):
 def test_unbounded_catchup_counts_its_windows_when_it_can(
     tmp_path: Path, schedule: str, counted: bool
 ) -> None:
-    """timedelta(1) (a width the linter cannot read) used to crash the linter with ZeroDivisionError."""
+    """timedelta(1) (a width the linter cannot read) used to crash the linter with ZeroDivisionError.
+    A chosen catchup over a window operator is information (round 19), its backlog counted the same."""
     path = tmp_path / "catchup_dag.py"
     path.write_text(CATCHUP_DAG.format(schedule=schedule))
-    (finding,) = lint_paths([path]).failing
-    assert finding.rule == "IDEM005"
-    assert ("so far, growing by one every period" in finding.message) is counted, finding.message
+    report = lint_paths([path])
+    assert report.failing == []
+    (entry,) = [i for i in report.information if i.rule == "IDEM005"]
+    assert ("so far, growing by one every period" in entry.message) is counted, entry.message
 
 
 # --- issue 35: true but harmless here is information; what public repositories hid -----------------

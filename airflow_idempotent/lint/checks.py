@@ -4,26 +4,23 @@ A task's check gathers its `TaskFacts` (writes, window references, effects) from
 SQL (`sqlchecks`), transfer arguments (`transfers`), code and bash command (`codechecks`) and
 templated arguments; `task_findings` turns them into findings (IDEM002, IDEM006, IDEM008) once
 every task of the repository is read (a table's declared key may be in another task's DDL). The
-DAG's check is IDEM005 (unbounded catchup); the check across tasks is IDEM007.
+DAG's check, IDEM005 (unbounded catchup), is `catchups`; the check across tasks is IDEM007.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
-from airflow_idempotent.lint.collect import DagDef, TaskDef
-from airflow_idempotent.lint.deployment import CatchupDefault
+from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.reads import path_repeat
-from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, shown
@@ -32,7 +29,7 @@ from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
-__all__ = ["check_catchup", "check_task", "task_findings", "task_label"]
+__all__ = ["check_task", "task_findings", "task_label"]
 
 #: Operators of this package, by class name.
 _OVERWRITE_OPERATORS = frozenset({"PartitionOverwriteOperator"})
@@ -57,90 +54,6 @@ _NOT_TEMPLATES = frozenset(
 _SQL_FILE = re.compile(r"^[^\s;]+\.sql$", re.IGNORECASE)
 #: Writes that clear what a later insert of the same task writes.
 _CLEARING = frozenset({"delete", "truncate", "replace", "drop"})
-
-
-# ---------------------------------------------------------------------------------------------
-# DAG level
-# ---------------------------------------------------------------------------------------------
-
-
-def check_catchup(dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None) -> None:
-    """IDEM005: catchup=True with no end_date on a time-based schedule, runs not limited to one; a
-    DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG that spells
-    ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on; else not
-    judged."""
-    node = dag.kwargs.get("catchup")
-    if node is None and default is None and "schedule_interval" in dag.kwargs:
-        default = CatchupDefault(True, "Airflow 2's: the DAG spells schedule_interval=, gone in Airflow 3")
-    catchup = dag.scope.literal(node) if node is not None else (default.on if default else None)
-    if catchup is not True:
-        return
-    end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
-    if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
-        return
-    if dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1:
-        return  # one window at a time: a deliberate, throttled backfill
-    schedule = dag_schedule(dag)
-    if schedule is None:
-        return  # no time-based schedule: catchup has no windows to create
-    start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
-    start = static_date(dag.scope, start_node)
-    own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
-    line = node.lineno if own and node is not None else dag.line
-    read = clock_start_read(dag) if start is None else None
-    moving = read[0] if read is not None else None
-    if read is not None and read[1].source is not dag.scope.source:
-        # written in another module (``from common import default_args``): the moving start is
-        # reported there, once for the module, whether or not that module holds DAG code
-        recorder.clock_read(
-            None,
-            read[0],
-            (read[1].source.display, read[2].lineno),
-            (),
-            "module-level code",
-            False,
-            start_date=True,
-        )
-    if moving is not None:
-        recorder.info(
-            "IDEM005",
-            dag.file,
-            line,
-            f"catchup is on with no end_date, but the start_date moves with the clock ({moving}): "
-            "catchup creates at most the few windows between that start and the parse, never a "
-            "backlog that grows (the moving start is reported on its own, IDEM003)",
-            dag_id=dag.dag_id,
-        )
-        return
-    setting = (
-        "catchup=True"
-        if node is not None
-        else f"no catchup= and the deployment's default is on ({default.source if default else ''})"
-    )
-    if start is not None:
-        since = f"since {start.isoformat()}"
-        count = ""
-        period = schedule.period
-        if period is not None:
-            today = datetime.now(timezone.utc).date()  # the linter's own clock, for the count only
-            windows = max(0, int((today - start) / period))
-            count = f" ({windows:,} so far, growing by one every period)"
-        what = f"every {schedule.shown} window {since}{count}"
-    elif start_node is not None:
-        unreadable = ast.unparse(start_node)
-        what = f"every {schedule.shown} window since a start_date the linter cannot read ({unreadable})"
-    else:
-        what = f"every {schedule.shown} window since its start_date"
-    recorder.add(
-        "IDEM005",
-        dag.file,
-        line,
-        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}, all "
-        "queued at once, and the number grows without bound",
-        cause="catchup",
-        dag_id=dag.dag_id,
-        anchors=((dag.file, dag.line),),
-    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
 from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
-from airflow_idempotent.lint.facts import RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
+from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
@@ -100,9 +100,7 @@ def check_code(check: TaskCheck) -> None:
             if id(node) in dead:
                 continue
             if isinstance(node, ast.Name) and node.id == "get_current_context":
-                facts.windows.append(
-                    WindowRef("run", "The run's context: get_current_context() in its code.")
-                )
+                facts.windows.append(WindowRef("run", CONTEXT_FETCH))
             if (
                 isinstance(node, ast.Subscript)
                 and isinstance(node.slice, ast.Constant)
@@ -577,7 +575,9 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
         return None
     fn_parents = parents(fn)
-    for node in ast.walk(fn):
+    # its body and defaults (a default's value flows into the call), not its decorators: they ran
+    # when the module defined it (``@dag(params={"day": Param(f"{date.today()}")})``, judged there)
+    for node in (n for part in [*fn.body, fn.args] for n in ast.walk(part)):
         if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
             use = clock_use(node, fn, fn_parents)
             if use in ("used", "relative", "stamp"):

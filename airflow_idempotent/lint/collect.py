@@ -500,11 +500,19 @@ class Collector:
             gid = _text_id(ctx.scope, merged.get("group_id")) if "group_id" in merged else fn.name
             group = f"{group}{gid or fn.name}."
         bindings = bind_arguments(fn, call, ctx.scope, def_scope)
+        # a factory handed the DAG (``build_task(dag, ..)``) builds its tasks: Airflow 2 attaches an
+        # operator made without ``dag=`` to the DAG of the task ``>>`` links it to
+        given = (
+            self.dag_vars.get(a.id)
+            for a in [*call.args, *(k.value for k in call.keywords)]
+            if isinstance(a, ast.Name)
+        )
+        dag = ctx.dag or next((d for d in given if d is not None), None)
         self._expanding.append(id(fn))
         saved = dict(self.taskflow)
         self.dag_code.append((fn, def_scope.child(bindings)))
         try:
-            self._body(fn.body, _Ctx(ctx.dag, group, def_scope.child(bindings), ctx.depth + 1))
+            self._body(fn.body, _Ctx(dag, group, def_scope.child(bindings), ctx.depth + 1))
         finally:
             self.taskflow = saved
             self._expanding.pop()

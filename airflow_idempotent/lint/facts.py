@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from airflow_idempotent.lint.source import is_unresolved
 from airflow_idempotent.lint.sqlfacts import TableKeys
 
-__all__ = ["RUN_NAMES", "Effect", "Stamp", "StateUse", "TaskFacts", "WindowRef", "Write"]
+__all__ = ["CONTEXT_FETCH", "RUN_NAMES", "Effect", "Stamp", "StateUse", "TaskFacts", "WindowRef", "Write"]
+
+#: The window answer of a task whose code fetches the run's context (``get_current_context()``):
+#: it may read the window from it, or only the DAG's id for a message (`catchups` tells them apart).
+CONTEXT_FETCH = "The run's context: get_current_context() in its code."
 
 #: Names of the run's context that carry its window.
 RUN_NAMES = frozenset(

@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from airflow_idempotent.lint.answers import backfill_answer, runs_twice, window_answer
+from airflow_idempotent.lint.catchups import PendingCatchup, check_catchup, decide_catchups
 from airflow_idempotent.lint.chatreports import check_chat_report
-from airflow_idempotent.lint.checks import check_catchup, check_task, task_findings
+from airflow_idempotent.lint.checks import check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock
 from airflow_idempotent.lint.collect import Collector, DagDef
 from airflow_idempotent.lint.deployment import (
@@ -97,6 +98,8 @@ class Linter:
         self.recorder = Recorder()
         self.checks: list[tuple[TaskCheck, Path]] = []
         self.dags: list[DagDef] = []
+        #: explicit catchup=True, decided once every task is checked (`catchups.decide_catchups`)
+        self.catchups: list[PendingCatchup] = []
         self.files: list[str] = []
         self.notices: list[Notice] = []
         self._linted: set[Path] = set()
@@ -108,7 +111,7 @@ class Linter:
             return
         self._linted.add(src.path)
         self.files.append(src.display)
-        checks, dags = len(self.checks), len(self.dags)
+        checks, dags, catchups = len(self.checks), len(self.dags), len(self.catchups)
         try:
             try:
                 parsed = parse_module(src.text, str(path))
@@ -131,10 +134,12 @@ class Linter:
             self.dags.extend(collector.dags)
             repo = repository or path.parent
             default = self._catchup_default(repo)
-            for dag in collector.dags:
-                check_catchup(dag, self.recorder, default)
+            pending = [p for d in collector.dags if (p := check_catchup(d, self.recorder, default))]
             for task in [*(t for d in collector.dags for t in d.tasks), *collector.loose]:
                 self.checks.append((check_task(task, self.recorder, self.workspace, self.dialect), repo))
+            for item in pending:
+                item.checks = [c for c, _ in self.checks[checks:] if c.task.dag is item.dag]
+            self.catchups.extend(pending)
             if repo not in self._intervals:
                 self._intervals[repo] = repository_data_intervals(repo)
             for dag in collector.dags:
@@ -143,7 +148,7 @@ class Linter:
                 check_dag_code_clock(self.recorder, scope, collector)
             check_start_date_helpers(self.recorder, collector)
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
-            del self.checks[checks:], self.dags[dags:]
+            del self.checks[checks:], self.dags[dags:], self.catchups[catchups:]
             self._failed(src.display, exc)
 
     def _catchup_default(self, repo: Path) -> CatchupDefault | None:
@@ -188,6 +193,8 @@ class Linter:
             self._guarded(
                 checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)
             )
+        for item in self.catchups:
+            self._guarded(item.dag.file, functools.partial(decide_catchups, [item], self.recorder))
 
     def _guarded(self, file: str, step: Callable[[], None]) -> None:
         try:

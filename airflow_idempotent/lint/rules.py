@@ -64,7 +64,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "IDEM005",
             "unbounded-catchup",
-            "catchup=True with no end_date: every window since start_date, at once",
+            "catchup by default, or catchup=True over clock-read tasks: every window since start_date",
             "set catchup=False (Airflow 3's default) and backfill an explicit range with "
             "`airflow backfill create --from-date ... --to-date ...`, or give the DAG an end_date",
         ),

@@ -1,7 +1,7 @@
-# Lint corpus: catchup=True on a cron schedule since 2024, no end_date
-# expect: IDEM005@19
+# Lint corpus: catchup=True on a cron schedule since 2024, no end_date, a window operator: information
+# expect: none
 # expect-ack: none
-"""A cron schedule with catchup and no end: unbounded."""
+"""A cron schedule with catchup and no end: a chosen backlog of hourly merges, each of its own hour."""
 
 from __future__ import annotations
 

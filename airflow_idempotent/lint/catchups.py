@@ -1,0 +1,199 @@
+"""IDEM005, unbounded catchup: a DAG whose unpause creates every window since its start_date.
+
+The rule is for a backlog created *by accident*. A DAG that leaves ``catchup`` to the deployment's
+default (on in Airflow 2, and wherever ``catchup_by_default`` is on) gets one without asking: a
+finding, whatever its tasks do. An explicit ``catchup=True`` is an opt-in; when the DAG's tasks take
+the run's window (a template or context name of its data interval, or this package's window
+operators) and none reads the clock, a relative window or a saved mark, each caught-up run writes its
+own window: the backlog is listed as information (its size, and ``max_active_runs`` / ``end_date``
+when not set), not failed. Explicit catchup over tasks that read the clock stays a finding: every
+caught-up run then writes the same, current data under another window. The tasks are only known once
+every task of the repository is checked (watermarks are decided across tasks), so explicit catchup
+is decided in `decide_catchups`, after `Linter.finish`'s task checks. ``max_active_runs=1`` exempts
+only an explicit ``catchup=True`` (a backfill asked for and throttled): an implicit catchup run one
+window at a time is still a backlog nobody asked for, growing without bound (round 19: Mozilla's
+``experiments_live``, every 5 minutes since 2021).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.deployment import CatchupDefault
+from airflow_idempotent.lint.facts import CONTEXT_FETCH
+from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
+from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
+
+__all__ = ["PendingCatchup", "check_catchup", "decide_catchups"]
+
+#: Rules whose findings mean a task's data comes from the clock, a span before it, or a saved mark.
+_CLOCK_RULES = frozenset({"IDEM001", "IDEM003", "IDEM004"})
+#: Window kinds (`facts.WindowRef.kind`) that are not the run's own window.
+_NOT_RUN = frozenset({"clock", "relative", "target"})
+#: How a finding's backlog ends: all at once, or (an implicit catchup with max_active_runs=1, nobody
+#: asked for it) one run at a time, still without bound.
+_UNBOUNDED = ", all queued at once, and the number grows without bound"
+_THROTTLED = (
+    "; max_active_runs=1 throttles it to one run at a time but does not bound it (nobody asked for it: "
+    "set catchup=False, or an end_date=)"
+)
+
+
+@dataclass
+class PendingCatchup:
+    """An explicit ``catchup=True`` backlog, judged once the DAG's tasks are checked."""
+
+    dag: DagDef
+    line: int
+    what: str  # "every @daily window since 2020-01-01 (2,190 so far, ..)"
+    checks: list[TaskCheck]
+
+
+def check_catchup(
+    dag: DagDef, recorder: Recorder, default: CatchupDefault | None = None
+) -> PendingCatchup | None:
+    """IDEM005: catchup on with no end_date on a time-based schedule (an explicit one with runs not
+    limited to one); a DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG
+    that spells ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on;
+    else not judged. An implicit catchup is recorded here; an explicit one is returned, to be decided by its
+    tasks (`decide_catchups`)."""
+    node = dag.kwargs.get("catchup")
+    if node is None and default is None and "schedule_interval" in dag.kwargs:
+        default = CatchupDefault(True, "Airflow 2's: the DAG spells schedule_interval=, gone in Airflow 3")
+    catchup = dag.scope.literal(node) if node is not None else (default.on if default else None)
+    if catchup is not True:
+        return None
+    end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
+    if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
+        return None
+    one_at_a_time = dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1
+    if one_at_a_time and node is not None:
+        return None  # chosen, one window at a time: a deliberate, throttled backfill
+    schedule = dag_schedule(dag)
+    if schedule is None:
+        return None  # no time-based schedule: catchup has no windows to create
+    start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
+    start = static_date(dag.scope, start_node)
+    own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
+    line = node.lineno if own and node is not None else dag.line
+    read = clock_start_read(dag) if start is None else None
+    moving = read[0] if read is not None else None
+    if read is not None and read[1].source is not dag.scope.source:
+        # written in another module (``from common import default_args``): the moving start is
+        # reported there, once for the module, whether or not that module holds DAG code
+        recorder.clock_read(
+            None,
+            read[0],
+            (read[1].source.display, read[2].lineno),
+            (),
+            "module-level code",
+            False,
+            start_date=True,
+        )
+    if moving is not None:
+        recorder.info(
+            "IDEM005",
+            dag.file,
+            line,
+            f"catchup is on with no end_date, but the start_date moves with the clock ({moving}): "
+            "catchup creates at most the few windows between that start and the parse, never a "
+            "backlog that grows (the moving start is reported on its own, IDEM003)",
+            dag_id=dag.dag_id,
+        )
+        return None
+    if start is not None:
+        count = ""
+        if schedule.period is not None:
+            today = datetime.now(timezone.utc).date()  # the linter's own clock, for the count only
+            windows = max(0, int((today - start) / schedule.period))
+            count = f" ({windows:,} so far, growing by one every period)"
+        what = f"every {schedule.shown} window since {start.isoformat()}{count}"
+    elif start_node is not None:
+        unreadable = ast.unparse(start_node)
+        what = f"every {schedule.shown} window since a start_date the linter cannot read ({unreadable})"
+    else:
+        what = f"every {schedule.shown} window since its start_date"
+    if node is not None:
+        return PendingCatchup(dag, line, what, [])
+    source = default.source if default else ""
+    setting = f"no catchup= and the deployment's default is on ({source})"
+    _finding(recorder, dag, line, setting, what, _THROTTLED if one_at_a_time else _UNBOUNDED)
+    return None
+
+
+def _finding(
+    recorder: Recorder,
+    dag: DagDef,
+    line: int,
+    setting: str,
+    what: str,
+    tail: str = _UNBOUNDED,
+) -> None:
+    recorder.add(
+        "IDEM005",
+        dag.file,
+        line,
+        f"{setting} and no end_date: when the DAG is unpaused the scheduler creates {what}{tail}",
+        cause="catchup",
+        dag_id=dag.dag_id,
+        anchors=((dag.file, dag.line),),
+    )
+
+
+def _takes_run_window(check: TaskCheck) -> bool:
+    """A name of the run's window in its templates or code, or this package's window operators (a
+    bare ``get_current_context()`` is not enough: a Slack message fetches it for the DAG's id)."""
+    return (
+        any(w.kind == "run" and w.text != CONTEXT_FETCH for w in check.facts.windows)
+        or check.facts.project is not None
+        or is_package_operator(check.task)
+        or is_package_operator(check.task, EFFECT_OPERATORS)
+    )
+
+
+def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
+    """The DAG's tasks whose data comes from the clock, a relative window or a saved mark (and the
+    DAG file's module-level clock reads), by name."""
+    tasks = {(c.task.dag_id, c.task.task_id) for c in pending.checks}
+    named = {
+        f.task_id or "module-level code"
+        for f in recorder.findings
+        if f.rule in _CLOCK_RULES
+        and ((f.dag_id, f.task_id) in tasks or (f.task_id is None and f.file == pending.dag.file))
+    }
+    named.update(c.task.task_id for c in pending.checks if any(w.kind in _NOT_RUN for w in c.facts.windows))
+    return sorted(named)
+
+
+def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
+    """Each explicit ``catchup=True``: information when its tasks take the run's window and none
+    reads the clock; else IDEM005."""
+    for item in pending:
+        dag = item.dag
+        clock = _clock_tasks(item, recorder)
+        if clock or not any(_takes_run_window(c) for c in item.checks):
+            why = (
+                f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
+                "run writes the same current data under another window"
+                if clock
+                else "no task takes the run's window: every caught-up run repeats the same work"
+            )
+            _finding(recorder, dag, item.line, f"catchup=True ({why})", item.what)
+            continue
+        advice = (
+            "; max_active_runs= is not set (it throttles the backlog) and no end_date= bounds it"
+            if "max_active_runs" not in dag.kwargs
+            else "; no end_date= bounds it"
+        )
+        recorder.info(
+            "IDEM005",
+            dag.file,
+            item.line,
+            f"catchup=True, chosen: when the DAG is unpaused the scheduler creates {item.what}, and each "
+            f"caught-up run writes its own window (its tasks take the run's data interval){advice}",
+            dag_id=dag.dag_id,
+        )
