@@ -120,7 +120,9 @@ def test_code_the_linter_cannot_read_keeps_the_finding(tmp_path: Path) -> None:
     """Round 8's ``cold-storage-scan``: the run's start hour keys the partition a callable loads into
     Vertica, and the partition a triggered DAG reads: both useful findings, both kept."""
     hour = "{{ dag_run.start_date.strftime('%Y-%m-%dT%H') }}"
-    callable_task = f"PythonOperator(task_id='load', python_callable=load_hour, op_kwargs={{'hour': \"{hour}\"}})"
+    callable_task = (
+        f"PythonOperator(task_id='load', python_callable=load_hour, op_kwargs={{'hour': \"{hour}\"}})"
+    )
     assert _opaque(tmp_path, callable_task) == [7]
     trigger = f"TriggerDagRunOperator(task_id='next', trigger_dag_id='user', conf={{'hour': \"{hour}\"}})"
     assert _opaque(tmp_path, trigger) == [7]

@@ -175,7 +175,11 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
 
 
 def check_jinja(
-    check: TaskCheck, prepared: Prepared, located: Located, where: str = "its SQL", argument: str | None = None
+    check: TaskCheck,
+    prepared: Prepared,
+    located: Located,
+    where: str = "its SQL",
+    argument: str | None = None,
 ) -> None:
     """Jinja expressions of a template (in the operator's `argument`, when it is one): a clock read
     (IDEM001 in SQL, IDEM003 elsewhere; IDEM004 when shifted by a span), a Variable or another task's
@@ -273,7 +277,8 @@ def _run_start_read(
             "reads nothing by it: a snapshot named for when it was taken; a rerun writes another beside "
             "it and reads no other span",
         )
-        facts.windows.append(WindowRef("clock", f"The clock: the run's start {{{{ {text} }}}} names what it writes."))
+        named = f"The clock: the run's start {{{{ {text} }}}} names what it writes."
+        facts.windows.append(WindowRef("clock", named))
         return
     message = (
         f"the window is taken from the run's wall-clock start: {{{{ {text} }}}} in {where} ({name}), not "
@@ -284,7 +289,9 @@ def _run_start_read(
     facts.windows.append(WindowRef("relative", f"The clock: the run's start {{{{ {text} }}}} in {where}."))
 
 
-def check_templated_args(check: TaskCheck, node: ast.expr | None, where: str, argument: str | None = None) -> None:
+def check_templated_args(
+    check: TaskCheck, node: ast.expr | None, where: str, argument: str | None = None
+) -> None:
     """Templates in a templated argument (a string, or the strings of a dict or list), the operator's
     `argument`."""
     if node is None:
