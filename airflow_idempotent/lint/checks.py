@@ -90,7 +90,7 @@ def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect:
         _operator_effect(check)
     for name, argument in task.kwargs.items():
         if name not in _NOT_TEMPLATES:
-            check_templated_args(check, argument, f"its {name}")
+            check_templated_args(check, argument, f"its {name}", name)
     if (
         not facts.saw_sql
         and not task.functions

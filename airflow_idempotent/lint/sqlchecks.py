@@ -15,6 +15,7 @@ from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef,
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
+from airflow_idempotent.lint.runlabels import labels_written
 from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
@@ -173,10 +174,16 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                 )
 
 
-def check_jinja(check: TaskCheck, prepared: Prepared, located: Located, where: str = "its SQL") -> None:
-    """Jinja expressions of a template: a clock read (IDEM001 in SQL, IDEM003 elsewhere; IDEM004 when
-    shifted by a span), a Variable or another task's XCom it reads, or the run's names that decide
-    the window."""
+def check_jinja(
+    check: TaskCheck,
+    prepared: Prepared,
+    located: Located,
+    where: str = "its SQL",
+    argument: str | None = None,
+) -> None:
+    """Jinja expressions of a template (in the operator's `argument`, when it is one): a clock read
+    (IDEM001 in SQL, IDEM003 elsewhere; IDEM004 when shifted by a span), a Variable or another task's
+    XCom it reads, or the run's names that decide the window."""
     facts = check.facts
     for text, at in zip(prepared.jinja, prepared.jinja_at, strict=False):
         place = located.place(at)
@@ -209,7 +216,7 @@ def check_jinja(check: TaskCheck, prepared: Prepared, located: Located, where: s
             continue
         started = [n for n in ast.walk(tree) if _run_start(n) is not None]
         if started:
-            _run_start_read(check, started[0], parent_of, text, place, where)
+            _run_start_read(check, started[0], parent_of, text, place, where, argument)
             continue
         if check_last_success(check, tree, place[0], f"a template in {where}", place[1]):
             continue
@@ -235,6 +242,7 @@ def _run_start_read(
     text: str,
     place: tuple[str, int],
     where: str,
+    argument: str | None = None,
 ) -> None:
     """Principle: the run's start (``{{ dag_run.start_date }}``, ``{{ ti.start_date }}``) is the wall
     clock when the run (or try) began, never its window: a run cleared or retried later starts later.
@@ -242,7 +250,8 @@ def _run_start_read(
     to a task's code or command as a whole argument, it stands where the run's window belongs: the
     window the code derives from it is taken from the clock, IDEM004. Triggered DAGs too: a triggered
     run's logical date is the moment it was asked for and stays when the run is cleared; its start
-    does not."""
+    does not. Handed to the repository's own operator, whose code only labels what it writes with it
+    (`runlabels`), it names a snapshot, no window: information."""
     name = _run_start(node) or text
     facts = check.facts
     shifted = any(
@@ -258,6 +267,19 @@ def _run_start_read(
         )
         facts.windows.append(WindowRef("clock", f"The clock: {{{{ {text} }}}} in {where}."))
         return
+    owner = labels_written(check.task, argument) if argument is not None and not shifted else None
+    if owner is not None:
+        check.info(
+            "IDEM004",
+            *place,
+            f"{{{{ {text} }}}} in {where} is the run's wall-clock start ({name}), but {owner}'s code only "
+            "labels what it writes with it (object names, record fields, metadata, its return value) and "
+            "reads nothing by it: a snapshot named for when it was taken; a rerun writes another beside "
+            "it and reads no other span",
+        )
+        named = f"The clock: the run's start {{{{ {text} }}}} names what it writes."
+        facts.windows.append(WindowRef("clock", named))
+        return
     message = (
         f"the window is taken from the run's wall-clock start: {{{{ {text} }}}} in {where} ({name}), not "
         "the run's data interval; a run cleared or retried on another day reads another span, and its "
@@ -267,8 +289,11 @@ def _run_start_read(
     facts.windows.append(WindowRef("relative", f"The clock: the run's start {{{{ {text} }}}} in {where}."))
 
 
-def check_templated_args(check: TaskCheck, node: ast.expr | None, where: str) -> None:
-    """Templates in a templated argument (a string, or the strings of a dict or list)."""
+def check_templated_args(
+    check: TaskCheck, node: ast.expr | None, where: str, argument: str | None = None
+) -> None:
+    """Templates in a templated argument (a string, or the strings of a dict or list), the operator's
+    `argument`."""
     if node is None:
         return
     value, scope = check.task.scope.value(node)
@@ -282,4 +307,4 @@ def check_templated_args(check: TaskCheck, node: ast.expr | None, where: str) ->
     for item in items:
         located = scope.string(item) if item is not None else None
         if located is not None:
-            check_jinja(check, prepare_sql(located.text), located, where)
+            check_jinja(check, prepare_sql(located.text), located, where, argument)
