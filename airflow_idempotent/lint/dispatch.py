@@ -15,6 +15,7 @@ import ast
 
 from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.scope import method_of, parameters
+from airflow_idempotent.lint.syntax import self_attr
 
 __all__ = ["constructor_values", "dead_nodes"]
 
@@ -36,7 +37,7 @@ def constructor_values(task: TaskDef) -> Values:
     for stmt in ast.walk(fn):
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             continue
-        attr = _self_attr(stmt.targets[0])
+        attr = self_attr(stmt.targets[0])
         if attr is None or not (isinstance(stmt.value, ast.Name) and stmt.value.id in params):
             continue
         given = task.kwargs.get(stmt.value.id, defaults.get(stmt.value.id))
@@ -49,7 +50,7 @@ def constructor_values(task: TaskDef) -> Values:
                     targets = node.targets if isinstance(node, ast.Assign) else []
                     targets += [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
                     for target in targets:
-                        values.pop(_self_attr(target) or "", None)
+                        values.pop(self_attr(target) or "", None)
     return values
 
 
@@ -79,12 +80,6 @@ def _defaults(fn: ast.FunctionDef) -> dict[str, ast.expr]:
     return found
 
 
-def _self_attr(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def _truth(test: ast.expr, values: Values) -> bool | None:
     """Whether `test` holds for the task's `values`; None when it depends on anything else."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -96,14 +91,14 @@ def _truth(test: ast.expr, values: Values) -> bool | None:
         if decisive in parts:
             return decisive
         return None if None in parts else not decisive
-    if _self_attr(test) in values:  # ``if self.batch_ind:`` (round 18): the literal's truth
-        return bool(values[_self_attr(test) or ""])
+    if self_attr(test) in values:  # ``if self.batch_ind:`` (round 18): the literal's truth
+        return bool(values[self_attr(test) or ""])
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, right, op = test.left, test.comparators[0], test.ops[0]
-    if _self_attr(right) in values and isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
+    if self_attr(right) in values and isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
         left, right = right, left
-    attr = _self_attr(left)
+    attr = self_attr(left)
     if attr not in values:
         return None
     value = values[attr]

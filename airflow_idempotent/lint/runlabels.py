@@ -32,7 +32,7 @@ import ast
 from airflow_idempotent.lint.collect import TaskDef, operator_classes
 from airflow_idempotent.lint.pyfacts import parents
 from airflow_idempotent.lint.scope import Scope, method_of, parameters
-from airflow_idempotent.lint.syntax import dotted, last_name
+from airflow_idempotent.lint.syntax import dotted, last_name, self_attr
 from airflow_idempotent.lint.textuse import TEXT_METHODS, is_log_call, name_loads
 
 __all__ = ["WRITE_CALLS", "labels_written"]
@@ -90,7 +90,7 @@ class _Flow:
         attrs: set[str] = set()
         for node in ast.walk(init[0]):
             target, value = _assignment(node)
-            if isinstance(value, ast.Name) and value.id == param and (attr := _self_attr(target)) is not None:
+            if isinstance(value, ast.Name) and value.id == param and (attr := self_attr(target)) is not None:
                 attrs.add(attr)
         if not attrs:
             return False
@@ -98,7 +98,7 @@ class _Flow:
         for cls, _ in chain:
             for method in (m for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)):
                 for node in ast.walk(method):
-                    if not (isinstance(node, ast.Attribute) and _self_attr(node) in attrs):
+                    if not (isinstance(node, ast.Attribute) and self_attr(node) in attrs):
                         continue
                     if isinstance(node.ctx, ast.Store | ast.Del):
                         stored = method is init[0] and _stores_param(node, self.parents_of(method), param)
@@ -188,12 +188,6 @@ def _assignment(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:
     if isinstance(node, ast.AnnAssign) and node.value is not None:
         return node.target, node.value
     return None, None
-
-
-def _self_attr(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
 
 
 def _stores_param(target: ast.Attribute, up: dict[ast.AST, ast.AST], param: str) -> bool:

@@ -21,6 +21,13 @@ def dotted(node: ast.AST) -> str:
     return ""
 
 
+def self_attr(node: ast.AST | None) -> str | None:
+    """The attribute name of ``self.<name>``, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
 def last_name(name: str) -> str:
     """The last part of a dotted name: `task` of `airflow.sdk.task`."""
     return name.rsplit(".", 1)[-1]
