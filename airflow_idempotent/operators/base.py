@@ -71,7 +71,8 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
 
     :param table: target table, `table` or `schema.table` (validated, quoted).
     :param sql: a SELECT (or WITH .. SELECT) producing the rows, or a `.sql` file; templated.
-    :param conn_id: Airflow connection of the database (PostgreSQL, MariaDB/MySQL, SQLite, DuckDB).
+    :param conn_id: Airflow connection of the database (PostgreSQL, MariaDB/MySQL, SQLite, DuckDB,
+        or Spark Connect).
     :param partition_column: DATE or TIMESTAMP column of `table` that the window selects.
     :param parameters: extra bound parameters for the SELECT; templated, e.g.
         {"policy_version": "{{ params.policy_version }}"}.

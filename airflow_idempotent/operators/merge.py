@@ -18,7 +18,7 @@ class MergeOperator(WindowWriteOperator):
     """Upsert the SELECT's rows into `table` on `key_columns`.
 
     ON CONFLICT on PostgreSQL, SQLite and DuckDB; ON DUPLICATE KEY UPDATE on MariaDB/MySQL; one
-    MERGE INTO commit on a Delta table through Spark Connect (parquet tables are refused).
+    MERGE INTO commit on a Delta or Iceberg table through Spark Connect (parquet tables are refused).
     A source with duplicate or NULL keys (or, with a partition_column, rows outside the window)
     is refused before anything is written, naming the offending keys. With
     `delete_missing=True` the window's rows whose key the source no longer has are deleted

@@ -14,7 +14,8 @@ class PartitionOverwriteOperator(WindowWriteOperator):
 
     In one transaction under the (table, window) lock: delete the window's rows, insert the
     SELECT's rows, and roll back if any produced row falls outside the window. A rerun after
-    any crash leaves the table as one clean run would. Returns (XCom) rows deleted and inserted.
+    any crash leaves the table as one clean run would (on Spark: one Delta or Iceberg commit, or a
+    parquet table's partition switch). Returns (XCom) rows deleted and inserted.
     """
 
     strategy = "overwrite"
