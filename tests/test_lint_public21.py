@@ -73,3 +73,34 @@ def test_catchup_true_written_in_the_factory_is_a_chosen_catchup(tmp_path: Path)
     found = _catchup(tmp_path, "catchup=True, ")
     assert [line for line, _ in found] == [4], found
     assert "no catchup=" not in found[0][1], found
+
+
+_LOGGED = """\
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, task
+
+with DAG(dag_id="report", schedule="@daily", start_date=datetime(2026, 1, 1), catchup=False):
+
+    @task
+    def note():
+        {assign} (datetime.now() - timedelta(days=7)).isoformat()
+        print(f"checked since {{since}}")
+
+    note()
+"""
+
+
+def _window_lines(tmp_path: Path, assign: str) -> list[int]:
+    path = tmp_path / "report.py"
+    path.write_text(_LOGGED.format(assign=assign))
+    report = lint_paths([path])
+    assert report.files, report  # not vacuous
+    return [f.line for f in report.findings if f.rule == "IDEM004"]
+
+
+def test_a_span_only_printed_is_no_window_with_or_without_an_annotation(tmp_path: Path) -> None:
+    """One walker (`textuse.value_ends`) follows ``since = ..`` and ``since: str = ..`` alike: the
+    shifted clock only dates a printed line, so it reads no window."""
+    assert _window_lines(tmp_path, "since =") == []
+    assert _window_lines(tmp_path, "since: str =") == []
