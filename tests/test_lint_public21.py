@@ -104,3 +104,41 @@ def test_a_span_only_printed_is_no_window_with_or_without_an_annotation(tmp_path
     shifted clock only dates a printed line, so it reads no window."""
     assert _window_lines(tmp_path, "since =") == []
     assert _window_lines(tmp_path, "since: str =") == []
+
+
+_MAPPED = """\
+from datetime import datetime
+
+from airflow.models import BaseOperator
+from airflow.providers.postgres.hooks.postgres import PostgresHook
+from airflow.sdk import DAG
+
+
+class CopyOperator(BaseOperator):
+    def __init__(self, source, **kwargs):
+        super().__init__(**kwargs)
+        self.source = source
+
+    def execute(self, context):
+        PostgresHook().run("INSERT INTO events SELECT * FROM staging")
+
+
+with DAG(dag_id="copies", schedule="@daily", start_date=datetime(2026, 1, 1), catchup=False):
+    {task}
+"""
+
+
+def _appends(tmp_path: Path, task: str) -> list[tuple[str, str | None]]:
+    path = tmp_path / "copies.py"
+    path.write_text(_MAPPED.format(task=task))
+    report = lint_paths([path])
+    return [(f.rule, f.task_id) for f in report.findings if f.rule == "IDEM002"]
+
+
+def test_a_mapped_own_operator_is_judged_by_its_execute_like_a_plain_one(tmp_path: Path) -> None:
+    """``Op.partial(..).expand(..)`` runs the same ``execute`` as ``Op(..)``: its INSERT into
+    ``events`` (no delete, no key) appends again on a rerun, mapped or not."""
+    plain = _appends(tmp_path, 'CopyOperator(task_id="copy", source="a")')
+    assert plain == [("IDEM002", "copy")], plain
+    mapped = _appends(tmp_path, 'CopyOperator.partial(task_id="copy").expand(source=["a", "b"])')
+    assert mapped == [("IDEM002", "copy")], mapped

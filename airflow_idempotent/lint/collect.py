@@ -399,8 +399,8 @@ class Collector:
             found = ctx.scope.function(callable_.id)
             if found is not None and found[1].source is ctx.scope.source:
                 task.functions.append(found[0])
-        elif callable_ is None and isinstance(func, ast.Name):
-            task.classes = operator_classes(ctx.scope, func.id)
+        elif callable_ is None and isinstance(made := _partial_of(func), ast.Name):
+            task.classes = operator_classes(ctx.scope, made.id)  # ``Op(..)`` or ``Op.partial(..)``
         self._add(task)
 
     def _taskflow(
@@ -510,6 +510,11 @@ class Collector:
             task.dag.tasks.append(task)
         else:
             self.loose.append(task)
+
+
+def _partial_of(func: ast.expr) -> ast.expr:
+    """The operator class of ``Op.partial(..)`` (mapped), else `func` itself."""
+    return func.value if isinstance(func, ast.Attribute) and func.attr == "partial" else func
 
 
 def operator_classes(scope: Scope, class_name: str) -> list[tuple[ast.ClassDef, Scope]]:
