@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from airflow_idempotent.lint.dagargs import unpacked_kwargs
+from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard
@@ -81,10 +81,6 @@ class _Ctx:
     group: str
     scope: Scope
     depth: int = 0
-
-
-def _is_dag_call(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and last_name(dotted(node.func)) == "DAG"
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -168,12 +164,17 @@ class Collector:
                 inner = self._with_item(item, inner)
             after = self._body(stmt.body, inner)
             return replace(ctx, scope=after.scope)
-        factory = self._factory_defaults(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
-        if isinstance(stmt, ast.Assign) and (_is_dag_call(stmt.value) or factory is not None):
+        made = self._factory_defaults(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
+        factory = {**made[0], **made[1]} if made is not None else None
+        if isinstance(stmt, ast.Assign) and (is_dag_call(stmt.value) or factory is not None):
             assert isinstance(stmt.value, ast.Call)
             value = stmt.value
             new = self._new_dag(
-                {**(factory or {}), **unpacked_kwargs(value, ctx.scope)},
+                {
+                    **(made[0] if made else {}),
+                    **unpacked_kwargs(value, ctx.scope),
+                    **(made[1] if made else {}),
+                },
                 value.lineno,
                 f"<dag at line {stmt.lineno}>",
                 value,
@@ -183,8 +184,10 @@ class Collector:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.dag_vars[target.id] = new
-            if factory is not None:
-                new.inherited = frozenset(factory) - set(keywords(value))
+            if made is not None:  # written in the factory, not at this call: reported at the call
+                spelled = {id(v) for v in keywords(value).values()}
+                own = {k for k, v in new.kwargs.items() if id(v) in spelled}
+                new.inherited = frozenset(factory or ()) - own
             if factory is not None and "retries" not in new.default_args:
                 retries = keywords(value).get("retries") or factory.get("retries")
                 if retries is not None:  # a factory's retries= reaches its tasks through default_args
@@ -220,37 +223,16 @@ class Collector:
         dag = self.dag_vars.get(target.value.id) if isinstance(target.value, ast.Name) else None
         return (dag, target.attr) if dag is not None else None
 
-    def _factory_defaults(self, node: ast.expr, ctx: _Ctx) -> dict[str, ast.expr] | None:
-        """A call of a DAG factory (a function of this repository that returns ``DAG(..)``): its
-        parameters' defaults named like the DAG's arguments (``catchup``, ``schedule_interval``,
-        ``start_date``, ``retries``...), which the call's own arguments override; None otherwise."""
+    def _factory_defaults(
+        self, node: ast.expr, ctx: _Ctx
+    ) -> tuple[dict[str, ast.expr], dict[str, ast.expr]] | None:
+        """A call of a DAG factory of this repository: `factory_arguments`; None otherwise."""
         if not isinstance(node, ast.Call) or (name := dotted(node.func)) is None:
             return None
         found = ctx.scope.function(name)
         if found is None or isinstance(found[0], ast.Lambda):
             return None
-        fn = found[0]
-        returns = [s.value for s in ast.walk(fn) if isinstance(s, ast.Return) and s.value is not None]
-        made = {
-            n.id
-            for s in ast.walk(fn)
-            if isinstance(s, ast.Assign) and _is_dag_call(s.value)
-            for n in s.targets
-            if isinstance(n, ast.Name)
-        }
-        if not any(_is_dag_call(r) or (isinstance(r, ast.Name) and r.id in made) for r in returns):
-            return None
-        args = fn.args
-        positional = [*args.posonlyargs, *args.args]
-        defaults: dict[str, ast.expr] = {}
-        for arg, default in zip(
-            positional[len(positional) - len(args.defaults) :], args.defaults, strict=True
-        ):
-            defaults[arg.arg] = default
-        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-            if kw_default is not None:
-                defaults[arg.arg] = kw_default
-        return defaults
+        return factory_arguments(found[0], node, ctx.scope)
 
     def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
         taskflow = _task_decorator(stmt)
@@ -272,7 +254,7 @@ class Collector:
 
     def _with_item(self, item: ast.withitem, ctx: _Ctx) -> _Ctx:
         context = item.context_expr
-        if _is_dag_call(context):
+        if is_dag_call(context):
             assert isinstance(context, ast.Call)
             dag = self._new_dag(
                 unpacked_kwargs(context, ctx.scope),
@@ -365,7 +347,7 @@ class Collector:
             ):  # fn.override().expand()
                 self._taskflow(dotted(inner.func.value), call, ctx, kwargs, keywords(inner))
                 return
-        if "task_id" in kwargs and not _is_dag_call(call):
+        if "task_id" in kwargs and not is_dag_call(call):
             if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
                 self._classic(call, ctx, call, {})
             return
@@ -417,8 +399,8 @@ class Collector:
             found = ctx.scope.function(callable_.id)
             if found is not None and found[1].source is ctx.scope.source:
                 task.functions.append(found[0])
-        elif callable_ is None and isinstance(func, ast.Name):
-            task.classes = operator_classes(ctx.scope, func.id)
+        elif callable_ is None and isinstance(made := _partial_of(func), ast.Name):
+            task.classes = operator_classes(ctx.scope, made.id)  # ``Op(..)`` or ``Op.partial(..)``
         self._add(task)
 
     def _taskflow(
@@ -528,6 +510,11 @@ class Collector:
             task.dag.tasks.append(task)
         else:
             self.loose.append(task)
+
+
+def _partial_of(func: ast.expr) -> ast.expr:
+    """The operator class of ``Op.partial(..)`` (mapped), else `func` itself."""
+    return func.value if isinstance(func, ast.Attribute) and func.attr == "partial" else func
 
 
 def operator_classes(scope: Scope, class_name: str) -> list[tuple[ast.ClassDef, Scope]]:

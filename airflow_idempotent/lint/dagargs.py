@@ -12,9 +12,10 @@ import ast
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.scope import FunctionNode, Scope
+from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["taking_dag", "unpacked_kwargs"]
+__all__ = ["factory_arguments", "is_dag_call", "taking_dag", "unpacked_kwargs"]
 
 
 def unpacked_kwargs(call: ast.Call, scope: Scope) -> dict[str, ast.expr]:
@@ -26,6 +27,79 @@ def unpacked_kwargs(call: ast.Call, scope: Scope) -> dict[str, ast.expr]:
             for key, value in scope.mapping(kw.value).items():
                 out.setdefault(key, value)
     out.update({kw.arg: kw.value for kw in call.keywords if kw.arg is not None})
+    return out
+
+
+def is_dag_call(node: ast.AST) -> bool:
+    """``DAG(..)``, ``models.DAG(..)``, ``airflow.DAG(..)``."""
+    return isinstance(node, ast.Call) and last_name(dotted(node.func)) == "DAG"
+
+
+def factory_arguments(
+    fn: FunctionNode, call: ast.Call, caller: Scope
+) -> tuple[dict[str, ast.expr], dict[str, ast.expr]] | None:
+    """`call` of `fn` when `fn` is a DAG factory (it returns ``DAG(..)``, directly or by a name):
+    its parameters' defaults named like the DAG's arguments (``catchup``, ``schedule_interval``,
+    ``start_date``, ``retries``...), which the call's own keywords override, and what the factory's
+    own ``DAG(..)`` sets, which nothing overrides (`_made_keywords`); None for any other function."""
+    returns = [s.value for s in ast.walk(fn) if isinstance(s, ast.Return) and s.value is not None]
+    made = {
+        n.id
+        for s in ast.walk(fn)
+        if isinstance(s, ast.Assign) and is_dag_call(s.value)
+        for n in s.targets
+        if isinstance(n, ast.Name)
+    }
+    if not any(is_dag_call(r) or (isinstance(r, ast.Name) and r.id in made) for r in returns):
+        return None
+    args = fn.args
+    positional = [a.arg for a in [*args.posonlyargs, *args.args]]
+    defaults = dict(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+    defaults.update(
+        (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    )
+    dag_call = next(
+        (
+            s.value
+            for s in ast.walk(fn)
+            if isinstance(s, ast.Assign | ast.Return) and s.value is not None and is_dag_call(s.value)
+        ),
+        None,
+    )
+    fixed = _made_keywords(fn, dag_call, call, caller, defaults) if isinstance(dag_call, ast.Call) else {}
+    return defaults, fixed
+
+
+def _made_keywords(
+    fn: FunctionNode, made: ast.Call, call: ast.Call, caller: Scope, defaults: dict[str, ast.expr]
+) -> dict[str, ast.expr]:
+    """The keywords the factory's own ``DAG(..)`` (`made`) sets, as `call` gives them: a constant as
+    written (``catchup=False``: blockchain-etl's factories, round 20); a parameter of the factory as
+    the call binds it (its argument, else its default). A parameter the call may set through a
+    ``**mapping`` the linter cannot read is unknown (a name that never resolves): the DAG's argument
+    is then neither taken as missing nor guessed."""
+    args = fn.args
+    positional = [a.arg for a in [*args.posonlyargs, *args.args]]
+    params = {*positional, *(a.arg for a in args.kwonlyargs)}
+    given: dict[str, ast.expr] = {}
+    if not any(isinstance(a, ast.Starred) for a in call.args):
+        given.update(zip(positional, call.args, strict=False))
+    given.update(unpacked_kwargs(call, caller))
+    opaque = any(kw.arg is None and not caller.mapping(kw.value) for kw in call.keywords)
+    out: dict[str, ast.expr] = {}
+    for kw in made.keywords:
+        if kw.arg is None:
+            continue
+        if isinstance(kw.value, ast.Constant):
+            out[kw.arg] = kw.value
+        elif isinstance(kw.value, ast.Name) and kw.value.id in params:
+            name = kw.value.id
+            if name in given:
+                out[kw.arg] = given[name]
+            elif opaque:
+                out[kw.arg] = ast.copy_location(ast.Name(id=f"<factory parameter {name}>"), kw.value)
+            elif name in defaults:
+                out[kw.arg] = defaults[name]
     return out
 
 

@@ -33,7 +33,7 @@ from airflow_idempotent.lint.collect import TaskDef, operator_classes
 from airflow_idempotent.lint.pyfacts import parents
 from airflow_idempotent.lint.scope import Scope, method_of, parameters
 from airflow_idempotent.lint.syntax import dotted, last_name, self_attr
-from airflow_idempotent.lint.textuse import TEXT_METHODS, is_log_call, name_loads
+from airflow_idempotent.lint.textuse import PASS, TEXT_METHODS, Sink, assignment, is_log_call, value_ends
 
 __all__ = ["WRITE_CALLS", "labels_written"]
 
@@ -55,6 +55,17 @@ WRITE_CALLS = frozenset(
 #: calls whose result is text (or a path) made of their arguments
 _TEXT_CALLS = frozenset({"join", "dumps", "str", "format", "basename"})
 _MAX_DEPTH = 6
+#: what the value flows through unchanged in kind: text, containers of it, keywords, ``+``/``%``
+_FLOWS_ON = (
+    ast.FormattedValue,
+    ast.JoinedStr,
+    ast.Dict,
+    ast.List,
+    ast.Tuple,
+    ast.BinOp,
+    ast.keyword,
+    ast.Starred,
+)
 
 Chain = list[tuple[ast.ClassDef, Scope]]
 
@@ -89,7 +100,7 @@ class _Flow:
             return False
         attrs: set[str] = set()
         for node in ast.walk(init[0]):
-            target, value = _assignment(node)
+            target, value = assignment(node)
             if isinstance(value, ast.Name) and value.id == param and (attr := self_attr(target)) is not None:
                 attrs.add(attr)
         if not attrs:
@@ -111,37 +122,35 @@ class _Flow:
 
     def labels(self, node: ast.AST, method: ast.AST, depth: int) -> bool:
         """The value of `node` (in `method`) ends only as a label of what is written."""
-        if depth > _MAX_DEPTH:
-            return False
+        ends = value_ends(
+            node, method, self.parents_of(method), self._sink(method), None, depth, _MAX_DEPTH, True
+        )
+        return bool(ends)
+
+    def _sink(self, method: ast.AST) -> Sink:
+        """`value_ends`' sink for `labels`: text made of the value flows on; a write call, a log line,
+        ``execute``'s return value end it as a label; anything else fails."""
         up = self.parents_of(method)
-        child, parent = node, up.get(node)
-        while parent is not None:
+
+        def sink(parent: ast.AST, child: ast.AST, state: None, depth: int) -> tuple[object, None]:
             if isinstance(parent, ast.Attribute):  # a text method of the value: .strftime(..), .replace(..)
-                call = up.get(parent)
-                if not (parent.attr in TEXT_METHODS | {"replace"} and isinstance(call, ast.Call)):
-                    return False
-                child, parent = call, up.get(call)
-                continue
+                text = parent.attr in TEXT_METHODS | {"replace"} and isinstance(up.get(parent), ast.Call)
+                return (PASS if text else None), state
+            if isinstance(parent, ast.Call) and child is parent.func:
+                return (PASS if isinstance(child, ast.Attribute) else None), state  # the method just passed
             if isinstance(parent, ast.Dict) and child not in parent.values:
-                return False  # a key: it decides which field, not what the field holds
+                return None, state  # a key: it decides which field, not what the field holds
             if isinstance(parent, ast.BinOp) and not isinstance(parent.op, ast.Add | ast.Mod):
-                return False
-            if isinstance(parent, ast.FormattedValue | ast.JoinedStr | ast.Dict | ast.List | ast.Tuple):
-                child, parent = parent, up.get(parent)
-                continue
-            if isinstance(parent, ast.BinOp | ast.keyword | ast.Starred):
-                child, parent = parent, up.get(parent)
-                continue
+                return None, state
+            if isinstance(parent, _FLOWS_ON):
+                return PASS, state
             if isinstance(parent, ast.Call):
-                return self._call(parent, child, method, depth)
+                return (self._call(parent, child, method, depth) or None), state
             if isinstance(parent, ast.Return):
-                return self._returned(method, depth)
-            target, _ = _assignment(parent)
-            if isinstance(target, ast.Name):
-                uses = name_loads(method, target.id)
-                return all(self.labels(use, method, depth + 1) for use in uses)
-            return False
-        return False
+                return (self._returned(method, depth) or None), state
+            return None, state
+
+        return sink
 
     def _call(self, call: ast.Call, child: ast.AST, method: ast.AST, depth: int) -> bool:
         if child is call.func:
@@ -181,16 +190,7 @@ class _Flow:
         return bool(calls) and all(self.labels(node, other, depth + 1) for node, other in calls)
 
 
-def _assignment(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:
-    """(target, value) of a one-target assignment (``x = v``, ``x: T = v``), else (None, None)."""
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        return node.targets[0], node.value
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return node.target, node.value
-    return None, None
-
-
 def _stores_param(target: ast.Attribute, up: dict[ast.AST, ast.AST], param: str) -> bool:
     """`target` is the attribute an assignment of the constructor's parameter `param` stores into."""
-    _, value = _assignment(up.get(target) or target)
+    _, value = assignment(up.get(target) or target)
     return isinstance(value, ast.Name) and value.id == param

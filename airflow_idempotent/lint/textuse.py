@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
+from typing import Any
 
 from airflow_idempotent.lint.notices import NOTICE_CALLEE
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = [
+    "PASS",
     "TEXT_METHODS",
     "as_text",
     "assigned_name",
+    "assignment",
     "ends_in_text",
     "is_log_call",
     "labels_only",
     "name_loads",
     "names_file",
+    "value_ends",
 ]
 
 #: methods that turn a datetime into text: past one of them, ``+`` concatenates strings, shifts nothing
@@ -102,10 +107,73 @@ def is_log_call(call: ast.Call) -> bool:
     return len(parts) >= 2 and parts[-1] in _LOG_METHODS and "log" in parts[-2].lower()
 
 
+def assignment(node: ast.AST | None) -> tuple[ast.AST | None, ast.AST | None]:
+    """(target, value) of a one-target assignment (``x = v``, ``self.x = v``, ``x: T = v``), else
+    (None, None)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return node.target, node.value
+    return None, None
+
+
 def assigned_name(stmt: ast.AST | None) -> str | None:
     """The one plain name `stmt` assigns (``x = ..``), else None (tuples, attributes, several)."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-        return stmt.targets[0].id
+    target, _ = assignment(stmt) if isinstance(stmt, ast.Assign) else (None, None)
+    return target.id if isinstance(target, ast.Name) else None
+
+
+#: what a sink answers for a node the value flows through: it flows on
+PASS = object()
+
+#: a sink: (parent, child, state, depth) -> (an end, None or `PASS`; the state flowing on)
+Sink = Callable[[ast.AST, ast.AST, Any, int], tuple[object, Any]]
+
+
+def value_ends(
+    node: ast.AST,
+    root: ast.AST,
+    parents: dict[ast.AST, ast.AST],
+    sink: Sink,
+    state: object,
+    depth: int,
+    limit: int,
+    unread: object = None,
+) -> list[object] | None:
+    """Where the value of `node` ends, one walk for every "where does this value go" question.
+
+    Climbs `node`'s parents (of `root`); at each, ``sink(parent, child, state, depth)`` answers an
+    end (the value ends there), None (a use not known to end well: the walk fails), or `PASS` (it
+    flows on, with the state the sink returns). A statement that assigns the value to one plain
+    name (``x = ..``) is not asked: every read of that name in the enclosing function (else
+    `root`) is followed the same way, one level deeper (`unread` when there is none). The ends of
+    every path, or None when one fails or the walk goes deeper than `limit`."""
+    if depth > limit:
+        return None
+    child, parent = node, parents.get(node)
+    while parent is not None:
+        target, _ = assignment(parent)
+        if isinstance(target, ast.Name):
+            name = target.id
+            owner = parents.get(parent)
+            while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+                owner = parents.get(owner)  # a name assigned in a function is read in that function only
+            uses = name_loads(owner or root, name)
+            if not uses:
+                return None if unread is None else [unread]
+            ends: list[object] = []
+            for use in uses:
+                more = value_ends(use, root, parents, sink, state, depth + 1, limit, unread)
+                if more is None:
+                    return None
+                ends.extend(more)
+            return ends
+        answer, state = sink(parent, child, state, depth)
+        if answer is None:
+            return None
+        if answer is not PASS:
+            return [answer]
+        child, parent = parent, parents.get(parent)
     return None
 
 
@@ -123,25 +191,22 @@ def ends_in_text(
     is no window (``"rendered"``; the generated file is linted on its own). Round 11: one whose every
     use ends, once made text, in a log call or in a call named for a notice (`notices.NOTICE_CALLEE`:
     ``send_notification(f"{yesterday}: ..")``) only dates a message people read (``"output"``)."""
-    if depth > 3:
-        return None
-    child, parent = node, parents.get(node)
-    while parent is not None and not isinstance(parent, ast.stmt):
-        text = text or as_text(parent, child)
-        if isinstance(parent, ast.Call) and child is not parent.func:
-            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
-                return {"rendered"}
-            if text and (is_log_call(parent) or NOTICE_CALLEE.search(last_name(dotted(parent.func)))):
-                return {"output"}
-            if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in TEXT_METHODS):
-                return None  # passed to any other call: what it does there is not known
-        if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
-            return None
-        child, parent = parent, parents.get(parent)
-    name, owner = assigned_name(parent), parents.get(parent) if parent is not None else None
-    while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
-        owner = parents.get(owner)  # a name assigned in a function is read in that function only
-    uses = name_loads(owner or body, name) if name is not None else []
-    ends = [ends_in_text(use, body, parents, depth + 1, text) for use in uses]
-    known = [e for e in ends if e is not None]
-    return set().union(*known) if uses and len(known) == len(ends) else None
+    ends = value_ends(node, body, parents, _text_sink, text, depth, 3)
+    return {str(end) for end in ends} if ends else None
+
+
+def _text_sink(parent: ast.AST, child: ast.AST, text: bool, _depth: int) -> tuple[object, bool]:
+    """`ends_in_text`'s sink: a template's render, or (once text) a log or notice call, ends it."""
+    if isinstance(parent, ast.stmt):
+        return None, text
+    text = text or as_text(parent, child)
+    if isinstance(parent, ast.Call) and child is not parent.func:
+        if isinstance(parent.func, ast.Attribute) and parent.func.attr in _RENDER_METHODS:
+            return "rendered", text
+        if text and (is_log_call(parent) or NOTICE_CALLEE.search(last_name(dotted(parent.func)))):
+            return "output", text
+        if not (isinstance(parent.func, ast.Attribute) and parent.func.attr in TEXT_METHODS):
+            return None, text  # passed to any other call: what it does there is not known
+    if isinstance(parent, ast.Compare | ast.Subscript | ast.BoolOp):
+        return None, text
+    return PASS, text
