@@ -23,6 +23,7 @@ from airflow_idempotent.lint.instances import callable_bindings, object_method, 
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.notices import repeat_is_safe
+from airflow_idempotent.lint.ormwrites import orm_write
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
@@ -188,6 +189,8 @@ def check_code(check: TaskCheck) -> None:
                 continue
             if _state_use(check, node, states, fn, parent_of, file):
                 continue
+            if orm_write(facts, node, scope, parent_of, file, check.conn):
+                continue  # SQLAlchemy ``insert(Model)`` / ``session.add(Model(..))`` (`ormwrites`)
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
