@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
+from airflow_idempotent.lint.collect import Collector, builds_task
 from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
@@ -46,7 +46,14 @@ from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_o
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard, module_function
+from airflow_idempotent.lint.syntax import (
+    dotted,
+    keywords,
+    last_name,
+    main_guard,
+    module_function,
+    walk_no_defs,
+)
 from airflow_idempotent.lint.transfers import ROW_WRITES
 
 __all__ = [

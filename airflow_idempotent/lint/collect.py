@@ -11,15 +11,22 @@ arguments and loop variables bound, so ``task_id=f"copy_{table}"`` becomes ``cop
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard
+from airflow_idempotent.lint.syntax import (
+    dotted,
+    keywords,
+    last_name,
+    main_guard,
+    post_order_calls,
+    walk_no_defs,
+)
 
-__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes", "walk_no_defs"]
+__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -366,7 +373,7 @@ class Collector:
                 inner = func.value.func
                 if isinstance(inner, ast.Attribute) and inner.attr in ("partial", "override"):
                     self._consumed.add(id(func.value))
-        for call in _post_order_calls(node):
+        for call in post_order_calls(node):
             if id(call) not in self._consumed:
                 self._call(call, ctx)
 
@@ -587,27 +594,3 @@ def _text_id(scope: Scope, node: ast.expr | None) -> str | None:
         return located.text
     value = scope.literal(node)
     return value if isinstance(value, str) else None
-
-
-def _post_order_calls(node: ast.AST) -> Iterator[ast.Call]:
-    """The calls under `node` (not inside function, lambda or class bodies), each after its arguments,
-    in the order Python evaluates them."""
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            yield from _post_order_calls(child)
-    if isinstance(node, ast.Call):
-        yield node
-
-
-def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
-    """ast.walk in source order, not entering function, lambda or class bodies."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        children = [
-            child
-            for child in ast.iter_child_nodes(current)
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
-        ]
-        stack.extend(reversed(children))
