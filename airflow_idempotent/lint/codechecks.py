@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import Collector, builds_task, walk_no_defs
+from airflow_idempotent.lint.collect import Collector, builds_task
 from airflow_idempotent.lint.dagargs import taking_dag
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
@@ -23,6 +23,7 @@ from airflow_idempotent.lint.instances import callable_bindings, object_method, 
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.notices import repeat_is_safe
+from airflow_idempotent.lint.ormwrites import orm_write
 from airflow_idempotent.lint.pyfacts import (
     PARAM_CONTEXT,
     SIDE_EFFECT_CALLS,
@@ -45,7 +46,14 @@ from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_o
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard, module_function
+from airflow_idempotent.lint.syntax import (
+    dotted,
+    keywords,
+    last_name,
+    main_guard,
+    module_function,
+    walk_no_defs,
+)
 from airflow_idempotent.lint.transfers import ROW_WRITES
 
 __all__ = [
@@ -188,6 +196,8 @@ def check_code(check: TaskCheck) -> None:
                 continue
             if _state_use(check, node, states, fn, parent_of, file):
                 continue
+            if orm_write(facts, node, scope, parent_of, file, check.conn):
+                continue  # SQLAlchemy ``insert(Model)`` / ``session.add(Model(..))`` (`ormwrites`)
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")

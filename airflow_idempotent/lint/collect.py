@@ -11,15 +11,22 @@ arguments and loop variables bound, so ``task_id=f"copy_{table}"`` becomes ``cop
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
-from airflow_idempotent.lint.syntax import dotted, keywords, last_name, main_guard
+from airflow_idempotent.lint.syntax import (
+    dotted,
+    keywords,
+    last_name,
+    main_guard,
+    post_order_calls,
+    walk_no_defs,
+)
 
-__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes", "walk_no_defs"]
+__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -123,6 +130,8 @@ class Collector:
         self._consumed: set[int] = set()
         self._expanding: list[int] = []
         self._outputs: dict[int, str] = {}  # TaskFlow call node -> its task id
+        #: a DAG factory's own ``DAG(..)`` call -> the DAG its caller's call made (`_factory_tasks`)
+        self._made: dict[int, DagDef] = {}
 
     def collect(self) -> None:
         self._body(self.scope.tree.body, _Ctx(None, "", self.scope))
@@ -166,6 +175,11 @@ class Collector:
             return replace(ctx, scope=after.scope)
         made = self._factory_defaults(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
         factory = {**made[0], **made[1]} if made is not None else None
+        if isinstance(stmt, ast.Assign) and id(stmt.value) in self._made:
+            for target in stmt.targets:  # ``dag = DAG(..)`` inside a factory a DAG file called
+                if isinstance(target, ast.Name):
+                    self.dag_vars[target.id] = self._made[id(stmt.value)]
+            return ctx
         if isinstance(stmt, ast.Assign) and (is_dag_call(stmt.value) or factory is not None):
             assert isinstance(stmt.value, ast.Call)
             value = stmt.value
@@ -192,6 +206,8 @@ class Collector:
                 retries = keywords(value).get("retries") or factory.get("retries")
                 if retries is not None:  # a factory's retries= reaches its tasks through default_args
                     new.default_args["retries"] = retries
+            if made is not None:
+                self._factory_tasks(value, new, ctx)
             return ctx
         if isinstance(stmt, ast.For | ast.AsyncFor):
             return self._for(stmt, ctx)
@@ -234,6 +250,35 @@ class Collector:
             return None
         return factory_arguments(found[0], node, ctx.scope)
 
+    def _factory_tasks(self, call: ast.Call, dag: DagDef, ctx: _Ctx) -> None:
+        """The tasks a DAG factory of the repository creates (``DAG = build_export_dag(..)``, round 20b:
+        blockchain-etl builds every task in the factory's body): its body runs, arguments bound, with
+        its own ``DAG(..)`` standing for `dag`, so an operator given ``dag=`` of it or made in its
+        ``with DAG(..)`` block is `dag`'s task, as Airflow attaches it when the DAG file runs."""
+        found = ctx.scope.function(dotted(call.func) or "")
+        if found is None or isinstance(found[0], ast.Lambda) or ctx.depth >= _MAX_DEPTH:
+            return
+        if id(found[0]) in self._expanding or not is_project_file(found[1].source.path):
+            return
+        self._made.update((id(node), dag) for node in ast.walk(found[0]) if is_dag_call(node))
+        names = dict(self.dag_vars)
+        try:
+            self._run(found[0], found[1], call, replace(ctx, dag=dag, group=""))
+        finally:
+            self.dag_vars = names  # the factory's own ``dag`` variable is not the calling file's
+
+    def _run(self, fn: FunctionNode, def_scope: Scope, call: ast.Call, ctx: _Ctx) -> None:
+        """Walk `fn`'s body as DAG code, `call`'s arguments bound, in `ctx` one level deeper."""
+        bound = def_scope.child(bind_arguments(fn, call, ctx.scope, def_scope))
+        self._expanding.append(id(fn))
+        saved = dict(self.taskflow)
+        self.dag_code.append((fn, bound))
+        try:
+            self._body(fn.body, _Ctx(ctx.dag, ctx.group, bound, ctx.depth + 1))
+        finally:
+            self.taskflow = saved
+            self._expanding.pop()
+
     def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
         taskflow = _task_decorator(stmt)
         if taskflow is not None:
@@ -254,6 +299,11 @@ class Collector:
 
     def _with_item(self, item: ast.withitem, ctx: _Ctx) -> _Ctx:
         context = item.context_expr
+        if id(context) in self._made:  # ``with DAG(..) as dag:`` inside a factory a DAG file called
+            made = self._made[id(context)]
+            if isinstance(item.optional_vars, ast.Name):
+                self.dag_vars[item.optional_vars.id] = made
+            return replace(ctx, dag=made)
         if is_dag_call(context):
             assert isinstance(context, ast.Call)
             dag = self._new_dag(
@@ -323,7 +373,7 @@ class Collector:
                 inner = func.value.func
                 if isinstance(inner, ast.Attribute) and inner.attr in ("partial", "override"):
                     self._consumed.add(id(func.value))
-        for call in _post_order_calls(node):
+        for call in post_order_calls(node):
             if id(call) not in self._consumed:
                 self._call(call, ctx)
 
@@ -481,7 +531,6 @@ class Collector:
             merged = {**group_kwargs, **overrides}
             gid = _text_id(ctx.scope, merged.get("group_id")) if "group_id" in merged else fn.name
             group = f"{group}{gid or fn.name}."
-        bindings = bind_arguments(fn, call, ctx.scope, def_scope)
         # a factory handed the DAG (``build_task(dag, ..)``) builds its tasks: Airflow 2 attaches an
         # operator made without ``dag=`` to the DAG of the task ``>>`` links it to
         given = (
@@ -490,14 +539,7 @@ class Collector:
             if isinstance(a, ast.Name)
         )
         dag = ctx.dag or next((d for d in given if d is not None), None)
-        self._expanding.append(id(fn))
-        saved = dict(self.taskflow)
-        self.dag_code.append((fn, def_scope.child(bindings)))
-        try:
-            self._body(fn.body, _Ctx(dag, group, def_scope.child(bindings), ctx.depth + 1))
-        finally:
-            self.taskflow = saved
-            self._expanding.pop()
+        self._run(fn, def_scope, call, replace(ctx, dag=dag, group=group))
 
     def _owner(self, kwargs: dict[str, ast.expr], dag: DagDef | None) -> DagDef | None:
         ref = kwargs.get("dag")
@@ -552,27 +594,3 @@ def _text_id(scope: Scope, node: ast.expr | None) -> str | None:
         return located.text
     value = scope.literal(node)
     return value if isinstance(value, str) else None
-
-
-def _post_order_calls(node: ast.AST) -> Iterator[ast.Call]:
-    """The calls under `node` (not inside function, lambda or class bodies), each after its arguments,
-    in the order Python evaluates them."""
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            yield from _post_order_calls(child)
-    if isinstance(node, ast.Call):
-        yield node
-
-
-def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
-    """ast.walk in source order, not entering function, lambda or class bodies."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        children = [
-            child
-            for child in ast.iter_child_nodes(current)
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
-        ]
-        stack.extend(reversed(children))

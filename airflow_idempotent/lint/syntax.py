@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
-__all__ = ["dotted", "keywords", "last_name"]
+__all__ = ["dotted", "keywords", "last_name", "post_order_calls", "walk_no_defs"]
 
 
 def dotted(node: ast.AST) -> str:
@@ -84,3 +85,27 @@ def module_function(call: ast.Call, modules: tuple[str, ...]) -> bool:
     return isinstance(func, ast.Name) or (
         isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
     )
+
+
+def post_order_calls(node: ast.AST) -> Iterator[ast.Call]:
+    """The calls under `node` (not inside function, lambda or class bodies), each after its arguments,
+    in the order Python evaluates them."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            yield from post_order_calls(child)
+    if isinstance(node, ast.Call):
+        yield node
+
+
+def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
+    """ast.walk in source order, not entering function, lambda or class bodies."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        children = [
+            child
+            for child in ast.iter_child_nodes(current)
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
+        ]
+        stack.extend(reversed(children))
