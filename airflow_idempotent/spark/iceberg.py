@@ -16,8 +16,9 @@ outside it unchecked; DELETE then INSERT is two snapshots.
   catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
   files to this window fails the commit (Iceberg's ValidationException), one to another window
   does not, and the statement is retried within the lock timeout (`retry.retry_conflicts`).
-- Merge: ``MERGE INTO`` (the builder Delta's merge uses), after the same key checks (repeated or
-  NULL keys and rows outside the window refused and named, keys held in another window refused):
+- Merge: ``MERGE INTO`` (the builder Delta's merge uses), its source refusing in the statement
+  what Delta's refuses (repeated or NULL keys, rows outside the window, keys held in another
+  window: `spark.merges.folded_source`), then named (`spark.merges.refusals_named`):
   Iceberg's MERGE is serializable by default and fails a source row matching twice, but inserts
   a repeated key that matches nothing twice, like Delta.
 
@@ -44,16 +45,16 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import SchemaError
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo, raise_error
 from airflow_idempotent.spark.delta import (
     DeltaResult,
-    checked_merge_source,
     commit_tag,
     merge_into,
     period_stats,
     replaced,
     window_stats,
 )
+from airflow_idempotent.spark.merges import checked_merge_source, refusals_named
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.partitioning import PARTLY_MATCHED, describe_partitioning, window_fit
 from airflow_idempotent.spark.retry import retry_conflicts
@@ -224,7 +225,7 @@ def checked_rows(
         if col.name.lower() in produced:
             value = adapter.column(col.name, SOURCE_ALIAS)
         if col.name.lower() == part:
-            refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(OUTSIDE)])
+            refuse = raise_error(OUTSIDE)
             inside = adapter.in_window(col.name, SOURCE_ALIAS)
             value = exp.Case(ifs=[exp.If(this=inside, true=value)], default=refuse)
         projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
@@ -360,7 +361,8 @@ def merge(
             conn.sql(statement, binds)
 
     step("checked")
-    retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+    with refusals_named(adapter, conn, spec, info, key_names, params):
+        retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     step("committed")
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
