@@ -100,6 +100,16 @@ class Snapshot:
     def tag(self) -> str | None:
         return self.summary.get(TAG_KEY)
 
+    def merged(self) -> tuple[int, int, int]:
+        """The rows a MERGE snapshot deleted, inserted and updated, by its summary. An insert-only
+        MERGE (every column a key: no UPDATE) is rewritten by Iceberg to an append, whose summary
+        has no merge metrics: its added records are the rows it inserted."""
+        prefix = "spark.merge-into.num-target-rows-"
+        if prefix + "inserted" not in self.summary and self.operation == "append":
+            return 0, self.metric("added-records"), 0
+        deleted, inserted, updated = (self.metric(prefix + k) for k in ("deleted", "inserted", "updated"))
+        return deleted, inserted, updated
+
     def added_rows(self) -> int | None:
         """The rows an overwrite snapshot added, by its summary; None when it added delete files
         (their rows are not among the added records)."""
@@ -375,16 +385,17 @@ def merge(
         )
     periods = period_stats(adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id)
     step("counted")
-    prefix = "spark.merge-into.num-target-rows-"
+    deleted, inserted, updated = snapshot.merged()
     result = DeltaResult(
         "merge",
         spec.table,
         spec.window.label(),
-        snapshot.metric(prefix + "deleted"),
-        snapshot.metric(prefix + "inserted"),
-        snapshot.metric(prefix + "updated"),
-        # the keys are unique (check_keys): each source row inserted or updated one row
-        snapshot.metric(prefix + "inserted") + snapshot.metric(prefix + "updated"),
+        deleted,
+        inserted,
+        updated,
+        # the keys are unique (the MERGE refused its source otherwise): each source row inserted
+        # or updated one row
+        inserted + updated,
         row_count,
         checksum,
         periods=periods,
