@@ -13,8 +13,9 @@ failure does the naming query run (`check_merge_source`, `refusals_named`), rais
 errors, naming the same keys and rows, as when it ran before every MERGE.
 
 The count per key is deterministic (it depends on the source's rows only, not on their order), so
-Delta, whose MERGE may read its source twice (once to find the files it touches, once to write),
-computes the same refusal on each read.
+Delta, whose MERGE reads a source it does not materialize twice (once to find the files it
+touches, once to write; ``merge.materializeSource=auto`` materializes a source reading anything
+but Delta tables), computes the same refusal on each read (tests/spark/test_spark_merge_folded.py).
 """
 
 from __future__ import annotations

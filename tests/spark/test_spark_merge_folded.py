@@ -156,3 +156,28 @@ def test_insert_only_merge_refuses_a_repeated_key_with_nothing_committed(spark, 
     assert REFUSED in str(err.value.__context__)
     assert head() == version
     assert all_days(spark, table) == before == {NEXT: day_truth(NEXT)}
+
+
+@pytest.mark.parametrize("case", ["repeated", "held"])
+def test_delta_source_of_delta_tables_only_refuses_with_nothing_committed(spark, spark_conn, case) -> None:
+    """A source reading Delta tables only is not materialized by Delta's MERGE (its
+    ``merge.materializeSource=auto``; a parquet read, as the other tests', is): the MERGE reads it
+    twice, to find the files it touches and to write. The count per key is deterministic, so both
+    reads refuse the same row, and nothing is committed."""
+    spark.sql("CREATE TABLE IF NOT EXISTS delta_sales USING delta AS SELECT * FROM sales")
+    sql = PAYOUT_SQL.replace("FROM sales s", "FROM delta_sales s")
+    assert sql != PAYOUT_SQL
+    table, head = payouts(spark, "delta", f"delta_source_{case}")
+    for day in (DAY, NEXT):
+        merging(spark_conn, table, sql=sql).execute(context(day))
+    extra, error, named = REFUSALS[case]
+    if extra is None:
+        spark.sql(f"INSERT INTO {table} VALUES ({FIRST_SALE + 6}, 1.00, 0.60, DATE'{NEXT}')")
+    else:
+        sql = f"{sql} {extra.replace('FROM sales', 'FROM delta_sales')}"
+    before, version = all_days(spark, table), head()
+    with pytest.raises(error, match=named) as err:
+        merging(spark_conn, table, sql=sql, policy="v2").execute(context(DAY))
+    assert REFUSED in str(err.value.__context__)
+    assert head() == version
+    assert all_days(spark, table) == before
