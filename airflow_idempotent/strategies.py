@@ -511,7 +511,7 @@ def check_keys(
 ) -> None:
     """Refuse NULL or duplicate keys and rows outside the window, naming them, before any write
     (a merge's source, a guarded write's staged rows) or after the database refused them; from
-    `rows` when `key_problems`' columns were already read (Spark's `spark.delta.check_merge_source`)."""
+    `rows` when `key_problems`' columns were already read (Spark's `spark.merges.check_merge_source`)."""
     if rows is None:
         rows = adapter.execute(
             conn, adapter.key_problems(spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1), params
@@ -574,7 +574,7 @@ def raise_held_outside(
     """Refuse the SELECT's keys that the table holds in rows outside the window, naming a few: an
     overwrite's INSERT would break the key (the DELETE leaves those rows), a merge (`moving`) would
     move the rows out of a window it neither locks nor records. From `rows` (the keys and the
-    partition value they are held at) when already read (Spark's `spark.delta.check_merge_source`)."""
+    partition value they are held at) when already read (Spark's `spark.merges.check_merge_source`)."""
     assert spec.partition_column is not None
     if rows is None:
         held = adapter.keys_held_outside(spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE)

@@ -17,8 +17,8 @@ a Delta table partitioned by day, alternating (ABAB, each run starting one path 
 - overwrite: ``PartitionOverwriteOperator.execute`` (one REPLACE WHERE commit tagged with the
   attempt, then the window's count and checksum at that version, the rows it replaced at the
   version it read, history in SQLite) against the bare ``INSERT INTO t REPLACE WHERE .. SELECT``;
-- merge: ``MergeOperator.execute`` (a key pass over the source, a pass for keys held in other
-  windows, one MERGE INTO commit, the count and checksum at its version) against the bare
+- merge: ``MergeOperator.execute`` (one MERGE INTO commit whose source refuses repeated, NULL
+  and held keys itself, `spark.merges`, the count and checksum at its version) against the bare
   ``MERGE INTO``.
 
 Every measured run is a rerun of the window (the target already holds it). Goal: within 1.2x.
@@ -408,7 +408,7 @@ def run_bench(args: argparse.Namespace, confs: dict[str, dict[str, str]], work: 
         "",
         *[line for r in ratios for line in (r, "")],
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
-        "the SELECT's columns read, merge's key passes included; `checked`: the kill switch and fence "
+        "the SELECT's columns read, `checked`: the kill switch and fence "
         "before the commit; `committed`: the statement itself; `counted`: the commit found in the "
         "table's history and the window's count and checksum read at its version):",
         "",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from airflow_idempotent import strategies  # noqa: E402
 from airflow_idempotent.lint import check_deterministic  # noqa: E402
-from airflow_idempotent.spark import delta  # noqa: E402
+from airflow_idempotent.spark import merges  # noqa: E402
 from airflow_idempotent.spark.adapter import SparkAdapter, inline_params  # noqa: E402
 from airflow_idempotent.spark.cluster import (  # noqa: E402
     DELTA_CONF,
@@ -82,7 +82,7 @@ def main() -> None:
                 strategies.raise_held_outside(adapter, conn, spec, info, keys, params, moving=True)  # type: ignore[arg-type]
 
             def one() -> None:
-                delta.check_merge_source(adapter, conn, spec, keys=keys, info=info, params=params)  # type: ignore[arg-type]
+                merges.check_merge_source(adapter, conn, spec, keys=keys, info=info, params=params)  # type: ignore[arg-type]
 
             paths = {"two queries (before)": two, "one query (check_merge_source)": one}
             times: dict[str, list[float]] = {name: [] for name in paths}

@@ -21,7 +21,7 @@ from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL, create_payouts, create_sales, simulate_crash
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.spark.delta import check_merge_source
+from airflow_idempotent.spark.merges import check_merge_source
 from airflow_idempotent.window import day_range
 from tests.test_operators import DAY, context, make, payouts_snapshot
 

@@ -235,7 +235,7 @@ class SourceChecks:
         window), left-joined to the table's rows outside the window holding that key. Each row:
         the keys, `n`, `outside`, `held` (1 when the table holds the key outside the window) and the
         partition value it is held at; the repeated or NULL keys first, then rows outside the
-        window, then keys held outside, as the refusals run (`spark.delta.check_merge_source`).
+        window, then keys held outside, as the refusals run (`spark.merges.check_merge_source`).
 
         On Spark one job instead of two, and the held keys join the source already grouped by key
         (shuffled once) instead of the source scanned and shuffled again."""

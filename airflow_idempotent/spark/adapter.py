@@ -74,6 +74,12 @@ CHAR_TYPE = re.compile(r"char\((\d+)\)")
 CHAR_TOO_LONG = "a value is longer than its CHAR column allows"
 
 
+def raise_error(text: str) -> exp.Expr:
+    """``raise_error('<text>')``: a row reaching it fails the statement in the cluster, before any
+    commit; the caller finds `text` in the failure and names the rows."""
+    return exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(text)])
+
+
 def spark_literal(value: Any) -> exp.Expr:
     """`value` as a typed Spark SQL literal (sqlglot escapes strings): what a bound parameter would be."""
     if value is None:
@@ -485,7 +491,7 @@ class SparkAdapter(CatalogStatements):
         staged rows hash and diff like the table's; a longer value is refused, as an INSERT
         into the column refuses it, instead of being cut."""
         size = exp.Length(this=value.copy())
-        refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(CHAR_TOO_LONG)])
+        refuse = raise_error(CHAR_TOO_LONG)
         pad = exp.Pad(
             this=value,
             expression=exp.Literal.number(length),

@@ -7,12 +7,11 @@
   when a row falls outside the predicate (its constraint check, switched on for the statement); the
   provider then names those rows as on the SQL engines (`strategies.raise_outside`), and nothing was
   committed.
-- Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, after ONE query (one Spark
-  job: the source grouped by key, left-joined to the table's rows outside the window) that refuses
-  repeated or NULL keys and rows outside the window (`strategies.check_keys`), then keys the table
-  holds in another window (`strategies.raise_held_outside`), both read by
-  `check_merge_source`, since Delta inserts a repeated key that matches nothing twice
-  and cannot see another window.
+- Merge: ``MERGE INTO t USING (SELECT ..) ON keys AND <window on t>``, its source refusing in the
+  statement, before the commit, repeated or NULL keys, rows outside the window and keys the table
+  holds in another window (`spark.merges.folded_source`), since Delta inserts a repeated key that
+  matches nothing twice and cannot see another window; after such a refusal the rows are named as
+  on the SQL engines (`spark.merges.refusals_named`), and nothing was committed.
   `delete_missing` is ``WHEN NOT MATCHED BY SOURCE AND <window on t> THEN DELETE``, in that commit.
 
 Each commit carries the attempt's identity as its user metadata (`commit_tag`), so the commit is
@@ -33,25 +32,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import SOURCE_ALIAS, EngineAdapter, TableInfo, table_parts
+from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
+from airflow_idempotent.spark.merges import checked_merge_source, folded_source, refusals_named
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
 from airflow_idempotent.strategies import (
-    SAMPLE_SIZE,
     PeriodResult,
     WriteResult,
     WriteSpec,
-    check_keys,
     period_binds,
     prepare,
-    raise_held_outside,
     raise_outside,
     window_binds,
 )
@@ -201,7 +197,8 @@ def merge_into(
     delete_missing: bool,
     changed_only: bool = False,
 ) -> str:
-    """MERGE INTO t USING (query) ON keys [AND <window on t>]: update matched rows (with
+    """MERGE INTO t USING (query, its refusals folded in: `folded_source`) ON keys [AND <window on
+    t>]: update matched rows (with
     `changed_only`, those whose values differ, NULL-safe: a reconcile touches only what changed),
     insert the rest, and with `delete_missing` delete the window's rows the source lacks."""
     target = adapter.table(spec.table, TARGET_ALIAS)
@@ -221,10 +218,8 @@ def merge_into(
     )
     names = ", ".join(adapter.ident(c) for c in columns)
     values = ", ".join(adapter.render(adapter.column(c, SOURCE_ALIAS)) for c in columns)
-    parts = [
-        f"MERGE INTO {adapter.render(target)} USING {adapter.render(adapter.source(spec.query))} "
-        f"ON {adapter.render(on)}"
-    ]
+    source = folded_source(adapter, spec, columns, keys)
+    parts = [f"MERGE INTO {adapter.render(target)} USING {adapter.render(source)} ON {adapter.render(on)}"]
     if sets and changed_only:
         same = exp.and_(
             *[
@@ -440,61 +435,6 @@ def replaced(
     )
 
 
-def check_merge_source(
-    adapter: EngineAdapter,
-    conn: Connection,
-    spec: WriteSpec,
-    *,
-    keys: Sequence[str],
-    info: TableInfo,
-    params: Mapping[str, Any],
-) -> None:
-    """`check_keys`, then `raise_held_outside` for a merge, from ONE query over the source and the
-    table (`merge_source_problems`): Delta's MERGE refuses none of it. Typed for any adapter, so
-    the one query is proved on every SQL engine too (tests/test_merge_keys.py)."""
-    assert spec.partition_column is not None
-    problems = adapter.merge_source_problems(
-        spec.table, spec.query, keys, spec.partition_column, SAMPLE_SIZE + 1
-    )
-    rows = adapter.execute(conn, problems, params).all()
-    check_keys(adapter, conn, spec, keys, params, rows=rows)
-    held = [(*r[: len(keys)], r[-1]) for r in rows if r[len(keys) + 2]]
-    raise_held_outside(adapter, conn, spec, info, keys, params, moving=True, rows=held)
-
-
-def checked_merge_source(
-    adapter: SparkAdapter,
-    conn: SparkConnection,
-    spec: WriteSpec,
-    keys: Sequence[str],
-    delete_missing: bool,
-    check_format: Callable[[SparkTableInfo], None],
-    described: SparkTableInfo | None = None,
-) -> tuple[SparkTableInfo, list[str], dict[str, Any], list[str]]:
-    """What a merge checks before its commit, with nothing written: the table's format
-    (`check_format`), the key columns, repeated or NULL keys and rows outside the window
-    (`check_keys`), keys the table holds in another window (`raise_held_outside`), the last two
-    in one query (`check_merge_source`). The table,
-    the SELECT's columns, the parameters and the keys as the table spells them."""
-    if delete_missing and spec.partition_column is None:
-        raise SchemaError(
-            "delete_missing=True needs a partition_column: without a window there is no set of rows "
-            "the source is complete for."
-        )
-    info, columns, params = prepare(adapter, conn, spec, described)  # type: ignore[arg-type]
-    assert isinstance(info, SparkTableInfo)
-    check_format(info)
-    key_names = [info.column(k, "key column").name for k in keys]
-    missing = [k for k in key_names if k not in columns]
-    if missing:
-        raise SchemaError(f"the SELECT does not produce the key column(s) {missing}: select them.")
-    if spec.partition_column is None:
-        check_keys(adapter, conn, spec, key_names, params)  # type: ignore[arg-type]
-    else:  # one Spark job for both
-        check_merge_source(adapter, conn, spec, info=info, keys=key_names, params=params)  # type: ignore[arg-type]
-    return info, list(columns), dict(params), key_names
-
-
 def merge(
     adapter: SparkAdapter,
     conn: SparkConnection,
@@ -515,7 +455,8 @@ def merge(
     tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
     statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
     step("checked")
-    _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+    with refusals_named(adapter, conn, spec, info, key_names, params):
+        _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
     step("committed")
     commit = commit_of(conn, adapter, spec.table, tag)
     row_count: int | None = None

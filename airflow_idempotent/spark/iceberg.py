@@ -16,8 +16,9 @@ outside it unchecked; DELETE then INSERT is two snapshots.
   catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
   files to this window fails the commit (Iceberg's ValidationException), one to another window
   does not, and the statement is retried within the lock timeout (`retry.retry_conflicts`).
-- Merge: ``MERGE INTO`` (the builder Delta's merge uses), after the same key checks (repeated or
-  NULL keys and rows outside the window refused and named, keys held in another window refused):
+- Merge: ``MERGE INTO`` (the builder Delta's merge uses), its source refusing in the statement
+  what Delta's refuses (repeated or NULL keys, rows outside the window, keys held in another
+  window: `spark.merges.folded_source`), then named (`spark.merges.refusals_named`):
   Iceberg's MERGE is serializable by default and fails a source row matching twice, but inserts
   a repeated key that matches nothing twice, like Delta.
 
@@ -44,16 +45,16 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import SchemaError
-from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
+from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo, raise_error
 from airflow_idempotent.spark.delta import (
     DeltaResult,
-    checked_merge_source,
     commit_tag,
     merge_into,
     period_stats,
     replaced,
     window_stats,
 )
+from airflow_idempotent.spark.merges import checked_merge_source, refusals_named
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.partitioning import PARTLY_MATCHED, describe_partitioning, window_fit
 from airflow_idempotent.spark.retry import retry_conflicts
@@ -98,6 +99,16 @@ class Snapshot:
     @property
     def tag(self) -> str | None:
         return self.summary.get(TAG_KEY)
+
+    def merged(self) -> tuple[int, int, int]:
+        """The rows a MERGE snapshot deleted, inserted and updated, by its summary. An insert-only
+        MERGE (every column a key: no UPDATE) is rewritten by Iceberg to an append, whose summary
+        has no merge metrics: its added records are the rows it inserted."""
+        prefix = "spark.merge-into.num-target-rows-"
+        if prefix + "inserted" not in self.summary and self.operation == "append":
+            return 0, self.metric("added-records"), 0
+        deleted, inserted, updated = (self.metric(prefix + k) for k in ("deleted", "inserted", "updated"))
+        return deleted, inserted, updated
 
     def added_rows(self) -> int | None:
         """The rows an overwrite snapshot added, by its summary; None when it added delete files
@@ -224,7 +235,7 @@ def checked_rows(
         if col.name.lower() in produced:
             value = adapter.column(col.name, SOURCE_ALIAS)
         if col.name.lower() == part:
-            refuse = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(OUTSIDE)])
+            refuse = raise_error(OUTSIDE)
             inside = adapter.in_window(col.name, SOURCE_ALIAS)
             value = exp.Case(ifs=[exp.If(this=inside, true=value)], default=refuse)
         projections.append(exp.alias_(exp.cast(value, kind), exp.to_identifier(col.name, quoted=True)))
@@ -360,7 +371,8 @@ def merge(
             conn.sql(statement, binds)
 
     step("checked")
-    retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
+    with refusals_named(adapter, conn, spec, info, key_names, params):
+        retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     step("committed")
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
     row_count: int | None = None
@@ -373,16 +385,17 @@ def merge(
         )
     periods = period_stats(adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id)
     step("counted")
-    prefix = "spark.merge-into.num-target-rows-"
+    deleted, inserted, updated = snapshot.merged()
     result = DeltaResult(
         "merge",
         spec.table,
         spec.window.label(),
-        snapshot.metric(prefix + "deleted"),
-        snapshot.metric(prefix + "inserted"),
-        snapshot.metric(prefix + "updated"),
-        # the keys are unique (check_keys): each source row inserted or updated one row
-        snapshot.metric(prefix + "inserted") + snapshot.metric(prefix + "updated"),
+        deleted,
+        inserted,
+        updated,
+        # the keys are unique (the MERGE refused its source otherwise): each source row inserted
+        # or updated one row
+        inserted + updated,
         row_count,
         checksum,
         periods=periods,
