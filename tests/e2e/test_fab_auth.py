@@ -116,7 +116,9 @@ def create_user(env: dict[str, str], home: Path, user: str) -> subprocess.Popen[
     """FAB's `airflow users create` for `user` (USERS: role, password)."""
     role, password = USERS[user]
     names = ["-f", user, "-l", "Test", "-e", f"{user}@example.test"]
-    return cli(env, home, "users", "create", "-u", user, "-p", password, "-r", role, *names)
+    # `--password=..` in one word: a random password may begin with "-" (token_urlsafe), which
+    # argparse would take for an option after a separate "-p" (a CI run failed on it).
+    return cli(env, home, "users", "create", "-u", user, f"--password={password}", "-r", role, *names)
 
 
 @pytest.fixture(scope="module")
