@@ -63,21 +63,21 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/uv cache prune --quiet
 	@touch $@
 
-# Groups, in order; their times in the clean-clone `bash .ci/run` of 152da3c (36 min 56 s in all,
+# Groups, in order; their times in the clean-clone `bash .ci/run` of 70aa168 (38 min 50 s in all,
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (2,612 tests, 5.9 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (1.9 min);
+#    included (2,621 tests, 6.4 min on 2 cores);
+# 2. the ones that run real DAGs, on every core (2.2 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
-#    cases, and a guarded month through a real scheduler on parquet and on Delta (114 tests, 15.4 min);
+#    cases, and a guarded month through a real scheduler on parquet and on Delta (128 tests, 17.4 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
-#    the reliability suite's scheduler-kill and hostile-server files among them (8.8 min for 47
+#    the reliability suite's scheduler-kill and hostile-server files among them (7.9 min for 47
 #    tests on three workers, bounded by the guarded-month file);
 # 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
 #    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
 #    its check, twice; alone it passed), then the reliability suite's load test on a cluster
-#    of its own, so its throughput and lock-wait figures are the machine's (both: 3.7 min, the load test at 120 windows).
+#    of its own, so its throughput and lock-wait figures are the machine's (both: 3.8 min, the load test at 120 windows).
 # tools/test_groups.sh runs them: each bounded in time (a hung group is stopped with its traceback
 # and the others still run), timed with the machine's CPU share, and swept of processes it left.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes
