@@ -26,6 +26,7 @@ from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.checksums import ChecksumStatements
 from airflow_idempotent.adapters.early import EarlyConnect
 from airflow_idempotent.adapters.insert_counts import InsertCounts
+from airflow_idempotent.adapters.late import LateClose
 from airflow_idempotent.adapters.locks import LockId, LockStyle
 from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
@@ -139,7 +140,9 @@ def insert_if_absent_statement(
     return sa.text(rendered).bindparams(*(sa.bindparam(name, type_=table.c[name].type) for name in names))
 
 
-class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertCounts, EarlyConnect):
+class EngineAdapter(
+    SourceChecks, StagingStatements, ChecksumStatements, InsertCounts, EarlyConnect, LateClose
+):
     """Base adapter. Subclasses set the flags and override what their database does differently.
 
     The flags drive the base class: `upsert_style` picks the upsert and insert-if-absent
@@ -330,9 +333,8 @@ class EngineAdapter(SourceChecks, StagingStatements, ChecksumStatements, InsertC
         else:
             paths = [self.lock_path(lock) for lock in held]
             shown = ", ".join(str(p) for p in paths)
-            transaction = locks.file_transaction(
-                self.engine, paths, timeout, timed_out(f"lock file {shown} held")
-            )
+            held_by = timed_out(f"lock file {shown} held")
+            transaction = locks.file_transaction(self.engine, paths, timeout, held_by, self.late_release())
         with transaction as conn:
             yield conn
 

@@ -33,6 +33,8 @@ class DuckDBAdapter(EngineAdapter):
     lock_style = "file"
     #: One writer process per file: a warehouse here, never the history store.
     hosts_history_store = False
+    #: Its close runs the shutdown checkpoint (~20 ms at 100,000 rows): overlapped with the record.
+    closes_slowly = True
 
     checksum_version = "v2"
     upsert_counts_distinct_rows = True

@@ -197,14 +197,23 @@ def file_lock(path: Path, timeout: float, on_timeout: Callable[[], Exception]) -
 
 @contextlib.contextmanager
 def file_transaction(
-    engine: Engine, paths: Sequence[Path], timeout: float, on_timeout: Callable[[], Exception]
+    engine: Engine,
+    paths: Sequence[Path],
+    timeout: float,
+    on_timeout: Callable[[], Exception],
+    release: Callable[[contextlib.ExitStack], None] | None = None,
 ) -> Iterator[Connection]:
-    """The file locks wrap the whole transaction, from before the connection opens to after commit."""
+    """The file locks wrap the whole transaction, from before the connection opens to after it
+    closes. `release`: once committed, it is handed the connection's close and the locks' release
+    (`adapters.late`: closed on a thread while the task records the write); else they run here."""
     with contextlib.ExitStack() as stack:
         for path in paths:
             stack.enter_context(file_lock(path, timeout, on_timeout))
-        conn = stack.enter_context(engine.begin())
-        yield conn
+        conn = stack.enter_context(engine.connect())
+        with conn.begin():
+            yield conn
+        if release is not None:
+            release(stack.pop_all())
 
 
 # ----------------------------------------------------------------------------------- sessions

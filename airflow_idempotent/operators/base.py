@@ -207,10 +207,16 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         if adapter is None:
             adapter = WarehouseHook(conn_id=self.conn_id).adapter
         adapter.open_early()  # the write's connection opens while the checks below run
+        adapter.close_late()  # an embedded file closes while the write is recorded
         try:
-            return self.execute_attempt(context, adapter, guard, periods, identity)
+            out = self.execute_attempt(context, adapter, guard, periods, identity)
+        except BaseException:
+            adapter.settle_late(quiet=True)
+            raise
         finally:
             adapter.close_early()  # unless the write's transaction took it
+        adapter.settle_late()  # the file closed and its lock files released before the task ends
+        return out
 
     def execute_attempt(
         self,
