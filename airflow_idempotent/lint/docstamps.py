@@ -99,8 +99,11 @@ def stamp_field(
 
 def _handed(use: ast.AST, named: str | None, parent_of: dict[ast.AST, ast.AST]) -> str | None:
     """`named` (a local named as a stamp field: ``ck_data_insert_at = now()``) when `use` of it is a
-    positional argument of a call: the value goes on under its stamp name (a row builder's argument)."""
+    positional argument of a call, or an item of the tuple or list a row builder returns (``return
+    (level_id, name, update_time)``, round 21): the value goes on under its stamp name."""
     call = parent_of.get(use)
+    if isinstance(call, ast.Tuple | ast.List) and use in call.elts:
+        return named if isinstance(parent_of.get(call), ast.Return) else None
     return named if isinstance(call, ast.Call) and use in call.args else None
 
 
