@@ -242,3 +242,46 @@ def test_update_time_returned_in_a_row_is_a_stamp(tmp_path: Path) -> None:
     # no stamp's name, so the clock returned in that row stays a finding
     assert [f for f in found if f[0] == "IDEM003"] == [("IDEM003", "bonus.py", 10, "upsert_window")]
     assert "IDEM003:upsert_bonus" in information
+
+
+_ATTRIBUTE_DAG = """\
+from datetime import datetime
+
+from airflow.sdk import dag, task
+from sqlalchemy.orm import Session
+
+from models import VendorFile
+
+ENGINE = None
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def files():
+    @task
+    def mark_loaded(filename: str):
+        with Session(ENGINE) as session:
+            vendor_file = VendorFile.load(filename, session)
+            vendor_file.status = "loaded"
+            vendor_file.updated = datetime.utcnow()
+            session.commit()
+
+    @task
+    def mark_due(filename: str):
+        with Session(ENGINE) as session:
+            vendor_file = VendorFile.load(filename, session)
+            vendor_file.status = datetime.utcnow().strftime("due %Y%m%d")
+            session.commit()
+
+    mark_loaded("a") >> mark_due("b")
+
+
+files()
+"""
+
+
+def test_a_stamp_named_attribute_of_a_row_is_its_stamp(tmp_path: Path) -> None:
+    found, information = _lint(tmp_path, {"models.py": _MODELS, "dags/files.py": _ATTRIBUTE_DAG})
+    # `updated` (line 19) is an ORM row's audit stamp: information; the clock made the row's
+    # status (line 25) is data and stays a finding
+    assert [f for f in found if f[0] == "IDEM003"] == [("IDEM003", "files.py", 25, "mark_due")]
+    assert "IDEM003:mark_loaded" in information
