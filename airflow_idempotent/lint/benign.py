@@ -26,9 +26,12 @@ __all__ = [
 #: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
 #: was *loaded* (``loaded_at``) are not audit columns here: a snapshot's rows carry them as data.
+#: Round 21: the present tense with a time word too (``update_time``, ``modify_date``, eft-library's
+#: upserted rows) and ``last_update``; a bare ``update`` or ``price_update`` is no stamp.
 AUDIT_COLUMN = re.compile(
-    r"(?:^|_)(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
-    r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?$",
+    r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
+    r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?"
+    r"|last_update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
     re.IGNORECASE,
 )
 

@@ -4,7 +4,8 @@ Principle (IDEM003), the stamp-column policy of `stamps` carried from SQL column
 a clock value whose every use is the value of a field named for when something was done to the
 record (`stamps.stamp_column`: ``updated_at``, ``created_at``, ``ck_data_insert_at``) in a dict
 literal (``{"search_key": {"updated_at": now()}}``), a ``dict(..)`` keyword or an item assignment
-(``doc["_source"]["updated_at"] = now()``), or of a local named as one and handed to calls
+(``doc["_source"]["updated_at"] = now()``) or an attribute assignment (an ORM row's
+``vendor_file.updated = now()``, round 21), or of a local named as one and handed to calls
 (``ck_data_insert_at = now(); row_of(doc, ck_data_insert_at)``), directly, converted
 (``int(now().timestamp() * 1000)``, ``.isoformat()``), through the one name it is assigned to, or
 returned by a helper every call of which the task makes is such a field
@@ -87,6 +88,8 @@ def stamp_field(
         target = parent.targets[0]
         if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
             return _stamp_name(target.slice.value)
+        if isinstance(target, ast.Attribute):  # an ORM row's field: ``vendor_file.updated = now()``
+            return _stamp_name(target.attr)
         if isinstance(target, ast.Name):
             uses = name_loads(body, target.id)
             named = _stamp_name(target.id)
@@ -99,8 +102,11 @@ def stamp_field(
 
 def _handed(use: ast.AST, named: str | None, parent_of: dict[ast.AST, ast.AST]) -> str | None:
     """`named` (a local named as a stamp field: ``ck_data_insert_at = now()``) when `use` of it is a
-    positional argument of a call: the value goes on under its stamp name (a row builder's argument)."""
+    positional argument of a call, or an item of the tuple or list a row builder returns (``return
+    (level_id, name, update_time)``, round 21): the value goes on under its stamp name."""
     call = parent_of.get(use)
+    if isinstance(call, ast.Tuple | ast.List) and use in call.elts:
+        return named if isinstance(parent_of.get(call), ast.Return) else None
     return named if isinstance(call, ast.Call) and use in call.args else None
 
 

@@ -10,7 +10,12 @@ cutoff]``), a query's bound or anything else stays a window.
 
 Principle (IDEM004, state): a Variable whose read value is only compared with a constant
 (``Variable.get(FLAG) == 'true'``) or given to ``bool()`` is a flag that says whether something
-happened (a full load done); no window starts at it, so it is no watermark.
+happened (a full load done); no window starts at it, so it is no watermark. Round 21: so is a read
+whose default says what the value is: a boolean (``Variable.get("IS_SPORADIC", "False")``) is a flag,
+and a list, tuple or set (``Variable.get("orphan_documents", default_var=[], deserialize_json=True)``)
+is a collection: a queue of ids to retry, the ids checked so far, a list to report (scieloorg's
+opac-airflow, 8 false IDEM004 of round 21). A watermark is one point a window starts at; a
+collection holds items, each taken or skipped by itself, so no span of data is missed behind it.
 
 Principle (IDEM003): a helper that only returns the clock (``def _now_utc(): return
 datetime.now(UTC)``) does with it what its callers do with the call: when every call the task makes
@@ -136,7 +141,10 @@ def returned_for_output(clock: ast.Call, parent_of: dict[ast.AST, ast.AST], call
 
 
 def flag_only(get: ast.Call, parent_of: dict[ast.AST, ast.AST]) -> bool:
-    """The state read's value is only compared with constants or made a bool: a flag."""
+    """The state read's value is a flag or a collection, not a point: only compared with constants or
+    made a bool, or its default is a boolean, a list, a tuple or a set (`_not_a_point`)."""
+    if _not_a_point(get):
+        return True
     child, parent = get, parent_of.get(get)
     while isinstance(parent, ast.Attribute) and parent.attr in _TEXT_METHODS:
         call = parent_of.get(parent)
@@ -151,6 +159,31 @@ def flag_only(get: ast.Call, parent_of: dict[ast.AST, ast.AST]) -> bool:
         and all(isinstance(op, _FLAG_OPS) for op in parent.ops)
         and all(_constant(c) for c in parent.comparators)
     )
+
+
+#: spellings of a boolean a Variable keeps as text
+_BOOL_TEXT = frozenset({"true", "false"})
+
+
+def _not_a_point(get: ast.Call) -> bool:
+    """The read's default (second argument, ``default_var=`` or ``default=``) is a boolean (``False``,
+    ``"False"``) or a list, tuple or set display: the value is a flag or a collection."""
+    default = get.args[1] if len(get.args) > 1 else None
+    for keyword in get.keywords:
+        if keyword.arg in ("default_var", "default"):
+            default = keyword.value
+    if isinstance(default, ast.List | ast.Tuple | ast.Set):
+        return True
+    if (
+        isinstance(default, ast.Call)
+        and dotted(default.func) in ("list", "set", "tuple")
+        and not default.args
+    ):
+        return True
+    if not isinstance(default, ast.Constant):
+        return False
+    value = default.value
+    return isinstance(value, bool) or (isinstance(value, str) and value.lower() in _BOOL_TEXT)
 
 
 def _constant(node: ast.AST) -> bool:

@@ -9,6 +9,13 @@ written columns carry (not one the database numbers itself) makes a rerun fail, 
 with ``.on_conflict_do_update`` / ``.on_conflict_do_nothing`` / ``.on_duplicate_key_update``, or
 ``session.merge(Model(..))`` (by primary key), is an upsert. Installed classes are never read: a
 model must be defined in the repository, so ``set.add(..)`` and a library's ``insert`` are not writes.
+
+Round 21: an ORM delete is a delete of the model's table, so an add the same task makes after it
+replaces rows, as SQL's delete-then-insert does (IDEM002 reads the pair as an overwrite):
+``session.delete(found)`` of an object looked up through the model (``found =
+VendorFile.load_with_vendor_interface(..)``, ``session.query(VendorFile)..first()``,
+``session.get(VendorFile, id)``), and ``session.query(Model)..delete()`` (sul-dlss' libsys-airflow
+deletes the vendor file row it then adds again, a false IDEM002 of round 21).
 """
 
 from __future__ import annotations
@@ -52,6 +59,14 @@ def orm_write(
         facts.declared.append(keys)
         facts.writes.append(Write(name, how, detail, file, node.lineno, conn, columns=columns))
         return True
+    if isinstance(func, ast.Attribute) and func.attr == "delete" and not node.keywords:
+        table = _deleted(node, scope)
+        if table is None:
+            return False
+        name, _keys, shown = table
+        detail = f"{dotted(func.value) or 'session'}.delete(..) of a {shown} it looked up"
+        facts.writes.append(Write(name, "delete", detail, file, node.lineno, conn))
+        return True
     if isinstance(func, ast.Attribute) and func.attr in _ADDS and len(node.args) == 1:
         added = node.args[0]
         items = added.elts if isinstance(added, ast.List | ast.Tuple) and func.attr == "add_all" else [added]
@@ -73,6 +88,30 @@ def orm_write(
             found = True
         return found
     return False
+
+
+def _deleted(node: ast.Call, scope: Scope) -> tuple[str, TableKeys, str] | None:
+    """The model whose rows ``x.delete(found)`` (`found` assigned from an expression naming a
+    repository model) or ``session.query(Model)..delete()`` deletes; None for any other delete."""
+    func = node.func
+    assert isinstance(func, ast.Attribute)
+    if len(node.args) == 1:
+        source, at = scope.value(node.args[0])
+        if source is None or source is node.args[0]:
+            return None  # not a local assigned from a lookup: nothing says what it is
+    elif not node.args:
+        source, at = func.value, scope
+        if not any(
+            isinstance(n, ast.Call) and last_name(dotted(n.func)) == "query" for n in ast.walk(source)
+        ):
+            return None
+    else:
+        return None
+    for name in (n for n in ast.walk(source) if isinstance(n, ast.Name)):
+        table = _table(name, at)
+        if table is not None:
+            return table
+    return None
 
 
 def _looked_up_first(node: ast.AST, model: str, parent_of: dict[ast.AST, ast.AST]) -> bool:

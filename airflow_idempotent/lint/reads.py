@@ -1,4 +1,4 @@
-"""Requests that change nothing when sent again: reads sent by POST, and whole-object PUTs.
+"""Requests that change nothing when sent again: reads and logins sent by POST, and whole-object PUTs.
 
 Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send no second effect:
 
@@ -7,6 +7,10 @@ Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send n
   a POST to an endpoint named for reading: a search, a query, a lookup, a count or a report
   (``/_search``, ``/query``, ``/reports/campaigns``: kanchan-1f's Apple Search Ads reports, tuning).
   A second one returns the same answer, or asks for the same report again.
+- **A login.** A POST to an endpoint that issues credentials (``/auth/token``, ``/oauth2/token``,
+  ``/login``, ``/authenticate``; not a bare ``/auth``, which may authorize a payment: sul-dlss' Airflow
+  API client, round 21) asks for a token: a second one gets another token and changes no data. What
+  the task then does with the token (a DAG run it triggers, a record it writes) is judged at that call.
 - **A whole object written to its key.** An object store's PUT replaces the object at that key:
   boto3's ``Object(bucket, key).put(Body=..)`` (scalezio's run-dated CSV, tuning), and an HTTP PUT
   to a presigned object-store URL (one ``generate_presigned_url`` made, or named presigned/signed, or
@@ -58,6 +62,10 @@ _ENDING_PATH = re.compile(r"/(?:cancel|abort|stop|kill|terminate|shutdown)/?(?:[
 _CACHE_PATH = re.compile(r"(?:^|/)[\w-]*cache[\w-]*(?:/[\w.%-]*)?/?(?:[?#]|$)", re.I)
 #: a path segment naming a refresh, a sync or a reload (``refreshSymbols`` too), and one naming a send
 _REFRESH_PATH = re.compile(r"(?:^|/)(?:refresh|re-?sync|sync|reload|rebuild)(?:[A-Z_-][\w-]*)?(?=/|[?#]|$)")
+#: the last segment of a path that issues credentials: a token, a login
+_LOGIN_PATH = re.compile(
+    r"/(?:(?:access_|id_|refresh_)?token|tokens|login|signin|authenticate)/?(?:[?#]|$)", re.I
+)
 _SEND_PATH = re.compile(r"send|e-?mail|notif|push|message|sms", re.I)
 _GRAPHQL = re.compile(r"graphql", re.I)
 _OBJECT_HOST = re.compile(
@@ -75,7 +83,7 @@ def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> b
         return False
     url = _url(call)
     text = _text(url, scope)
-    if text is not None and _READ_PATH.search(text):
+    if text is not None and (_READ_PATH.search(text) or _LOGIN_PATH.search(text)):
         return True
     graphql = text is not None and _GRAPHQL.search(text)
     return bool(graphql) and _query_body(call) and "mutation" not in scope.source.text
