@@ -87,9 +87,9 @@ def _team(node: ast.expr | None, fn: ast.AST, depth: int = 0) -> str | None:
         return key if _team_name(key) else None
     if isinstance(node, ast.Call):
         callee = dotted(node.func)
-        key = node.args[0] if node.args else None
-        if callee.endswith(_SETTING_READS) and isinstance(key, ast.Constant) and isinstance(key.value, str):
-            return key.value if _team_name(key.value) else None
+        arg = node.args[0] if node.args else None
+        if callee.endswith(_SETTING_READS) and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value if _team_name(arg.value) else None
         if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and len(node.args) == 2:
             return _team(node.args[1], fn, depth + 1)  # a wrapper's ``kwargs.get("to", devs)``
     return None
