@@ -73,3 +73,41 @@ def test_an_email_to_the_data_or_a_ticket_inbox_stays_a_finding(tmp_path: Path) 
     found, info = _lint(tmp_path, {"mails.py": _MAILS})
     assert ("IDEM006", 16, "requester") in found and ("IDEM006", 20, "hubspot") in found
     assert "IDEM006:requester" not in info and "IDEM006:hubspot" not in info
+
+
+_ORM_STAMPS = """\
+import datetime
+
+from airflow.sdk import dag, task
+from sqlalchemy.orm import Session
+
+from models import Bookplate, Vendor
+
+
+@dag(schedule="@daily", start_date=datetime.datetime(2024, 1, 1), catchup=False)
+def bookplates():
+    @task
+    def add_bookplate(druid: str):
+        with Session() as session:
+            session.add(Bookplate(created=datetime.datetime.utcnow(), updated=datetime.datetime.utcnow(), druid=druid))
+            session.commit()
+
+    @task
+    def sync_vendor(code: str):
+        with Session() as session:
+            vendor = session.query(Vendor).where(Vendor.code == code).first()
+            vendor.last_folio_update = datetime.datetime.now()
+            session.commit()
+
+    add_bookplate("x")
+    sync_vendor("y")
+
+
+bookplates()
+"""
+
+
+def test_an_orm_models_stamp_keywords_and_last_x_update_are_information(tmp_path: Path) -> None:
+    found, info = _lint(tmp_path, {"bookplates.py": _ORM_STAMPS})
+    assert [f for f in found if f[0] == "IDEM003"] == []
+    assert info.count("IDEM003:add_bookplate") == 2 and "IDEM003:sync_vendor" in info

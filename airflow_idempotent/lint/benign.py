@@ -27,11 +27,13 @@ __all__ = [
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
 #: was *loaded* (``loaded_at``) are not audit columns here: a snapshot's rows carry them as data.
 #: Round 21: the present tense with a time word too (``update_time``, ``modify_date``, eft-library's
-#: upserted rows) and ``last_update``; a bare ``update`` or ``price_update`` is no stamp.
+#: upserted rows) and ``last_update`` (``last_folio_update`` too, round 21 follow-up); a bare
+#: ``update`` or ``price_update`` is no stamp. A bare ``created`` is the row's creation stamp as a bare
+#: ``updated`` is its change stamp (an ORM model's ``created=now()``, round 21 follow-up).
 AUDIT_COLUMN = re.compile(
-    r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
+    r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired|created)"
     r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?"
-    r"|last_update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
+    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
     re.IGNORECASE,
 )
 
