@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.resubmit import assigned_values
 from airflow_idempotent.lint.syntax import dotted, keywords
 
 __all__ = ["TEAM_MAIL_TEXT", "team_recipients"]
@@ -52,19 +53,6 @@ def _team_name(name: str) -> bool:
     return any(word in _TEAM_WORDS for word in re.split(r"[^a-z0-9]+", name.lower()))
 
 
-def _assigned(fn: ast.AST, name: str) -> ast.expr | None:
-    """The value of `name`'s one plain assignment in `fn` (None when it has none or several)."""
-    values = [
-        node.value
-        for node in ast.walk(fn)
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == name
-    ]
-    return values[0] if len(values) == 1 else None
-
-
 def _team(node: ast.expr | None, fn: ast.AST, depth: int = 0) -> str | None:
     """The team name `node` is read from when every recipient in it is the team's list, else None."""
     if node is None or depth > _MAX_DEPTH:
@@ -75,7 +63,8 @@ def _team(node: ast.expr | None, fn: ast.AST, depth: int = 0) -> str | None:
     if isinstance(node, ast.Name):
         if _team_name(node.id):
             return node.id
-        return _team(_assigned(fn, node.id), fn, depth + 1)
+        values = assigned_values(fn, node.id)  # its one assignment in the function
+        return _team(values[0], fn, depth + 1) if len(values) == 1 else None
     if isinstance(node, ast.Attribute):
         return node.attr if _team_name(node.attr) else None
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
