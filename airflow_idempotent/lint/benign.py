@@ -27,19 +27,21 @@ __all__ = [
 #: not change which rows a window holds or any value a report reads. Columns recording when a row
 #: was *loaded* (``loaded_at``) are not audit columns here: a snapshot's rows carry them as data.
 #: Round 21: the present tense with a time word too (``update_time``, ``modify_date``, eft-library's
-#: upserted rows) and ``last_update``; a bare ``update`` or ``price_update`` is no stamp.
+#: upserted rows) and ``last_update`` (``last_folio_update`` too, round 21 follow-up); a bare
+#: ``update`` or ``price_update`` is no stamp.
 AUDIT_COLUMN = re.compile(
     r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
     r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?"
-    r"|last_update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
+    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
     re.IGNORECASE,
 )
 
 #: A column named for when something was done to the row (``loaded_at``, ``inserted_ts``,
-#: ``created_at``, ``etl_date``): a stamp of the write itself. Written the clock's value on rows a task
-#: writes by key or window, a rerun re-stamps the same rows (`stamps` decides; not on an append).
+#: ``created_at``, ``etl_date``; a bare ``created``, round 21 follow-up): a stamp of the write itself.
+#: Written the clock's value on rows a task writes by key or window, a rerun re-stamps the same rows
+#: (`stamps` decides; not on an append).
 LOAD_STAMP = re.compile(
-    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|datetime)$",
+    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|datetime)$|^created$",
     re.IGNORECASE,
 )
 

@@ -3,7 +3,8 @@
 Principle (IDEM003), the stamp-column policy of `stamps` carried from SQL columns to Python records:
 a clock value whose every use is the value of a field named for when something was done to the
 record (`stamps.stamp_column`: ``updated_at``, ``created_at``, ``ck_data_insert_at``) in a dict
-literal (``{"search_key": {"updated_at": now()}}``), a ``dict(..)`` keyword or an item assignment
+literal (``{"search_key": {"updated_at": now()}}``), a keyword of ``dict(..)`` or of a class built
+with keywords (an ORM model's ``Model(created=now())``, round 21 follow-up), or an item assignment
 (``doc["_source"]["updated_at"] = now()``) or an attribute assignment (an ORM row's
 ``vendor_file.updated = now()``, round 21), or of a local named as one and handed to calls
 (``ck_data_insert_at = now(); row_of(doc, ck_data_insert_at)``), directly, converted
@@ -83,7 +84,7 @@ def stamp_field(
         return _stamp_name(key.value) if isinstance(key, ast.Constant) else None
     if isinstance(parent, ast.keyword) and parent.arg is not None and _stamp_name(parent.arg):
         call = parent_of.get(parent)
-        return parent.arg if isinstance(call, ast.Call) and dotted(call.func) == "dict" else None
+        return parent.arg if isinstance(call, ast.Call) and _record_call(call) else None
     if isinstance(parent, ast.Assign) and parent.value is child and len(parent.targets) == 1:
         target = parent.targets[0]
         if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
@@ -98,6 +99,13 @@ def stamp_field(
             ]
             return fields[0] if fields and all(fields) else None
     return None
+
+
+def _record_call(call: ast.Call) -> bool:
+    """``dict(..)`` or a class built with keywords (an ORM model's ``DigitalBookplate(created=..)``,
+    round 21 follow-up): its keywords are the record's fields."""
+    name = dotted(call.func).rsplit(".", 1)[-1]
+    return name == "dict" or name[:1].isupper()
 
 
 def _handed(use: ast.AST, named: str | None, parent_of: dict[ast.AST, ast.AST]) -> str | None:

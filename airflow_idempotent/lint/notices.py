@@ -22,6 +22,7 @@ from airflow_idempotent.lint.reads import request_repeat
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted
+from airflow_idempotent.lint.teammail import team_recipients
 
 __all__ = ["NOTICE_CALLEE", "NOTICE_TEXT", "notice_call", "notice_operator", "repeat_is_safe"]
 
@@ -72,7 +73,10 @@ def notice_call(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
 
 def repeat_is_safe(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> str | None:
     """Why sending `call` again is safe (information, not a defect), or None: its body replaces an
-    interval (`resubmit`), it is a notice, or it ends a job or rebuilds a cache (`reads.path_repeat`)."""
+    interval (`resubmit`), it is a notice or an e-mail to the team's own list (`teammail`), or it ends
+    a job or rebuilds a cache (`reads.path_repeat`)."""
     if replaces_interval(call, fn, scope):
         return REPLACES_TEXT
-    return NOTICE_TEXT if notice_call(call, method, fn, scope) else request_repeat(call, scope)
+    if notice_call(call, method, fn, scope):
+        return NOTICE_TEXT
+    return team_recipients(call, method, fn) or request_repeat(call, scope)

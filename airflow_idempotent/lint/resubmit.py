@@ -16,7 +16,7 @@ import ast
 
 from airflow_idempotent.lint.scope import Scope
 
-__all__ = ["REPLACES_TEXT", "replaces_interval", "triggers_keyed_run"]
+__all__ = ["REPLACES_TEXT", "assigned_values", "replaces_interval", "triggers_keyed_run"]
 
 REPLACES_TEXT = (
     "the body is an ingestion that replaces its interval (REPLACE .. OVERWRITE, appendToExisting "
@@ -65,7 +65,7 @@ def _builds(root: ast.AST, scope: Scope, depth: int) -> bool:
     return False
 
 
-def _assigned(fn: ast.AST, name: str) -> list[ast.expr]:
+def assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
     """The values `fn` assigns to the local name `name`."""
     return [
         n.value
@@ -80,7 +80,7 @@ def replaces_interval(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:
     if body is None:
         return False
     if isinstance(body, ast.Name):
-        sources = _assigned(fn, body.id)
+        sources = assigned_values(fn, body.id)
         return bool(sources) and all(_builds(s, scope, 0) for s in sources)
     return _builds(body, scope, 0)
 
@@ -101,7 +101,7 @@ def _names_run(root: ast.AST, fn: ast.AST, scope: Scope, depth: int = 0) -> bool
             isinstance(node, ast.Name)
             and isinstance(node.ctx, ast.Load)
             and depth < _MAX_DEPTH
-            and any(_names_run(value, fn, scope, depth + 1) for value in _assigned(fn, node.id))
+            and any(_names_run(value, fn, scope, depth + 1) for value in assigned_values(fn, node.id))
         ):
             return True
     return False
