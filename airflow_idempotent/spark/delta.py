@@ -29,7 +29,6 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -436,50 +435,6 @@ def replaced(
     )
 
 
-def newest_version(conn: SparkConnection, adapter: SparkAdapter, table: str) -> int | None:
-    """The table's newest version (None when its history shows none)."""
-    newest = history(conn, adapter, table, 1)
-    return newest[0].version if newest else None
-
-
-def merged_window(
-    adapter: SparkAdapter,
-    conn: SparkConnection,
-    spec: WriteSpec,
-    info: SparkTableInfo,
-    params: Mapping[str, Any],
-    tag: str,
-    newest: Future[int | None],
-    pool: ThreadPoolExecutor,
-) -> tuple[Commit, int | None, str | None]:
-    """The MERGE's commit, found by its tag, and the window's count and checksum at its version
-    (None without a checksum). The window is read ``VERSION AS OF`` the version the commit most
-    likely has (the newest before it, plus one) on `pool` while the history is searched for the
-    tag; those figures count only when the commit has that version, else the window is read again
-    at the commit's version. Either read is of one version, so never a later state. Sequential,
-    the search and the read cost 0.5 and 1.4 s of a 1,000,000-row merge's 2.0 s `counted` step
-    (bench/probe_delta_counted.py)."""
-    if spec.partition_column is None or not spec.checksum:
-        return commit_of(conn, adapter, spec.table, tag), None, None
-    binds = window_binds(params)
-
-    def read(version: int) -> tuple[int, str | None]:
-        count, checksum, _ = window_stats(adapter, conn, spec, info, version, None, binds)
-        return count, checksum
-
-    try:
-        before = newest.result()
-    except Exception as err:  # only a guess: the commit's version is read below anyway
-        log.debug("the newest version of %s before the merge is unknown: %s", spec.table, err)
-        before = None
-    likely = None if before is None else before + 1
-    early = None if likely is None else pool.submit(read, likely)
-    commit = commit_of(conn, adapter, spec.table, tag)
-    if early is not None and commit.version == likely:
-        return commit, *early.result()
-    return commit, *read(commit.version)
-
-
 def merge(
     adapter: SparkAdapter,
     conn: SparkConnection,
@@ -490,29 +445,27 @@ def merge(
     info: SparkTableInfo | None = None,
 ) -> DeltaResult:
     """Upsert the SELECT's rows into a Delta table on `keys` in one MERGE INTO commit."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="idem-delta-newest")
-    try:
-        # the table's newest version before the MERGE, read while the source is checked: the
-        # commit's likely version, its window read while the history is searched (`merged_window`)
-        newest = pool.submit(newest_version, conn, adapter, spec.table)
-        info, columns, params, key_names = checked_merge_source(
-            adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found), info
-        )
-        step("prepared")
-        if spec.before_commit is not None:
-            spec.before_commit()
-        earlier_commits(conn, adapter, spec)
-        tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
-        statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
-        step("checked")
-        with refusals_named(adapter, conn, spec, info, key_names, params):
-            _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
-        step("committed")
-        # the merge's own metrics say what it changed: no count at the version it read; without
-        # a checksum no scan at all (the count went unreported)
-        commit, row_count, checksum = merged_window(adapter, conn, spec, info, params, tag, newest, pool)
-    finally:
-        pool.shutdown(wait=True)  # nothing of this session runs on after the merge
+    info, columns, params, key_names = checked_merge_source(
+        adapter, conn, spec, keys, delete_missing, lambda found: check_delta(adapter, found), info
+    )
+    step("prepared")
+    if spec.before_commit is not None:
+        spec.before_commit()
+    earlier_commits(conn, adapter, spec)
+    tag = commit_tag(spec.attempt or uuid.uuid4().hex, spec.window.label())
+    statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
+    step("checked")
+    with refusals_named(adapter, conn, spec, info, key_names, params):
+        _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
+    step("committed")
+    commit = commit_of(conn, adapter, spec.table, tag)
+    row_count: int | None = None
+    checksum: str | None = None
+    if spec.partition_column is not None and spec.checksum:
+        # the merge's own metrics say what it changed: no count at the version it read (None);
+        # without a checksum no scan at all (the count went unreported)
+        binds = window_binds(params)
+        row_count, checksum, _ = window_stats(adapter, conn, spec, info, commit.version, None, binds)
     periods = period_stats(adapter, conn, spec, info, commit.version, commit.read_version)
     step("counted")
     result = DeltaResult(
