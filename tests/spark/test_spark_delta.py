@@ -15,6 +15,7 @@ import pytest
 
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.examples.payouts import PAYOUT_SQL
+from airflow_idempotent.spark import steps
 from tests.spark.payouts_spark import (
     DAY,
     DAYS,
@@ -173,6 +174,41 @@ def test_merge_payouts_crash_then_three_reruns(spark, spark_conn) -> None:
     assert commit(spark, table, first + 1)["operation"] == "MERGE"
     for r in results:
         assert r["checksum"] == checksum_at(spark, table, r["table_version"], DAY, DAY + timedelta(days=1))
+
+
+@pytest.mark.parametrize("point", ["prepared", "committed"])
+def test_merge_counts_its_own_commit_when_another_lands_around_it(spark, spark_conn, point) -> None:
+    """Another commit to the window before the MERGE (its likely version then taken) or right
+    after it (the table's newest version then not the MERGE's): the result's count and checksum
+    are still the MERGE commit's, read at its version by SQL written here, not the later state."""
+    table = f"delta_merge_meddled_{point}"
+    create_delta_payouts(spark, table)
+    simulate_crash(spark, table, DAY, rows=1247)
+
+    def hook(step: str) -> None:
+        if step == point:  # a row of another sale into the window, one commit
+            spark.sql(f"INSERT INTO {table} VALUES (990001, 1.00, 0.60, DATE'{DAY}')")
+
+    steps.step_hook = hook
+    try:
+        result = merge_operator(spark_conn, table).execute(context(DAY))
+    finally:
+        steps.step_hook = None
+    at = result["table_version"]
+    merged = commit(spark, table, at)
+    assert merged["operation"] == "MERGE"
+    assert json.loads(merged["userMetadata"])["airflow_idempotent"]["window"] == "2026-08-25"
+    end = DAY + timedelta(days=1)
+    rows = 2001 if point == "prepared" else 2000  # the inserted row in the MERGE's version or not
+    expected = checksum_at(spark, table, at, DAY, end)
+    assert expected.startswith(f"v2:{rows}:")
+    assert (result["row_count"], result["checksum"]) == (rows, expected)
+    if point == "committed":  # the row came after: the table's newest version is not the MERGE's
+        assert version(spark, table) == at + 1
+        assert day_figures(spark, table, DAY)[0] == 2001
+        assert checksum_at(spark, table, at + 1, DAY, end) != expected
+    else:
+        assert version(spark, table) == at
 
 
 @pytest.mark.parametrize(
