@@ -63,16 +63,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/uv cache prune --quiet
 	@touch $@
 
-# Groups, in order; their times in the clean-clone `bash .ci/run` of 70aa168 (38 min 50 s in all,
+# Groups, in order; their times in the clean-clone `bash .ci/run` of 9dbba3c (42 min 11 s in all;
+# 70aa168's took 38 min 50 s, its Spark group 17.4 min;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (2,621 tests, 6.4 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (2.2 min);
+#    included (2,635 tests, 6.6 min on 2 cores);
+# 2. the ones that run real DAGs, on every core (2.1 min);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
-#    cases, and a guarded month through a real scheduler on parquet and on Delta (128 tests, 17.4 min);
+#    cases, and a guarded month through a real scheduler on parquet and on Delta (130 tests, 20.1 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
-#    the reliability suite's scheduler-kill and hostile-server files among them (7.9 min for 47
+#    the reliability suite's scheduler-kill and hostile-server files among them (8.1 min for 47
 #    tests on three workers, bounded by the guarded-month file);
 # 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
 #    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
