@@ -1,6 +1,6 @@
 """Round 22 (issue 35, lint25, docs/lint-evaluation.md): false findings of a fresh held-out batch,
 tested with small projects of hand-written files. What each test asserts is what a reviewer reading
-the files would say; the guards pass on main d76e965 too, the others fail there.
+the files would say; the guards pass on main d76e965 too, the other 4 fail there.
 
 - smu-chile's ``dags/.airflowignore`` lists ``deprecated/*``: Airflow never parses those files, yet
   the linter raised 28 findings in them and paired 9 live tasks with their writes (IDEM007).
@@ -9,6 +9,8 @@ the files would say; the guards pass on main d76e965 too, the others fail there.
 - smu-chile's loads truncate a table and append a frame to it in one task, the name computed:
   ``TRUNCATE ecommdata.{names[i]}`` then ``to_sql(name=names[i], schema="ecommdata")``, or
   ``table_name = "forecast.offsets_janis"`` cut by ``table_name.split(".")`` (IDEM002).
+- a miss: a DAG's retention prune (``DELETE .. WHERE created < ds - 730 days``) was read as clearing
+  the table its other task appends the day to (IDEM002 only information).
 """
 
 from __future__ import annotations
@@ -172,3 +174,44 @@ def test_a_computed_table_truncated_then_appended_in_one_task_is_replaced(tmp_pa
     assert ("IDEM002", "loads.py", 24, "offsets") not in found
     # guard: a task that truncates another table still appends to the one it names at run time
     assert ("IDEM002", "loads.py", 33, "other") in found
+
+
+_RETENTION = """\
+import pendulum
+from airflow import DAG
+from airflow.providers.postgres.operators.postgres import PostgresOperator
+
+with DAG("promos", schedule_interval="0 7 * * *", start_date=pendulum.datetime(2022, 12, 1), catchup=True):
+    load = PostgresOperator(
+        task_id="load",
+        postgres_conn_id="pg",
+        sql="INSERT INTO ventas.detalle SELECT * FROM src WHERE fecha::date = '{{ ds }}'::date",
+    )
+    prune = PostgresOperator(
+        task_id="delete_old_data",
+        postgres_conn_id="pg",
+        sql="DELETE FROM ventas.detalle WHERE fecha_creacion < '{{ds}}'::date - interval '730 days'",
+    )
+    clear = PostgresOperator(
+        task_id="clear_day",
+        postgres_conn_id="pg",
+        sql="DELETE FROM ventas.resumen WHERE fecha = '{{ ds }}'::date",
+    )
+    load_day = PostgresOperator(
+        task_id="load_day",
+        postgres_conn_id="pg",
+        sql="INSERT INTO ventas.resumen SELECT * FROM src WHERE fecha::date = '{{ ds }}'::date",
+    )
+    load >> prune
+    clear >> load_day
+"""
+
+
+def test_a_retention_prune_in_the_dag_does_not_clear_the_days_append(tmp_path: Path) -> None:
+    """smu-chile's ``etl_detalle_promociones`` inserts the ``ds`` day's rows and prunes rows older than
+    730 days in another task: the prune never clears the day, so a rerun inserts it twice. Guard: a
+    task deleting the day itself still makes its loader's append information."""
+    root = _project(tmp_path, {"promos.py": _RETENTION})
+    found = _found(root)
+    assert ("IDEM002", "promos.py", 9, "load") in found
+    assert not any(task == "load_day" for _, _, _, task in found)
