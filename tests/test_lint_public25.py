@@ -1,6 +1,6 @@
 """Round 22 (issue 35, lint25, docs/lint-evaluation.md): false findings of a fresh held-out batch,
 tested with small projects of hand-written files. What each test asserts is what a reviewer reading
-the files would say; the guards pass on main d76e965 too, the other 4 fail there.
+the files would say; the guards pass on main d76e965 too, the other 5 fail there.
 
 - smu-chile's ``dags/.airflowignore`` lists ``deprecated/*``: Airflow never parses those files, yet
   the linter raised 28 findings in them and paired 9 live tasks with their writes (IDEM007).
@@ -11,6 +11,9 @@ the files would say; the guards pass on main d76e965 too, the other 4 fail there
   ``table_name = "forecast.offsets_janis"`` cut by ``table_name.split(".")`` (IDEM002).
 - a miss: a DAG's retention prune (``DELETE .. WHERE created < ds - 730 days``) was read as clearing
   the table its other task appends the day to (IDEM002 only information).
+- smu-chile's audit columns and attempt counters are named in Spanish (``fecha_actualizacion``,
+  ``intentos_vtex``): IDEM001 and IDEM008 raised them where ``updated_at`` and ``attempts`` are
+  information.
 """
 
 from __future__ import annotations
@@ -215,3 +218,45 @@ def test_a_retention_prune_in_the_dag_does_not_clear_the_days_append(tmp_path: P
     found = _found(root)
     assert ("IDEM002", "promos.py", 9, "load") in found
     assert not any(task == "load_day" for _, _, _, task in found)
+
+
+_SPANISH_STAMPS = """\
+from datetime import datetime
+
+from airflow import DAG
+from airflow.providers.postgres.operators.postgres import PostgresOperator
+
+with DAG("tiendas", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False):
+    PostgresOperator(
+        task_id="upsert_tiendas",
+        postgres_conn_id="pg",
+        sql=\"\"\"INSERT INTO ecommdata.tiendas (id_tienda, nombre_tienda)
+        SELECT id, nombre FROM staging.tiendas
+        ON CONFLICT (id_tienda) DO UPDATE SET nombre_tienda = EXCLUDED.nombre_tienda,
+            fecha_actualizacion = CURRENT_TIMESTAMP\"\"\",
+    )
+    PostgresOperator(
+        task_id="publish",
+        postgres_conn_id="pg",
+        sql="UPDATE ecommdata.stock SET publicado = TRUE, intentos_vtex = intentos_vtex + 1 "
+        "WHERE publicado = FALSE",
+    )
+    PostgresOperator(
+        task_id="snapshot",
+        postgres_conn_id="pg",
+        sql="INSERT INTO ecommdata.stock_diario (sku, fecha) SELECT sku, CURRENT_DATE FROM ecommdata.stock "
+        "ON CONFLICT (sku, fecha) DO NOTHING",
+    )
+"""
+
+
+def test_spanish_audit_columns_and_attempt_counters_are_information(tmp_path: Path) -> None:
+    """smu-chile stamps ``fecha_actualizacion = CURRENT_TIMESTAMP`` (IDEM001) and counts publishing
+    attempts in ``intentos_vtex = intentos_vtex + 1`` (IDEM008), as ``updated_at`` and ``attempts``
+    would be named in English. Guard: today's date as a row's data (``fecha``) stays IDEM001."""
+    root = _project(tmp_path, {"tiendas.py": _SPANISH_STAMPS})
+    found = _found(root)
+    assert not any(task in ("upsert_tiendas", "publish") for _, _, _, task in found)
+    assert [(rule, task) for rule, _, _, task in found] == [("IDEM001", "snapshot")]
+    info = {(i.rule, i.task_id) for i in lint_paths([root]).information}
+    assert ("IDEM001", "upsert_tiendas") in info and ("IDEM008", "publish") in info
