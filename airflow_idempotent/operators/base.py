@@ -206,17 +206,14 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         identity = AttemptIdentity.from_context(context, self)
         if adapter is None:
             adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        adapter.open_early()  # the write's connection opens while the checks below run
-        adapter.close_late()  # an embedded file closes while the write is recorded
-        try:
-            out = self.execute_attempt(context, adapter, guard, periods, identity)
-        except BaseException:
-            adapter.settle_late(quiet=True)
-            raise
-        finally:
-            adapter.close_early()  # unless the write's transaction took it
-        adapter.settle_late()  # the file closed and its lock files released before the task ends
-        return out
+        # an embedded file closes while the write is recorded, and is closed (its lock files
+        # released) when the block ends, before the task does
+        with adapter.closes_late():
+            adapter.open_early()  # the write's connection opens while the checks below run
+            try:
+                return self.execute_attempt(context, adapter, guard, periods, identity)
+            finally:
+                adapter.close_early()  # unless the write's transaction took it
 
     def execute_attempt(
         self,
