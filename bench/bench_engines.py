@@ -361,8 +361,8 @@ def guarded_spec(db: Database) -> Any:
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
     from airflow_idempotent.lint import check_deterministic
-    from airflow_idempotent.strategies import WriteSpec
     from airflow_idempotent.window import Window
+    from airflow_idempotent.write_spec import WriteSpec
 
     dialect = {"postgres": "postgres", "mariadb": "mysql", "duckdb": "duckdb"}[db.kind]
     start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
