@@ -42,7 +42,15 @@ from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
 from airflow_idempotent.lint.schedule import windowless_factory
-from airflow_idempotent.lint.scope import Bound, Scope, bind_arguments, method_of, parameters, self_method
+from airflow_idempotent.lint.scope import (
+    Scope,
+    bind_arguments,
+    method_of,
+    parameters,
+    self_method,
+    value_at,
+    with_locals,
+)
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqlfacts import prepare_sql
@@ -101,7 +109,7 @@ def check_code(check: TaskCheck) -> None:
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             check_last_success(check, fn, file, f"{fn.name}()" if hasattr(fn, "name") else "its code")
         dead = dead_nodes(fn, values) if id(fn) in methods else set()
-        scope = _with_locals(fn, scope, dead)
+        scope = with_locals(fn, scope, dead)
         instances = own_instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
@@ -202,7 +210,7 @@ def check_code(check: TaskCheck) -> None:
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
-                for located in _value_at(fn, arg, node, scope).strings(arg):
+                for located in value_at(fn, arg, node, scope).strings(arg):
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
                 continue
@@ -240,44 +248,6 @@ def _name(fn: ast.AST) -> str:
 
 def _params(fn: ast.AST) -> list[str]:
     return parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
-
-
-def _with_locals(fn: ast.AST, scope: Scope, dead: set[int]) -> Scope:
-    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads
-    (but for those in branches the task never runs: `dead`)."""
-    bound: dict[str, Bound] = {}
-    for node in ast.walk(fn):
-        if (
-            id(node) not in dead
-            and isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-        ):
-            name = node.targets[0].id
-            if name not in scope.locals or scope.locals[name] == ():
-                bound[name] = Bound(node.value, scope)
-    return scope.child(dict(bound)) if bound else scope
-
-
-def _value_at(fn: ast.AST, arg: ast.expr, call: ast.Call, scope: Scope) -> Scope:
-    """The scope to read `arg` of `call` in: a local name assigned more than once in `fn` (``statement
-    = "DELETE .."``, ``cur.execute(statement)``, ``statement = "INSERT .."``, ``cur.execute(statement)``)
-    has, at each call, the value of the last assignment before it, not the function's last one."""
-    if not isinstance(arg, ast.Name):
-        return scope
-    assigned = [
-        node
-        for node in ast.walk(fn)
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == arg.id
-    ]
-    before = [a for a in assigned if (a.lineno, a.col_offset) < (call.lineno, call.col_offset)]
-    if len(assigned) < 2 or not before:
-        return scope
-    last = max(before, key=lambda a: (a.lineno, a.col_offset))
-    return scope.child({arg.id: Bound(last.value, scope)})
 
 
 def _state_names(fn: ast.AST) -> set[str]:

@@ -140,6 +140,8 @@ class TaskFacts:
     document_stamps: list[Stamp] = field(default_factory=list)
     #: keys and generated columns of the tables the task's DDL declares
     declared: list[TableKeys] = field(default_factory=list)
+    #: tables its SQL makes temporary (``CREATE TEMP TABLE``): they live for the session only
+    temporary: set[str] = field(default_factory=set)
     saw_sql: bool = False
     saw_code: bool = False
     project: str | None = None  # "overwrite" | "merge"

@@ -29,6 +29,14 @@ _XCOM_PULL = re.compile(r"xcom_pull\(\s*(?:task_ids\s*=\s*)?['\"]([\w.-]+)['\"]"
 _VARIABLE = re.compile(r"\bvar\.(?:value|json)\.(?:get\(\s*['\"])?([\w-]+)")
 #: the run's (or this try's) start as the wall clock gave it; Airflow resets it when a run is cleared
 _RUN_STARTS = frozenset({("dag_run", "start_date"), ("ti", "start_date"), ("task_instance", "start_date")})
+#: ``CREATE [GLOBAL|LOCAL] TEMP[ORARY] TABLE [IF NOT EXISTS] name`` (PostgreSQL, MySQL, Snowflake,
+#: BigQuery, Oracle): read from the text, as sqlglot parses ``.. (LIKE t) ON COMMIT DROP`` as a command
+_TEMPORARY = re.compile(
+    r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL|LOCAL)\s+)?TEMP(?:ORARY)?\s+TABLE\s+"
+    r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.\"`]+)",
+    re.IGNORECASE,
+)
+_SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def _shown(hit: Finding) -> str:
@@ -50,6 +58,8 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
     facts = check.facts
     analysis = analyse_sql(located.text, check.dialect)
     facts.saw_sql = True
+    for match in _TEMPORARY.finditer(_SQL_COMMENT.sub(" ", located.text)):
+        facts.temporary.add(match.group(1).replace('"', "").replace("`", "").lower())
     if analysis.error is not None:
         where = "{}:{}".format(*located.place(None))
         check.note(f"SQL at {where} could not be parsed: {analysis.error[:160]}")
