@@ -44,7 +44,7 @@ from openlineage.client.generated.base_subset_dataset import (
 )
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import table_parts
+from airflow_idempotent.adapters.identifiers import table_parts
 from airflow_idempotent.window import Window, spanning
 
 log = logging.getLogger(__name__)

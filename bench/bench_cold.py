@@ -46,9 +46,9 @@ def child(variant: str) -> None:
     db.__dict__.update(json.loads(os.environ["IDEM_BENCH_DB"]))
     steps: list[dict[str, float]] = []
     if variant == "operator":
-        took = engines.run_operator("overwrite", int(os.environ["IDEM_BENCH_RUN"]), steps)
+        took = engines.run_operator(db.kind, "overwrite", int(os.environ["IDEM_BENCH_RUN"]), steps, [])
     else:
-        took = engines.run_hand(db, "overwrite", steps)
+        took = engines.run_hand(db, "overwrite", steps, [])
     print(json.dumps({"took": took, "statements": sum(steps[0].values())}))
 
 

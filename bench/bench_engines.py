@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import secrets
 import statistics
 import sys
@@ -39,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from engines_report import added, main_statement, other, server_cpu, spread, summary, write
 from scratch import scratch_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -309,8 +309,10 @@ def run_hand(
 
 
 def run_operator(
-    db: Database, strategy: str, run: int, steps_out: list[dict[str, float]], cpu_out: list[dict[str, float]]
+    kind: str, strategy: str, run: int, steps_out: list[dict[str, float]], cpu_out: list[dict[str, float]]
 ) -> float:
+    """The operator's whole execute() on the Airflow connection `warehouse` (an engine of `kind`), its
+    statements timed and each one's server CPU; the wall time without the timing's own cost."""
     import pendulum
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
@@ -346,7 +348,7 @@ def run_operator(
         "dag_run": DagRun(),
     }
     cpu: dict[str, float] = defaultdict(float)
-    with timed_statements(db.kind, cpu) as steps:
+    with timed_statements(kind, cpu) as steps:
         t0 = time.perf_counter()
         out = op.execute(context)
         took = time.perf_counter() - t0 - steps.pop("bench", 0.0)
@@ -361,8 +363,8 @@ def guarded_spec(db: Database) -> Any:
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
     from airflow_idempotent.lint import check_deterministic
-    from airflow_idempotent.strategies import WriteSpec
     from airflow_idempotent.window import Window
+    from airflow_idempotent.write_spec import WriteSpec
 
     dialect = {"postgres": "postgres", "mariadb": "mysql", "duckdb": "duckdb"}[db.kind]
     start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
@@ -420,74 +422,6 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields[:8]), fields[7]
 
 
-def summary(a: list[float], b: list[float]) -> dict[str, float]:
-    return {
-        "a_med": statistics.median(a),
-        "a_min": min(a),
-        "a_max": max(a),
-        "b_med": statistics.median(b),
-        "b_min": min(b),
-        "b_max": max(b),
-        "ratio_med": statistics.median(a) / statistics.median(b),
-        "ratio_min": min(a) / min(b),
-        "paired": statistics.median(x / y for x, y in zip(a, b, strict=True)),
-        "extra_ms": (statistics.median(a) - statistics.median(b)) * 1000,
-    }
-
-
-def spread(s: dict[str, float], side: str) -> str:
-    """A side's median seconds with its minimum-maximum, as the table shows them."""
-    return f"{s[side + '_med']:.3f} ({s[side + '_min']:.3f}-{s[side + '_max']:.3f})"
-
-
-#: The statements the hand-written write runs too; the operator's other steps are its additions.
-SHARED_STEPS = ("delete", "insert", "upsert", "commit")
-
-
-def added(times: list[float], steps: list[dict[str, float]]) -> float:
-    """Median of what an operator run adds to the statements the hand-written write runs too: its
-    checksum, counts, probe and fixed cost. Measured inside each run, it is free of the run-to-run
-    spread of the big statement (+-15% between runs here), which swamps a 5% goal in the ratio of
-    medians; (hand-written + added) / hand-written is the steadier ratio, assuming the shared
-    statement costs the same in both (checked on MariaDB at 1M rows: the operator's upsert through
-    its derived table 2.983 s, the hand-written 3.024 s, medians of 10 interleaved)."""
-    return statistics.median(
-        t - sum(v for k, v in st.items() if k in SHARED_STEPS) for t, st in zip(times, steps, strict=True)
-    )
-
-
-def server_cpu(operator: list[dict[str, float]], hand: list[dict[str, float]]) -> str:
-    """The table's server-CPU cell: the shared statements' CPU, operator vs hand-written (medians,
-    ms) and their ratio, then the CPU of the statements only the operator runs."""
-    shared = [
-        statistics.median(sum(v for k, v in c.items() if k in SHARED_STEPS) for c in side)
-        for side in (operator, hand)
-    ]
-    extra = statistics.median(sum(v for k, v in c.items() if k not in SHARED_STEPS) for c in operator)
-    ratio = shared[0] / shared[1]
-    return f"{shared[0] * 1000:.0f} / {shared[1] * 1000:.0f} (**{ratio:.3f}**); +{extra * 1000:.0f}"
-
-
-#: The write statements themselves (the commit left out): what #33 compares as "the main statement".
-WRITE_STEPS = ("delete", "insert", "upsert")
-
-
-def main_statement(operator: list[dict[str, float]], hand: list[dict[str, float]]) -> str:
-    """The table's main-statement cell: the wall time of the write statements both run (delete +
-    insert, or the upsert; no commit), operator vs hand-written (medians, ms), and their ratio: what
-    the operator changed inside the statement itself, apart from the statements it adds."""
-    medians = [
-        statistics.median(sum(v for k, v in st.items() if k in WRITE_STEPS) for st in side)
-        for side in (operator, hand)
-    ]
-    return f"{medians[0] * 1000:.0f} / {medians[1] * 1000:.0f} (**{medians[0] / medians[1]:.3f}**)"
-
-
-def other(times: list[float], steps: list[dict[str, float]]) -> float:
-    """Median of wall time minus the timed statements and commit: what a run pays besides them."""
-    return statistics.median(t - sum(st.values()) for t, st in zip(times, steps, strict=True))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="postgres,mariadb,duckdb")
@@ -528,7 +462,7 @@ def main() -> int:
                         times = alternate(
                             {
                                 "operator": lambda r, s=strategy, d=db, st=steps, c=cpu: run_operator(
-                                    d, s, r, st, c
+                                    d.kind, s, r, st, c
                                 ),
                                 "hand": lambda r, s=strategy, d=db, st=hand_steps, c=hand_cpu: run_hand(
                                     d, s, st, c
@@ -582,72 +516,6 @@ def main() -> int:
     total, steal = (now - then for now, then in zip(cpu_ticks(), ticks, strict=True))
     write(args, rows, loads, time.perf_counter() - started, 100 * steal / max(total, 1))
     return 0
-
-
-def peak_load(loads: list[str]) -> float:
-    """The highest 1-minute load average among the samples (`label ['1m', '5m', '15m']` each)."""
-    return max(float(sample.split("[", 1)[1].split(",")[0].strip(" '")) for sample in loads)
-
-
-def write(args: argparse.Namespace, rows: list[str], loads: list[str], took: float, steal: float) -> None:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    text = [
-        "# Write benchmark per database: operators (checksum + history on) vs hand-written SQL",
-        "",
-        f"Generated by `python bench/bench_engines.py` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC in "
-        f"{took / 60:.1f} min; machine: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}. "
-        f"1-minute load average at most {peak_load(loads):.2f} during the run (each step below; above "
-        f"{os.cpu_count()} the machine was busy with other work and the figures stretch); CPU steal "
-        f"{steal:.0f}% of the run's CPU time (the hypervisor running others on these CPUs: figures "
-        "stretch with it too, so compare ratios across runs, not seconds): medians of "
-        f"{args.repeats} alternating runs per cell after a warm-up, minimum-maximum in brackets, and the "
-        "median of the paired ratios (operator / hand-written in the same repeat).",
-        "",
-        "| engine | window rows | strategy | operator (s) | hand-written (s) | ratio of medians | "
-        "ratio of mins | median paired ratio | (hand-written + operator's additions) / hand-written | "
-        "operator's extra ms (median - median) | "
-        "operator's statements, median ms | fixed cost beyond the hand-written's, ms | "
-        "write statements' wall time, operator / hand-written ms (ratio) | "
-        "server CPU of the write statements, operator / hand-written ms (ratio); + the operator's "
-        "other statements |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
-        *rows,
-        "",
-        "'other' = operator wall time minus its statements and its warehouse commit: connect, lock, "
-        "reflection, sqlglot, lint, fingerprint, kill switch checks, history record (the fixed cost per "
-        "call). 'counts' = the target window's row count; 'counts + keys' = the merge's pass over its "
-        "source counting its rows, the window and its distinct and NULL keys; 'source pass' = that pass "
-        "without the keys, where the SELECT's shape proves them unique and not NULL. The commit is "
-        "listed as a step because the hand-written write pays it too; on DuckDB a "
-        "large write's checkpoint happens in it. For the guarded row the columns are guarded / plain "
-        "overwrite. 'Fixed cost beyond the hand-written's' = the operator's 'other' minus the "
-        "hand-written write's own (its wall time minus its statements and commit: creating the engine, "
-        "connecting, on DuckDB opening the file), which a task pays whichever way it writes. "
-        "'Operator's additions' = per operator run, its wall time minus the statements the "
-        "hand-written write runs too (delete, insert, upsert) and the commit, median, minus the "
-        "hand-written's own fixed cost: the checksum, counts, probe and fixed cost the operator adds, "
-        "measured inside each run, so free of the big statement's spread between runs. 'Write "
-        "statements' wall time' = the delete + insert, or the upsert, timed around each statement "
-        "(no commit), operator against hand-written: the main statement's own time, the operator's "
-        "changes inside it included (its derived table, the upsert's window guard). 'Server CPU' = "
-        "the CPU the database spent on the statements (PostgreSQL's backend process, MariaDB's "
-        "connection thread, read from /proc; DuckDB's: this process's CPU during the statement), "
-        "medians: the write statements both run (delete + insert, or the upsert), operator against "
-        "hand-written, then the CPU of the operator's checks (checksum, counts, source pass). CPU "
-        "does not stretch when other work takes the machine's CPUs, so that ratio holds under load "
-        "where the wall-time ratios do not; it leaves out I/O waits and the round trips.",
-        "",
-        "Load averages (1, 5, 15 min): " + "; ".join(loads),
-        "",
-    ]
-    args.output.write_text("\n".join(text))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from scratch import scratch_dir
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_idempotent import strategies  # noqa: E402
+from airflow_idempotent import strategies, write_spec  # noqa: E402
 from airflow_idempotent.lint import check_deterministic  # noqa: E402
 from airflow_idempotent.spark import merges  # noqa: E402
 from airflow_idempotent.spark.adapter import SparkAdapter, inline_params  # noqa: E402
@@ -72,7 +72,7 @@ def main() -> None:
         adapter = SparkAdapter.from_connection("bench_checks")
         window = day_range(date(2026, 8, 1), date(2026, 8, 31))
         query = check_deterministic(WINDOW_SQL, "spark")
-        spec = strategies.WriteSpec(table, query, window, "sale_date")
+        spec = write_spec.WriteSpec(table, query, window, "sale_date")
         keys = ["sale_id"]
         with adapter.engine.connect() as conn:
             info, _, params = strategies.prepare(adapter, conn, spec)  # type: ignore[arg-type]

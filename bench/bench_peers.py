@@ -211,7 +211,7 @@ def hand_call(pg: bench_write.Pg, strategy: str, n: int) -> Call:
 
 def operator_call(strategy: str, run: int) -> Call:
     steps: list[dict[str, float]] = []
-    took = bench_engines.run_operator(strategy, run, steps)
+    took = bench_engines.run_operator("postgres", strategy, run, steps, [])
     write = sum(v for k, v in steps[0].items() if k in ("delete", "insert", "upsert"))
     return Call(took, write, dict(steps[0]))
 

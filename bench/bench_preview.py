@@ -68,8 +68,8 @@ def spec(policy: str) -> Any:
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
     from airflow_idempotent.lint import check_deterministic
-    from airflow_idempotent.strategies import WriteSpec
     from airflow_idempotent.window import Window
+    from airflow_idempotent.write_spec import WriteSpec
 
     start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
     return WriteSpec(

@@ -159,8 +159,8 @@ def make_spec() -> Any:
 
     from airflow_idempotent.examples.payouts import PAYOUT_SQL
     from airflow_idempotent.lint import check_deterministic
-    from airflow_idempotent.strategies import WriteSpec
     from airflow_idempotent.window import Window
+    from airflow_idempotent.write_spec import WriteSpec
 
     start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
     window = Window(start, start.add(days=1), source="granularity", tz="UTC")
@@ -541,9 +541,16 @@ def machine_info(pg: Pg) -> dict[str, str]:
     import hashlib
 
     digest = hashlib.sha256()
-    for rel in ("strategies.py", "adapters/base.py", "adapters/postgres.py"):
+    write_path = (
+        "strategies.py",
+        "write_spec.py",
+        "adapters/base.py",
+        "adapters/identifiers.py",
+        "adapters/postgres.py",
+    )
+    for rel in write_path:
         digest.update((REPO_ROOT / "airflow_idempotent" / rel).read_bytes())
-    info["sha256 of strategies.py + adapters/base.py + adapters/postgres.py"] = digest.hexdigest()[:16]
+    info[f"sha256 of {' + '.join(write_path)}"] = digest.hexdigest()[:16]
     info["load average at start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return info
 

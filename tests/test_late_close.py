@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,17 @@ def test_a_failed_transaction_closes_in_line(tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_only_slow_closing_files_close_late(tmp_path: Path) -> None:
+def test_only_slow_closing_files_close_late_and_only_inside_the_block(tmp_path: Path) -> None:
     duck = adapter_for(sa.create_engine(f"duckdb:///{tmp_path / 'w.duckdb'}", poolclass=NullPool))
     lite = adapter_for(sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}", poolclass=NullPool))
-    for adapter in (duck, lite):
-        adapter.close_late()
-    assert duck.late_release() is not None
-    assert lite.late_release() is None
+    assert duck.late_release() is None, "no hand-over before the block"
+    with duck.closes_late(), lite.closes_late():
+        assert duck.late_release() is not None
+        assert lite.late_release() is None
+    assert duck.late_release() is None, "nor after it"
+    with pytest.raises(RuntimeError), duck.closes_late():
+        raise RuntimeError("the write failed")
+    assert duck.late_release() is None, "nor after a block that raised"
 
 
 def test_settle_raises_what_the_close_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -94,14 +99,52 @@ def test_settle_raises_what_the_close_raised(tmp_path: Path, caplog: pytest.LogC
         assert adapter.closing is None
 
 
+def test_the_block_raises_what_the_close_raised_and_logs_it_under_another_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = adapter_for(sa.create_engine(f"duckdb:///{tmp_path / 'w.duckdb'}", poolclass=NullPool))
+
+    def failing() -> None:
+        raise OSError("disk full at the shutdown checkpoint")
+
+    def hand_over() -> None:
+        stack = contextlib.ExitStack()
+        stack.callback(failing)
+        release = adapter.late_release()
+        assert release is not None
+        release(stack)
+
+    with pytest.raises(OSError, match="disk full"), adapter.closes_late():
+        hand_over()
+    assert adapter.closing is None
+    with (
+        caplog.at_level(logging.WARNING, logger="airflow_idempotent.adapters.late"),
+        pytest.raises(RuntimeError, match="the record failed"),
+        adapter.closes_late(),
+    ):
+        hand_over()
+        raise RuntimeError("the record failed")
+    assert "disk full" in caplog.text and adapter.closing is None
+
+
 @pytest.mark.parametrize("warehouse", ["duckdb"], indirect=True)
 @pytest.mark.parametrize("strategy", ["overwrite", "merge"])
 def test_the_operator_returns_with_the_file_closed_and_unlocked(loaded: Any, strategy: str) -> None:
-    """The write's close was handed to a thread (`late`), and the operator waited for it (no close
-    pending): the lock file is free and the window holds the truth when execute() returns."""
-    adapter = adapter_for(sa.create_engine(loaded.url, poolclass=NullPool))
+    """The write's close was handed to a thread, and the operator waited for it: counted from the
+    engine's own pool events, one of the warehouse's connections closed on a thread other than the
+    test's, every connection opened was closed when execute() returns, and the lock file is free."""
+    engine = sa.create_engine(loaded.url, poolclass=NullPool)
+    opened: list[int] = []
+    closed_on: list[int] = []
+    sa.event.listen(engine, "connect", lambda *_: opened.append(threading.get_ident()))
+    sa.event.listen(engine, "close", lambda *_: closed_on.append(threading.get_ident()))
+    adapter = adapter_for(engine)
     result = make(strategy).execute_with(context(), adapter)
-    assert adapter.late and adapter.closing is None
+    here = threading.get_ident()
+    handed_over = [t for t in closed_on if t != here]
+    assert len(handed_over) == 1, f"{len(handed_over)} of {len(closed_on)} closes on another thread"
+    assert len(closed_on) == len(opened), "a connection still open when execute() returned"
+    assert adapter.late_release() is None, "no hand-over outlives the execute"
     lock = adapter.lock_path(LockId.of(adapter.lock_resource("payouts", day_range(DAY, DAY))))
     assert lock.exists() and not locked_elsewhere(lock)
     assert window_totals(loaded.engine, "payouts", DAY) == day_truth(DAY)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_idempotent import strategies
+from airflow_idempotent import strategies, write_spec
 from airflow_idempotent.adapters import adapter_for
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import MergeKeyError
@@ -98,8 +98,8 @@ def test_a_varchar_key_keeps_the_guard_on_the_partition_column_and_refuses_a_mov
         )
     window = day_range(DAY, DAY)
 
-    def merge_of(sql: str) -> strategies.WriteResult:
-        spec = strategies.WriteSpec("idem_win", check_deterministic(sql, adapter.dialect), window, "d")
+    def merge_of(sql: str) -> write_spec.WriteResult:
+        spec = write_spec.WriteSpec("idem_win", check_deterministic(sql, adapter.dialect), window, "d")
         return strategies.merge(adapter, spec, ["k"])
 
     with pytest.raises(MergeKeyError, match=r"holds outside the window 2026-08-25, e\.g\. b \(d 2026-08-24"):

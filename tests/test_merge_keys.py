@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from sqlglot import exp
 
-from airflow_idempotent import strategies
+from airflow_idempotent import strategies, write_spec
 from airflow_idempotent.adapters import adapter_for
 from airflow_idempotent.adapters.base import SOURCE_ALIAS
 from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
@@ -349,9 +349,9 @@ def test_a_merge_refuses_to_move_a_row_into_the_window_for_each_partition_type(w
                     tuple(r) for r in conn.execute(sa.text("SELECT k, d, v FROM idem_win ORDER BY k")).all()
                 ]
 
-        def merge_of(sql: str) -> strategies.WriteResult:
+        def merge_of(sql: str) -> write_spec.WriteResult:
             query = check_deterministic(sql, adapter.dialect)
-            spec = strategies.WriteSpec("idem_win", query, WINDOW_DAY, "d")
+            spec = write_spec.WriteSpec("idem_win", query, WINDOW_DAY, "d")
             return strategies.merge(adapter, spec, ["k"])
 
         rows = table_rows()
@@ -381,7 +381,7 @@ def test_the_one_source_query_finds_each_refusal_in_order(warehouse: Any) -> Non
             conn.execute(
                 sa.text(f"INSERT INTO {table} (k, d) VALUES (:k, :d)"), [{"k": k, "d": d} for k, d in rows]
             )
-    spec = strategies.WriteSpec(
+    spec = write_spec.WriteSpec(
         "idem_msp_t", check_deterministic("SELECT k, d FROM idem_msp_s", adapter.dialect), WINDOW_DAY, "d"
     )
     with warehouse.engine.connect() as conn:

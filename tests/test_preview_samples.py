@@ -21,8 +21,8 @@ from airflow_idempotent.errors import MergeKeyError, RowsOutsideWindowError
 from airflow_idempotent.guard.diff import KEY_SAMPLE_SIZE, WindowDiff, empty_kinds
 from airflow_idempotent.lint import check_deterministic
 from airflow_idempotent.preview import preview_write
-from airflow_idempotent.strategies import WriteSpec
 from airflow_idempotent.window import Window
+from airflow_idempotent.write_spec import WriteSpec
 
 DAY = date(2026, 8, 25)
 OTHER_DAY = date(2026, 8, 24)

@@ -36,8 +36,9 @@ from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.results import GuardBreach, GuardedResult
 from airflow_idempotent.guard.write import guarded_write
 from airflow_idempotent.lint import check_deterministic
-from airflow_idempotent.strategies import WriteSpec, merge, overwrite
+from airflow_idempotent.strategies import merge, overwrite
 from airflow_idempotent.window import Window
+from airflow_idempotent.write_spec import WriteSpec
 from tests.test_operators import DAY, PER_DAY, START, amount, day_truth
 
 # --- the scenario's truth, in pure Python ---------------------------------------------------------

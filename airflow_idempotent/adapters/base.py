@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -25,6 +24,7 @@ from sqlglot.dialects.dialect import Dialect
 from airflow_idempotent.adapters import locks
 from airflow_idempotent.adapters.checksums import ChecksumStatements
 from airflow_idempotent.adapters.early import EarlyConnect
+from airflow_idempotent.adapters.identifiers import split_table_name, table_parts, validate_identifier
 from airflow_idempotent.adapters.insert_counts import InsertCounts
 from airflow_idempotent.adapters.late import LateClose
 from airflow_idempotent.adapters.locks import LockId, LockStyle
@@ -32,26 +32,12 @@ from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
 from airflow_idempotent.adapters.staging import StagingStatements
 from airflow_idempotent.errors import (
-    InvalidIdentifierError,
     LockTimeoutError,
     SchemaError,
     SqlParseError,
     UnsupportedConnectionError,
 )
 from airflow_idempotent.window import Window, spanning
-
-IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-def validate_identifier(name: str, what: str = "identifier") -> str:
-    """Return `name` if it is a plain identifier, else refuse it: it might carry SQL."""
-    if not isinstance(name, str) or not IDENTIFIER_RE.fullmatch(name):
-        raise InvalidIdentifierError(
-            f"{what} {name!r} is not a plain identifier: use letters, digits and underscores, "
-            "starting with a letter or underscore, at most 63 characters (e.g. 'payouts'). "
-            "Names are quoted by the adapter; SQL inside a name is never accepted."
-        )
-    return name
 
 
 @functools.cache
@@ -71,36 +57,6 @@ def binding_dialect(name: str) -> Dialect:
 
     dialect: type[Dialect] = type(f"IdemBinding{base.__name__}", (base,), {"Generator": Generator})
     return dialect()
-
-
-def table_parts(name: str) -> tuple[str | None, str | None, str]:
-    """Split `catalog.schema.table`, `schema.table` or `table` into validated parts, None for
-    those absent. The one place a table name is split; a catalog part names one of a Spark
-    server's catalogs (an Iceberg catalog: `ice.db.payouts`)."""
-    if not isinstance(name, str):
-        raise InvalidIdentifierError(f"table name must be a string, got {type(name).__name__}")
-    parts = name.split(".")
-    if len(parts) > 3:
-        raise InvalidIdentifierError(
-            f"table name {name!r} has more than two dots: give 'table', 'schema.table' or, on Spark, "
-            "'catalog.schema.table'."
-        )
-    table = validate_identifier(parts[-1], "table name")
-    schema = validate_identifier(parts[-2], "schema name") if len(parts) > 1 else None
-    catalog = validate_identifier(parts[0], "catalog name") if len(parts) > 2 else None
-    return catalog, schema, table
-
-
-def split_table_name(name: str) -> tuple[str | None, str]:
-    """Split `schema.table` (or `table`) into validated parts; a catalog part is refused (only a
-    Spark connection reaches several catalogs, and its adapter reads `table_parts`)."""
-    catalog, schema, table = table_parts(name)
-    if catalog is not None:
-        raise InvalidIdentifierError(
-            f"table name {name!r} names a catalog ({catalog!r}), which only a Spark connection has: "
-            "give 'table' or 'schema.table'."
-        )
-    return schema, table
 
 
 def missing_table(table: str) -> SchemaError:

@@ -8,14 +8,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import (
-    ColumnInfo,
-    ColumnKind,
-    EngineAdapter,
-    TableInfo,
-    missing_table,
-    split_table_name,
-)
+from airflow_idempotent.adapters.base import ColumnInfo, ColumnKind, EngineAdapter, TableInfo, missing_table
+from airflow_idempotent.adapters.identifiers import split_table_name
 
 _KINDS: dict[str, ColumnKind] = {
     "DATE": "date",

@@ -2,11 +2,12 @@
 
 Closing a DuckDB file runs its shutdown checkpoint: ~20 ms after a 100,000-row write, which the
 write's history record (4 round trips to the store, 3-8 ms) waited for, though it needs only the
-commit. With `close_late`, the write's transaction hands the connection's close and its lock
+commit. Inside `closes_late`, the write's transaction hands the connection's close and its lock
 files' release to a thread as soon as it has committed (`locks.file_transaction`); the lock files
-stay held until the file is closed, so no other writer opens it sooner. `settle_late` waits for
-that thread and raises what the close raised: the operator calls it after the record, before the
-task ends. The mirror of `adapters.early`, which opens a server's connection ahead of the write.
+stay held until the file is closed, so no other writer opens it sooner. Leaving the block waits
+for that thread and raises what the close raised (`settle_late`), so the operator's execute, which
+wraps the write and its record in it, returns with the file closed, and no hand-over outlives it.
+The mirror of `adapters.early`, which opens a server's connection ahead of the write.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 log = logging.getLogger(__name__)
@@ -47,15 +48,25 @@ class LateClose:
 
     #: Whether closing the database is slow enough to overlap with the record (DuckDB's checkpoint).
     closes_slowly: ClassVar[bool] = False
-    #: Set by `close_late`: the next committed file transaction closes on a thread.
+    #: True inside `closes_late` (where `closes_slowly`): a committed file transaction closes on a thread.
     late: bool = False
     #: The thread closing the last committed transaction, until `settle_late`.
     closing: ClosingThread | None = None
 
-    def close_late(self) -> None:
-        """Let this adapter's committed file transactions close in the background (`settle_late`
-        waits for them). Only where `closes_slowly`; elsewhere the close stays in line."""
+    @contextlib.contextmanager
+    def closes_late(self) -> Iterator[None]:
+        """Within the block, this adapter's committed file transactions close in the background
+        (only where `closes_slowly`; elsewhere the close stays in line). On exit the hand-over
+        ends and the block waits for the close: its error is raised, or, when the block raised
+        already, logged (`settle_late`)."""
         self.late = self.closes_slowly
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            self.late = False
+            self.settle_late(quiet=failed)
 
     def late_release(self) -> Callable[[contextlib.ExitStack], None] | None:
         """What a file transaction hands its close to once committed: None closes it in line."""

@@ -12,7 +12,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter, split_table_name
+from airflow_idempotent.adapters.base import ColumnInfo, EngineAdapter
+from airflow_idempotent.adapters.identifiers import split_table_name
 from airflow_idempotent.adapters.schema import TableInfo
 
 #: Integer column types (as SQLAlchemy's reflection names them, with a display width or UNSIGNED):

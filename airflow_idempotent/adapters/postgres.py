@@ -11,14 +11,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import (
-    ColumnInfo,
-    ColumnKind,
-    EngineAdapter,
-    TableInfo,
-    missing_table,
-    split_table_name,
-)
+from airflow_idempotent.adapters.base import ColumnInfo, ColumnKind, EngineAdapter, TableInfo, missing_table
+from airflow_idempotent.adapters.identifiers import split_table_name
 from airflow_idempotent.adapters.locks import set_local_timeouts
 
 #: Type name prefixes (as SQLAlchemy reflects them) and PostgreSQL's seeded 64-bit hash for them.

@@ -26,7 +26,8 @@ from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.results import GuardedResult
 from airflow_idempotent.guard.write import apply_stage, stage_checksum
 from airflow_idempotent.history.approvals import PendingApproval
-from airflow_idempotent.strategies import WriteSpec, checksum_window, prepare, window_binds
+from airflow_idempotent.strategies import checksum_window, prepare, window_binds
+from airflow_idempotent.write_spec import WriteSpec
 
 APPROVE, REJECT = "Approve", "Reject"
 OPTIONS = [APPROVE, REJECT]

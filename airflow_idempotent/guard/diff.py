@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.guard.config import Thresholds
-from airflow_idempotent.strategies import WriteSpec
+from airflow_idempotent.write_spec import WriteSpec
 
 Number = Decimal | float
 #: Keys shown per kind (changed, added, removed) in a preview or an approval request.

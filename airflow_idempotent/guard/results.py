@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_idempotent.guard.diff import WindowDiff
 from airflow_idempotent.guard.errors import GuardRefusal
-from airflow_idempotent.strategies import PeriodResult, WriteResult
+from airflow_idempotent.write_spec import PeriodResult, WriteResult
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, rowcount, validate_identifier
+from airflow_idempotent.adapters.base import EngineAdapter, TableInfo, rowcount
+from airflow_idempotent.adapters.identifiers import validate_identifier
 from airflow_idempotent.errors import IdempotentError, SchemaError, SqlParseError
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window, key_sample, plain_key
@@ -37,7 +38,6 @@ from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.results import GuardBreach, GuardedResult, KeptStage
 from airflow_idempotent.strategies import (
     SAMPLE_SIZE,
-    WriteSpec,
     check_keys,
     checksum_periods,
     checksum_window,
@@ -46,6 +46,7 @@ from airflow_idempotent.strategies import (
     prepare,
     window_binds,
 )
+from airflow_idempotent.write_spec import WriteSpec
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,10 @@ __all__ = [
 AUDIT_COLUMN = re.compile(
     r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
     r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?"
-    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt))$",
+    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt)"
+    # Spanish, Portuguese, French (round 22: smu-chile's ``fecha_actualizacion = CURRENT_TIMESTAMP``)
+    r"|(?:fecha|fec|data|dt|date)_(?:de_|da_)?(?:actualizacion|modificacion|atualizacao|modificacao|alteracao"
+    r"|maj|mise_a_jour|modification))$",
     re.IGNORECASE,
 )
 
@@ -47,7 +50,9 @@ LOAD_STAMP = re.compile(
 
 #: A counter of attempts or errors (``attempts = attempts + 1``): counting reruns is its purpose.
 RETRY_COUNTER = re.compile(
-    r"(?:attempt|retr(?:y|ies)|tries|try_count|error_count|errors|failures|fail_count)", re.IGNORECASE
+    r"(?:attempt|retr(?:y|ies)|tries|try_count|error_count|errors|failures|fail_count"
+    r"|intentos|tentativas|tentatives)",  # Spanish, Portuguese, French (smu-chile's ``intentos_vtex``)
+    re.IGNORECASE,
 )
 
 #: Columns that annotate a row rather than hold its data: text appended to them (``comments =

@@ -288,7 +288,9 @@ def task_findings(
     for write in facts.writes:
         if write.how in ("delete", "truncate", "drop"):
             continue
-        if write.how == "append" and (write.table, write.unit) in cleared:
+        if write.how == "append" and (
+            (write.table, write.unit) in cleared or (write.stands_for, write.unit) in cleared
+        ):
             write.how = "overwrite"
             write.detail = f"deletes its window of {shown(write.table)}, then inserts it, in one task"
         elif write.how == "append" and any(k.dedups for k in declared.get(write.table, [])):

@@ -54,6 +54,7 @@ from airflow_idempotent.lint.syntax import (
     module_function,
     walk_no_defs,
 )
+from airflow_idempotent.lint.texts import standing_name
 from airflow_idempotent.lint.transfers import ROW_WRITES
 
 __all__ = [
@@ -344,7 +345,12 @@ def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, f
         mode = scope.literal(kwargs.get("if_exists"))
         how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
         detail = f"{method}({shown}, if_exists={mode!r})" if how != "create" else f"{method}({shown})"
-    check.facts.writes.append(Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit))
+    named = positional if positional is not None else kwargs.get(name_arg)  # ``to_sql(name=names[i])``
+    within = scope.literal(kwargs.get("schema"))
+    stands_for = standing_name(named, within) if named is not None and not isinstance(table, str) else ""
+    check.facts.writes.append(
+        Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit, stands_for=stands_for)
+    )
 
 
 #: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery

@@ -289,6 +289,8 @@ class Collector:
             deco = next(d for d in stmt.decorator_list if last_name(_decorator_name(d)) == "dag")
             # ``@dag("daily_load", ..)``: the id given first, positionally, as ``DAG("daily_load")``
             args = list(deco.args) if isinstance(deco, ast.Call) else []
+            if isinstance(deco, ast.Call):  # ``@dag(.., **DEFAULT_ARGS_DAGS)``, as ``DAG(.., **mapping)``
+                dag_kwargs = unpacked_kwargs(deco, ctx.scope)
             inner = self._new_dag(dag_kwargs, stmt.lineno, stmt.name, deco, args, ctx.scope)
             saved = dict(self.taskflow)
             self.dag_code.append((stmt, ctx.scope))

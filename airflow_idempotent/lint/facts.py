@@ -57,6 +57,10 @@ class Write:
     sets: tuple[str, ...] = ()
     #: an UPDATE that sets only literals (a flag or lock: a rerun writes the same values)
     constant: bool = False
+    #: a target named at run time (``to_sql(name=names[i])``): the name a string of the same
+    #: expression renders to (``ecommdata.idem_py_names_i``), so the task's own ``TRUNCATE
+    #: ecommdata.{names[i]}`` is seen to clear it
+    stands_for: str = ""
 
     @property
     def resolved(self) -> bool:

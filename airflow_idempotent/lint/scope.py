@@ -320,7 +320,27 @@ class Scope:
         if isinstance(value, ast.JoinedStr | ast.BinOp | ast.Call):
             text = scope.string(value)
             return text.text if text is not None and not text.unresolved else None
+        if isinstance(value, ast.Subscript):
+            return scope._split_part(value)
         return None
+
+    def _split_part(self, node: ast.Subscript) -> str | None:
+        """``name.split(".")[-1]`` of a known string: one part of it (a table's schema and name cut
+        from one ``"schema.table"`` constant, smu-chile's to_sql targets, round 22)."""
+        call = node.value
+        if not (
+            isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "split"
+        ):
+            return None
+        whole = self.literal(call.func.value)
+        sep = self.literal(call.args[0]) if call.args else None
+        index = self.literal(node.slice)
+        if not isinstance(whole, str) or not (sep is None or isinstance(sep, str)) or call.keywords:
+            return None
+        if not isinstance(index, int) or isinstance(index, bool) or len(call.args) > 1 or sep == "":
+            return None
+        parts = whole.split(sep)
+        return parts[index] if -len(parts) <= index < len(parts) else None
 
     def mapping(self, node: ast.expr | None) -> dict[str, ast.expr]:
         """A dict literal or dict(...) call as {key: expression}; {} when it is not one."""

@@ -37,6 +37,7 @@ one table name in two databases is two tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
@@ -82,7 +83,7 @@ def dag_clears(tasks: Sequence[tuple[TaskDef, TaskFacts]]) -> DagClears:
             continue
         for table in {w.table for w in facts.writes if w.resolved}:
             clears = [w for w in facts.writes if w.table == table]
-            if clears and all(w.how in _CLEAR for w in clears):
+            if clears and all(w.how in _CLEAR and not _retention(w) for w in clears):
                 sliced = all(_sliced(w) for w in clears)
                 out.setdefault((task.dag_id, table), []).append((task.task_id, sliced))
     return out
@@ -98,6 +99,19 @@ def cleared_by(clears: DagClears | None, task: TaskDef, table: str, sliced: bool
 
 def _sliced(write: Write) -> bool:
     return write.how == "delete" and " WHERE " in f" {write.detail.upper()} "
+
+
+#: ``DELETE .. WHERE created < '{{ ds }}'::date - INTERVAL '730 days'``: rows older than a span before
+#: a point, one condition, no lower bound
+_RETENTION = re.compile(
+    r"\bWHERE\s+[\w.\"`]+\s*<=?\s*(?:(?!\b(?:AND|OR)\b)[^;])*?\s-\s*(?:INTERVAL\b|\d)", re.I
+)
+
+
+def _retention(write: Write) -> bool:
+    """A prune of the rows older than a cutoff (smu-chile's ``delete_old_data``, round 22): it
+    never clears the window a loader of the table appends, so that append stays a rerun problem."""
+    return write.how == "delete" and _RETENTION.search(write.detail) is not None
 
 
 def _rebuilds(facts: TaskFacts, table: str) -> bool:

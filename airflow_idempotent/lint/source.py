@@ -16,6 +16,7 @@ import sysconfig
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from airflow_idempotent.lint.airflowignore import ignored_by_airflow
 from airflow_idempotent.lint.rules import rule_id
 
 __all__ = [
@@ -187,7 +188,8 @@ def _looks_like_dag_file(path: Path) -> bool:
 
 
 def dag_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The files to lint: each named file, and the DAG files of each named folder (hidden ones skipped)."""
+    """The files to lint: each named file, and the DAG files of each named folder (hidden ones and
+    those an ``.airflowignore`` names skipped)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -195,6 +197,8 @@ def dag_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             for candidate in sorted(path.rglob("*.py")):
                 parts = candidate.relative_to(path).parts
                 if any(p.startswith(".") or p == "__pycache__" for p in parts):
+                    continue
+                if ignored_by_airflow(candidate, path):  # never parsed by Airflow: never run
                     continue
                 if _looks_like_dag_file(candidate):
                     files.append(candidate)

@@ -19,7 +19,7 @@ from airflow_idempotent.lint.pystrings import Field, Literal, scan_strings
 from airflow_idempotent.lint.source import UNRESOLVED, Located, Source
 from airflow_idempotent.lint.syntax import dotted, keywords
 
-__all__ = ["ValueScope", "text_of"]
+__all__ = ["ValueScope", "standing_name", "text_of"]
 
 
 class ValueScope(Protocol):
@@ -243,6 +243,14 @@ def _field_text(scope: ValueScope, value: ast.FormattedValue, owner: ast.expr, d
         except (ValueError, TypeError):
             return _unknown(scope, value.value)
     return inner
+
+
+def standing_name(node: ast.expr, schema: object = None) -> str:
+    """The name that stands for `node`'s value in a string the linter reads (``{names[i]}`` in an
+    f-string renders to it), after `schema` when it is one: a table named at run time by the same
+    expression elsewhere (``TRUNCATE ecommdata.{names[i]}``) gets the same, lowercased, name."""
+    prefix = f"{schema}." if isinstance(schema, str) else ""
+    return (prefix + UNRESOLVED + _ident(ast.unparse(node))).lower()
 
 
 def _unknown(scope: ValueScope, node: ast.expr) -> Located:

@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_idempotent.adapters.base import EngineAdapter
-    from airflow_idempotent.strategies import WriteSpec
     from airflow_idempotent.window import Window
+    from airflow_idempotent.write_spec import WriteSpec
 
 
 def kept_stage_name(identity: AttemptIdentity, target: str, window_label: str) -> str:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.sdk import BaseOperator
 
 from airflow_idempotent import __version__
-from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter, table_parts, validate_identifier
+from airflow_idempotent.adapters.base import ColumnKind, EngineAdapter
+from airflow_idempotent.adapters.identifiers import table_parts, validate_identifier
 from airflow_idempotent.errors import FencedError
 from airflow_idempotent.fingerprint import fingerprint
 from airflow_idempotent.guard import (
@@ -36,7 +37,6 @@ from airflow_idempotent.operators.assets import (
 )
 from airflow_idempotent.operators.guarded import GuardedWriteMixin
 from airflow_idempotent.operators.lookback import record_periods
-from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec
 from airflow_idempotent.window import (
     Window,
     check_lookback,
@@ -45,6 +45,7 @@ from airflow_idempotent.window import (
     spanning,
     window_from_context,
 )
+from airflow_idempotent.write_spec import PeriodResult, WriteResult, WriteSpec
 
 if TYPE_CHECKING:
     import jinja2
@@ -206,17 +207,14 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         identity = AttemptIdentity.from_context(context, self)
         if adapter is None:
             adapter = WarehouseHook(conn_id=self.conn_id).adapter
-        adapter.open_early()  # the write's connection opens while the checks below run
-        adapter.close_late()  # an embedded file closes while the write is recorded
-        try:
-            out = self.execute_attempt(context, adapter, guard, periods, identity)
-        except BaseException:
-            adapter.settle_late(quiet=True)
-            raise
-        finally:
-            adapter.close_early()  # unless the write's transaction took it
-        adapter.settle_late()  # the file closed and its lock files released before the task ends
-        return out
+        # an embedded file closes while the write is recorded, and is closed (its lock files
+        # released) when the block ends, before the task does
+        with adapter.closes_late():
+            adapter.open_early()  # the write's connection opens while the checks below run
+            try:
+                return self.execute_attempt(context, adapter, guard, periods, identity)
+            finally:
+                adapter.close_early()  # unless the write's transaction took it
 
     def execute_attempt(
         self,

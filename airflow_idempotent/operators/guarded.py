@@ -23,8 +23,8 @@ from airflow_idempotent.history.store import utcnow
 from airflow_idempotent.identity import AttemptIdentity, table_version, with_counts
 from airflow_idempotent.operators.approval import ApprovalMixin
 from airflow_idempotent.operators.lookback import record_periods
-from airflow_idempotent.strategies import PeriodResult, WriteSpec
 from airflow_idempotent.window import Window
+from airflow_idempotent.write_spec import PeriodResult, WriteSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

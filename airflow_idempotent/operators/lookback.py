@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.identity import AttemptIdentity
-from airflow_idempotent.strategies import PeriodResult
 from airflow_idempotent.window import Window
+from airflow_idempotent.write_spec import PeriodResult
 
 if TYPE_CHECKING:
     from airflow_idempotent.operators.base import WindowWriteOperator

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.hooks.warehouse import WarehouseHook
 from airflow_idempotent.operators.base import WindowWriteOperator
-from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec, merge
+from airflow_idempotent.strategies import merge
+from airflow_idempotent.write_spec import PeriodResult, WriteResult, WriteSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -6,7 +6,8 @@ from typing import Any
 
 from airflow_idempotent.adapters.base import EngineAdapter
 from airflow_idempotent.operators.base import WindowWriteOperator
-from airflow_idempotent.strategies import PeriodResult, WriteResult, WriteSpec, overwrite
+from airflow_idempotent.strategies import overwrite
+from airflow_idempotent.write_spec import PeriodResult, WriteResult, WriteSpec
 
 
 class PartitionOverwriteOperator(WindowWriteOperator):

@@ -29,7 +29,8 @@ from airflow_idempotent.adapters.base import EngineAdapter, TableInfo
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window, empty_kinds, key_sample, plain_key
 from airflow_idempotent.guard.write import sql_true, staging_name
-from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
+from airflow_idempotent.strategies import check_keys, prepare, window_binds
+from airflow_idempotent.write_spec import WriteSpec
 
 _NUMERIC = re.compile(r"NUMERIC|DECIMAL|INT|REAL|DOUBLE|FLOAT|MONEY|NUMBER", re.IGNORECASE)
 

@@ -34,14 +34,8 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import (
-    SOURCE_ALIAS,
-    ColumnInfo,
-    ColumnKind,
-    TableInfo,
-    table_parts,
-    validate_identifier,
-)
+from airflow_idempotent.adapters.base import SOURCE_ALIAS, ColumnInfo, ColumnKind, TableInfo
+from airflow_idempotent.adapters.identifiers import table_parts, validate_identifier
 from airflow_idempotent.errors import SchemaError, UnsupportedConnectionError
 from airflow_idempotent.spark.catalog_sql import CatalogStatements
 

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_idempotent.adapters.base import table_parts
+from airflow_idempotent.adapters.identifiers import table_parts
 from airflow_idempotent.guard.approval import StaleApproval, diff_of
 from airflow_idempotent.guard.errors import GuardRefusal
 from airflow_idempotent.guard.results import GuardedResult, KeptStage
@@ -33,7 +33,8 @@ from airflow_idempotent.spark import delta, iceberg
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
 from airflow_idempotent.spark.switch import store_lock
 from airflow_idempotent.spark.writes import commit_stage
-from airflow_idempotent.strategies import WriteSpec, checksum_window, prepare, window_binds
+from airflow_idempotent.strategies import checksum_window, prepare, window_binds
+from airflow_idempotent.write_spec import WriteSpec
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import EngineAdapter, table_parts
+from airflow_idempotent.adapters.base import EngineAdapter
+from airflow_idempotent.adapters.identifiers import table_parts
 
 #: The error condition of a SQL script on a server whose SQL scripting is disabled.
 SCRIPTING_REFUSED = "UNSUPPORTED_FEATURE.SQL_SCRIPTING"

@@ -34,7 +34,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import SOURCE_ALIAS, table_parts
+from airflow_idempotent.adapters.base import SOURCE_ALIAS
+from airflow_idempotent.adapters.identifiers import table_parts
 from airflow_idempotent.adapters.source_checks import TARGET_ALIAS
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
@@ -42,15 +43,8 @@ from airflow_idempotent.spark.merges import checked_merge_source, folded_source,
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
-from airflow_idempotent.strategies import (
-    PeriodResult,
-    WriteResult,
-    WriteSpec,
-    period_binds,
-    prepare,
-    raise_outside,
-    window_binds,
-)
+from airflow_idempotent.strategies import period_binds, prepare, raise_outside, window_binds
+from airflow_idempotent.write_spec import PeriodResult, WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
 

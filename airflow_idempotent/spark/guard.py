@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from airflow_idempotent.adapters.base import table_parts
+from airflow_idempotent.adapters.identifiers import table_parts
 from airflow_idempotent.checksum import checksum_rows
 from airflow_idempotent.guard.config import Thresholds
 from airflow_idempotent.guard.diff import WindowDiff, diff_window
@@ -53,7 +53,8 @@ from airflow_idempotent.spark.adapter import STAGING_PREFIX, SparkAdapter, Spark
 from airflow_idempotent.spark.approval import keep_stage, read_version
 from airflow_idempotent.spark.switch import overwrite_by_switch, store_lock
 from airflow_idempotent.spark.writes import commit_stage
-from airflow_idempotent.strategies import WriteSpec, check_keys, prepare, window_binds
+from airflow_idempotent.strategies import check_keys, prepare, window_binds
+from airflow_idempotent.write_spec import WriteSpec
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,8 @@ from airflow_idempotent.spark.observed import Observed, observable, trusted, win
 from airflow_idempotent.spark.partitioning import PARTLY_MATCHED, describe_partitioning, window_fit
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
-from airflow_idempotent.strategies import WriteSpec, prepare, raise_outside, window_binds
+from airflow_idempotent.strategies import prepare, raise_outside, window_binds
+from airflow_idempotent.write_spec import WriteSpec
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ from sqlglot import exp
 from airflow_idempotent.adapters.base import SOURCE_ALIAS, EngineAdapter, TableInfo
 from airflow_idempotent.errors import SchemaError
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo, raise_error
-from airflow_idempotent.strategies import SAMPLE_SIZE, WriteSpec, check_keys, prepare, raise_held_outside
+from airflow_idempotent.strategies import SAMPLE_SIZE, check_keys, prepare, raise_held_outside
+from airflow_idempotent.write_spec import WriteSpec
 
 #: The text of the MERGE's own refusal of a source row (raise_error), found in its failure.
 REFUSED = "airflow_idempotent: a row of the MERGE source is refused"

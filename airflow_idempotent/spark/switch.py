@@ -69,8 +69,9 @@ from airflow_idempotent.spark.adapter import (
     SparkTableInfo,
 )
 from airflow_idempotent.spark.steps import step
-from airflow_idempotent.strategies import RESERVED_PARAMS, SAMPLE_SIZE, WriteResult, WriteSpec, prepare
+from airflow_idempotent.strategies import SAMPLE_SIZE, prepare
 from airflow_idempotent.window import Window
+from airflow_idempotent.write_spec import RESERVED_PARAMS, WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
 

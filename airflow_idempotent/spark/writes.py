@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from airflow_idempotent.spark import delta, iceberg
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkTableInfo
-from airflow_idempotent.strategies import WriteResult, WriteSpec
+from airflow_idempotent.write_spec import WriteResult, WriteSpec
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
-from airflow_idempotent.adapters.base import split_table_name, validate_identifier
+from airflow_idempotent.adapters.identifiers import split_table_name, validate_identifier
 from airflow_idempotent.errors import (
     InvalidIdentifierError,
     NonDeterministicSQLError,

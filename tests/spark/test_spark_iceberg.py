@@ -241,7 +241,7 @@ def test_merge_delete_missing_deletes_only_the_windows_missing_rows(spark, spark
 
 def test_three_part_name_on_a_sql_engine_is_refused() -> None:
     """A catalog part is Spark's: on a SQL engine's adapter the name is refused, naming the fix."""
-    from airflow_idempotent.adapters.base import split_table_name, table_parts
+    from airflow_idempotent.adapters.identifiers import split_table_name, table_parts
     from airflow_idempotent.errors import InvalidIdentifierError
 
     assert table_parts("ice.idem.payouts") == ("ice", "idem", "payouts")

@@ -14,8 +14,8 @@ from airflow_idempotent.guard import GuardRefusal, Thresholds
 from airflow_idempotent.operators import MergeOperator
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkEngine
 from airflow_idempotent.spark.guard import guarded_spark_write
-from airflow_idempotent.strategies import WriteSpec
 from airflow_idempotent.window import covered_windows, spanning, window_of
+from airflow_idempotent.write_spec import WriteSpec
 
 
 def merge(conn_id: str) -> MergeOperator:
