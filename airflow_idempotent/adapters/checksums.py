@@ -58,6 +58,14 @@ class ChecksumStatements:
         """
         return self.row_hash(self.row_text(columns))
 
+    def hash_total(self, row_hash: exp.Expr) -> exp.Expr:
+        """The exact, order-independent sum of `row_hash` over the rows (0 for none), as an aggregate.
+
+        A plain SUM: each database's wide type holds it (docs/checksum.md). Spark overrides it, since
+        its wide type, DECIMAL(38,0), costs a BigDecimal per row.
+        """
+        return exp.func("COALESCE", exp.Sum(this=row_hash), exp.Literal.number(0))
+
     def window_checksum(
         self, table: str, partition_column: str, columns: Sequence[str | ColumnInfo]
     ) -> exp.Select:
@@ -72,7 +80,7 @@ class ChecksumStatements:
         return (
             exp.select(
                 exp.Count(this=exp.Star()),
-                exp.func("COALESCE", exp.Sum(this=self.row_checksum(ordered)), exp.Literal.number(0)),
+                self.hash_total(self.row_checksum(ordered)),
             )
             .from_(self.table(table), copy=False)
             .where(self.in_window(partition_column), copy=False)

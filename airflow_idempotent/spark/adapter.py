@@ -52,6 +52,9 @@ ATTEMPTS_DIR = "_idem_attempts"
 NULL_DIRECTORY = "__HIVE_DEFAULT_PARTITION__"
 #: Columns per BIGINT of the checksum's NULL mask (`SparkAdapter.row_checksum`): bits 0-61.
 NULL_MASK_BITS = 62
+#: The row hashes' sum is taken in slices of this many bits, each summed as a BIGINT (`hash_total`).
+HASH_SLICE_BITS = 21
+HASH_SLICE = 1 << HASH_SLICE_BITS
 #: The error condition of a name the catalog does not hold.
 TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 #: The catalog's refusal to list the columns of a table partitioned by a transform it does not map
@@ -390,8 +393,7 @@ class SparkAdapter(CatalogStatements):
         mask (bit i set when column i is NULL, one BIGINT per NULL_MASK_BITS columns) tells them
         apart. Hashing typed values skips converting each to text: over a 1,000,000-row window about
         as cheap as ``count(*)``, 0.4 s less than v1 (docs/checksum.md). A column of a MAP type,
-        which xxhash64 refuses, is hashed as its text. The hash is summed as DECIMAL(38,0): a SUM of
-        BIGINTs overflows under Spark 4's ANSI mode.
+        which xxhash64 refuses, is hashed as its text. `hash_total` sums the BIGINT hashes exactly.
         """
         values: list[exp.Expr] = [
             exp.cast(self.column(c.name), "STRING") if "map<" in c.type_name.lower() else self.column(c.name)
@@ -410,7 +412,37 @@ class SparkAdapter(CatalogStatements):
             for bit in bits[1:]:
                 mask = exp.Add(this=mask, expression=bit)
             values.append(exp.cast(mask, "BIGINT"))
-        return exp.cast(exp.Anonymous(this="XXHASH64", expressions=values), "DECIMAL(38, 0)")
+        return exp.Anonymous(this="XXHASH64", expressions=values)
+
+    def hash_total(self, row_hash: exp.Expr) -> exp.Expr:
+        """The exact sum of the BIGINT row hashes, as three BIGINT sums of 21/21/22-bit slices
+        combined once in DECIMAL(38,0): ``sum(h) = sum(h >> 42) * 2^42 + sum(h >> 21 & M) * 2^21 +
+        sum(h & M)`` (arithmetic shifts, M = 2^21 - 1), exact for windows under 2^41 rows.
+
+        One SUM of BIGINTs overflows (an error under ANSI mode, a wrong sum without it); summing
+        each hash CAST to DECIMAL(38,0), as this did before, gives the same figure but costs a
+        BigDecimal per row: 0.8-0.9 s more per 1,000,000 rows observed in a write, 0.3 s in a
+        read (docs/checksum.md).
+        """
+
+        def sliced(shift: int, masked: bool) -> exp.Expr:
+            part: exp.Expr = row_hash.copy()
+            if shift:
+                part = exp.BitwiseRightShift(this=part, expression=exp.Literal.number(shift))
+            if masked:
+                part = exp.BitwiseAnd(this=part, expression=exp.Literal.number(HASH_SLICE - 1))
+            return exp.Sum(this=part)
+
+        high = exp.Mul(
+            this=exp.cast(sliced(2 * HASH_SLICE_BITS, False), "DECIMAL(38, 0)"),
+            expression=exp.Literal.number(HASH_SLICE),
+        )
+        middle = exp.Mul(
+            this=exp.paren(exp.Add(this=high, expression=sliced(HASH_SLICE_BITS, True))),
+            expression=exp.Literal.number(HASH_SLICE),
+        )
+        total = exp.Add(this=middle, expression=sliced(0, True))
+        return exp.func("COALESCE", total, exp.Literal.number(0))
 
     def partition_stats(self, table: str, partition_column: str, columns: Sequence[ColumnInfo]) -> exp.Select:
         """Per partition value of `table`: rows and the sum of row hashes, in one scan in the cluster."""

@@ -92,3 +92,32 @@ def test_spark_checksum_v2_sees_values_and_nulls_not_order(spark, spark_conn) ->
         assert value != base, name
     assert len(set(changed.values())) == len(changed) == 6
     assert adapter.checksum_text(int(nothing[0]), nothing[1]) == "v2:0:0"
+
+
+def test_spark_checksum_sum_is_the_decimal_sum_of_the_row_hashes(spark, spark_conn) -> None:
+    """The sum taken in BIGINT slices (`SparkAdapter.hash_total`) is, to the digit, the definition's
+    sum of each row hash as DECIMAL(38,0), written here by hand: over 20,000 rows (their hashes'
+    sum far outside a BIGINT, both signs summed), BIGINT extremes and NULLs included."""
+    adapter = SparkAdapter.from_connection(spark_conn)
+    view = f"chk_{uuid.uuid4().hex[:10]}"
+    spark.sql(
+        f"CREATE GLOBAL TEMPORARY VIEW {view} AS SELECT id AS k, IF(id % 7 = 0, NULL, id * 7919) AS v, "
+        "DATE'2026-08-01' AS d FROM range(0, 20000) UNION ALL SELECT 9223372036854775807, "
+        "-9223372036854775808, DATE'2026-08-01' UNION ALL SELECT -1, NULL, DATE'2026-08-01'"
+    )
+    hashed = "xxhash64(k, v, CAST(IF(k IS NULL, 1, 0) + IF(v IS NULL, 2, 0) AS BIGINT))"
+    try:
+        columns = [ColumnInfo("k", "bigint", "other", True), ColumnInfo("v", "bigint", "other", True)]
+        window = adapter.window_checksum(f"global_temp.{view}", "d", columns)
+        binds = {"window_start": date(2026, 8, 1), "window_end": date(2026, 8, 2)}
+        with adapter.engine.connect() as conn:
+            count, total = adapter.execute(conn, window, binds).one()
+        by_hand = spark.sql(
+            f"SELECT count(*) AS n, sum(CAST({hashed} AS DECIMAL(38,0))) AS s, "
+            f"min({hashed}) AS low, max({hashed}) AS high FROM global_temp.{view}"
+        ).collect()[0]
+    finally:
+        spark.sql(f"DROP VIEW IF EXISTS global_temp.{view}")
+    assert by_hand["low"] < 0 < by_hand["high"]
+    assert abs(by_hand["s"]) > 2**63  # one BIGINT SUM would have overflowed
+    assert adapter.checksum_text(int(count), total) == f"v2:20002:{by_hand['s']}"
