@@ -14,3 +14,8 @@ def lint_files(root: Path, files: dict[str, str]) -> LintReport:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return lint_paths([root])
+
+
+def finding_rows(report: LintReport) -> list[tuple[str, str, int, str | None]]:
+    """The report's findings as sorted (rule, file name, line, task id) rows."""
+    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in report.findings)

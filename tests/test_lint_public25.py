@@ -20,21 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_idempotent.lint import lint_paths
-
-
-def _project(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-def _found(root: Path) -> list[tuple[str, str, int, str | None]]:
-    report = lint_paths([root])
-    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in report.findings)
-
+from tests.lintfiles import finding_rows, lint_files
 
 _LOAD = """\
 from datetime import datetime
@@ -48,7 +34,7 @@ with DAG("{dag}", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=Fa
 
 
 def test_files_an_airflowignore_names_are_never_linted_nor_paired(tmp_path: Path) -> None:
-    root = _project(
+    report = lint_files(
         tmp_path,
         {
             "dags/.airflowignore": "deprecated/*  # old DAGs, kept for reference\n",
@@ -56,23 +42,22 @@ def test_files_an_airflowignore_names_are_never_linted_nor_paired(tmp_path: Path
             "dags/live/new_load.py": _LOAD.format(dag="new_load"),
         },
     )
-    report = lint_paths([root])
     assert [Path(f).name for f in report.files] == ["new_load.py"]
     # the live append stays; no IDEM007 with a writer Airflow never runs
-    assert _found(root) == [("IDEM002", "new_load.py", 7, "load")]
+    assert finding_rows(report) == [("IDEM002", "new_load.py", 7, "load")]
 
 
 def test_a_pattern_only_one_syntax_ignores_keeps_the_file(tmp_path: Path) -> None:
     """Guard: ``.*_old\\.py`` is a regexp (Airflow 2's default syntax) but, as a glob (Airflow 3's),
     names only hidden files; the linter does not know the deployment's syntax, so it keeps the file."""
-    root = _project(
+    report = lint_files(
         tmp_path,
         {
             "dags/.airflowignore": ".*_old\\.py\n",
             "dags/sales_old.py": _LOAD.format(dag="sales_old"),
         },
     )
-    assert _found(root) == [("IDEM002", "sales_old.py", 7, "load")]
+    assert finding_rows(report) == [("IDEM002", "sales_old.py", 7, "load")]
 
 
 _DEFAULTS = """\
@@ -103,7 +88,7 @@ flow()
 
 
 def test_a_dag_decorators_unpacked_mapping_sets_its_catchup(tmp_path: Path) -> None:
-    root = _project(
+    report = lint_files(
         tmp_path,
         {
             "airflow.cfg": "[scheduler]\ncatchup_by_default = True\n",
@@ -111,12 +96,12 @@ def test_a_dag_decorators_unpacked_mapping_sets_its_catchup(tmp_path: Path) -> N
             "dags/fluxo.py": _DECORATED.format(name="DEFAULT_ARGS_DAGS", dag="fluxo"),
         },
     )
-    assert _found(root) == []
+    assert finding_rows(report) == []
 
 
 def test_a_dag_decorators_mapping_without_catchup_still_catches_up(tmp_path: Path) -> None:
     """Guard: the mapping gives a start but no ``catchup``: the deployment's default (on) holds."""
-    root = _project(
+    report = lint_files(
         tmp_path,
         {
             "airflow.cfg": "[scheduler]\ncatchup_by_default = True\n",
@@ -124,7 +109,7 @@ def test_a_dag_decorators_mapping_without_catchup_still_catches_up(tmp_path: Pat
             "dags/venda.py": _DECORATED.format(name="NO_CATCHUP_SET", dag="venda"),
         },
     )
-    assert [(rule, name) for rule, name, _, _ in _found(root)] == [("IDEM005", "venda.py")]
+    assert [(rule, name) for rule, name, _, _ in finding_rows(report)] == [("IDEM005", "venda.py")]
 
 
 _TRUNCATE_THEN_APPEND = """\
@@ -171,8 +156,8 @@ with DAG("loads", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=Fa
 
 
 def test_a_computed_table_truncated_then_appended_in_one_task_is_replaced(tmp_path: Path) -> None:
-    root = _project(tmp_path, {"loads.py": _TRUNCATE_THEN_APPEND})
-    found = _found(root)
+    report = lint_files(tmp_path, {"loads.py": _TRUNCATE_THEN_APPEND})
+    found = finding_rows(report)
     assert ("IDEM002", "loads.py", 16, "lists") not in found
     assert ("IDEM002", "loads.py", 24, "offsets") not in found
     # guard: a task that truncates another table still appends to the one it names at run time
@@ -214,8 +199,8 @@ def test_a_retention_prune_in_the_dag_does_not_clear_the_days_append(tmp_path: P
     """smu-chile's ``etl_detalle_promociones`` inserts the ``ds`` day's rows and prunes rows older than
     730 days in another task: the prune never clears the day, so a rerun inserts it twice. Guard: a
     task deleting the day itself still makes its loader's append information."""
-    root = _project(tmp_path, {"promos.py": _RETENTION})
-    found = _found(root)
+    report = lint_files(tmp_path, {"promos.py": _RETENTION})
+    found = finding_rows(report)
     assert ("IDEM002", "promos.py", 9, "load") in found
     assert not any(task == "load_day" for _, _, _, task in found)
 
@@ -254,9 +239,9 @@ def test_spanish_audit_columns_and_attempt_counters_are_information(tmp_path: Pa
     """smu-chile stamps ``fecha_actualizacion = CURRENT_TIMESTAMP`` (IDEM001) and counts publishing
     attempts in ``intentos_vtex = intentos_vtex + 1`` (IDEM008), as ``updated_at`` and ``attempts``
     would be named in English. Guard: today's date as a row's data (``fecha``) stays IDEM001."""
-    root = _project(tmp_path, {"tiendas.py": _SPANISH_STAMPS})
-    found = _found(root)
+    report = lint_files(tmp_path, {"tiendas.py": _SPANISH_STAMPS})
+    found = finding_rows(report)
     assert not any(task in ("upsert_tiendas", "publish") for _, _, _, task in found)
     assert [(rule, task) for rule, _, _, task in found] == [("IDEM001", "snapshot")]
-    info = {(i.rule, i.task_id) for i in lint_paths([root]).information}
+    info = {(i.rule, i.task_id) for i in report.information}
     assert ("IDEM001", "upsert_tiendas") in info and ("IDEM008", "publish") in info

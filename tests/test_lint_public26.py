@@ -14,21 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_idempotent.lint import lint_paths
-
-
-def _project(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-def _found(root: Path) -> list[tuple[str, str, int, str | None]]:
-    report = lint_paths([root])
-    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in report.findings)
-
+from tests.lintfiles import finding_rows, lint_files
 
 _TEMPORARY = """\
 from datetime import datetime
@@ -76,8 +62,8 @@ with DAG("sell_out", schedule="@daily", start_date=datetime(2024, 1, 1), catchup
 
 
 def test_an_append_into_a_temporary_table_the_task_creates_is_no_rerun_problem(tmp_path: Path) -> None:
-    root = _project(tmp_path, {"sell_out.py": _TEMPORARY})
-    found = _found(root)
+    report = lint_files(tmp_path, {"sell_out.py": _TEMPORARY})
+    found = finding_rows(report)
     assert ("IDEM002", "sell_out.py", 14, "sell_out") not in found
     assert ("IDEM002", "sell_out.py", 22, "stock") not in found
     # the permanent table the temporary one feeds is still read: its plain INSERT appends
@@ -124,8 +110,8 @@ with DAG("sku_sellers", schedule="@daily", start_date=datetime(2024, 1, 1), catc
 
 
 def test_a_table_name_read_through_two_locals_is_the_one_the_task_truncates(tmp_path: Path) -> None:
-    root = _project(tmp_path, {"sku_sellers.py": _TWO_LOCALS})
-    found = _found(root)
+    report = lint_files(tmp_path, {"sku_sellers.py": _TWO_LOCALS})
+    found = finding_rows(report)
     assert ("IDEM002", "sku_sellers.py", 16, "sku_sellers") not in found
     # guard: the name read through the same two locals is another table than the one truncated
     assert ("IDEM002", "sku_sellers.py", 26, "sellers") in found
