@@ -7,6 +7,7 @@ Every expected figure comes from the payouts scenario's formula in pure Python
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -47,6 +48,24 @@ def version(spark: Any, table: str) -> int:
 def commit(spark: Any, table: str, at: int) -> Any:
     rows = spark.sql(f"DESCRIBE HISTORY {table}").collect()
     return next(r for r in rows if int(r["version"]) == at)
+
+
+@pytest.fixture(scope="module")
+def merged_day(spark_conn: str) -> Iterator[Callable[[Any], str]]:
+    """A Delta payouts table holding DAY as the provider's MERGE wrote it, built once (with the
+    first test's client) and shared by the refusal cases: each asserts that its refused write
+    left the version and the rows as they were, so the next starts from the same table."""
+    made: list[str] = []
+
+    def get(spark: Any) -> str:
+        if not made:
+            table = "delta_merge_refusals"
+            create_delta_payouts(spark, table)
+            merge_operator(spark_conn, table).execute(context(DAY))
+            made.append(table)
+        return made[0]
+
+    yield get
 
 
 def test_payouts_crash_then_three_reruns_on_delta(spark, spark_conn) -> None:
@@ -139,10 +158,15 @@ def test_month_is_replaced_whole(spark, spark_conn) -> None:
 
 
 @pytest.mark.parametrize("make", [operator, merge_operator], ids=["overwrite", "merge"])
-def test_rows_outside_the_window_are_refused_with_nothing_committed(spark, spark_conn, make) -> None:
-    table = f"delta_payouts_outside_{make.__name__}"
-    create_delta_payouts(spark, table)
-    make(spark_conn, table).execute(context(DAY))
+def test_rows_outside_the_window_are_refused_with_nothing_committed(
+    spark, spark_conn, merged_day, make
+) -> None:
+    if make is merge_operator:  # the merge cases' shared table (DAY merged)
+        table = merged_day(spark)
+    else:
+        table = f"delta_payouts_outside_{make.__name__}"
+        create_delta_payouts(spark, table)
+        make(spark_conn, table).execute(context(DAY))
     before, first = all_days(spark, table), version(spark, table)
     leaky = PAYOUT_SQL.replace("s.sale_date < :window_end", "s.sale_date <= :window_end")
     with pytest.raises(
@@ -222,10 +246,10 @@ def test_merge_counts_its_own_commit_when_another_lands_around_it(spark, spark_c
     ],
     ids=["repeated", "null"],
 )
-def test_merge_refuses_repeated_and_null_keys_with_nothing_written(spark, spark_conn, extra, named) -> None:
-    table = f"delta_merge_keys_{'null' if 'NULL' in extra else 'repeated'}"
-    create_delta_payouts(spark, table)
-    merge_operator(spark_conn, table).execute(context(DAY))
+def test_merge_refuses_repeated_and_null_keys_with_nothing_written(
+    spark, spark_conn, merged_day, extra, named
+) -> None:
+    table = merged_day(spark)  # DAY merged
     before, first = all_days(spark, table), version(spark, table)
     assert (DAY - START).days * 2000 + 1 == 48001  # the day's first sale, repeated by `extra`
     with pytest.raises(MergeKeyError, match=r"nothing was written") as err:

@@ -9,7 +9,9 @@ it, an insert-only MERGE whose columns are all keys) count what the payouts form
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import json
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +23,9 @@ from airflow_idempotent.operators import MergeOperator
 from airflow_idempotent.spark.cluster import ICEBERG_CATALOG
 from airflow_idempotent.spark.merges import REFUSED
 from tests.spark.payouts_spark import DAY, START, all_days, context, create_payouts, day_figures, day_truth
+
+#: Reads a table's current version (Delta) or snapshot (Iceberg) with the test's client.
+Head = Callable[[], int]
 
 pytestmark = pytest.mark.spark
 
@@ -64,17 +69,63 @@ def iceberg_head(spark: Any, table: str) -> int:
     )
 
 
-def payouts(spark: Any, fmt: str, name: str) -> tuple[str, Callable[[], int]]:
+def head_of(spark: Any, fmt: str, table: str) -> Head:
+    """How `table`'s current version (Delta) or snapshot (Iceberg) is read, by SQL written here."""
+    if fmt == "iceberg":
+        return lambda: iceberg_head(spark, table)
+    return lambda: delta_version(spark, table)
+
+
+def payouts(spark: Any, fmt: str, name: str) -> tuple[str, Head]:
     """An empty payouts table of format `fmt`, and how its current version (Delta) or snapshot
     (Iceberg) is read."""
     if fmt == "iceberg":
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.idem")
         table = f"{ICEBERG_CATALOG}.idem.folded_{name}"
         create_payouts(spark, table, using="iceberg")
-        return table, lambda: iceberg_head(spark, table)
-    table = f"delta_folded_{name}"
-    create_payouts(spark, table, using="delta")
-    return table, lambda: delta_version(spark, table)
+    else:
+        table = f"delta_folded_{name}"
+        create_payouts(spark, table, using="delta")
+    return table, head_of(spark, fmt, table)
+
+
+#: Builds (once per module, then shared) a payouts table holding DAY and NEXT as the provider's
+#: MERGE wrote them: (test's client, format, source table) -> the table's name.
+TwoDays = Callable[[Any, str, str], str]
+
+
+@pytest.fixture(scope="module")
+def two_days(spark_conn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoDays]:
+    """The refusal cases' starting table, one per format and source, shared: a refused MERGE
+    commits nothing (each case asserts the version, rows and history unchanged), so the next
+    case starts from the same table; the one case that adds a row deletes it again. Its two
+    setup MERGEs are recorded in a history store of their own, not in the case's."""
+    made: dict[tuple[str, str], str] = {}
+    store = tmp_path_factory.mktemp("folded_history") / "history.db"
+
+    def get(spark: Any, fmt: str, source: str = "sales") -> str:
+        if (fmt, source) not in made:
+            sql = PAYOUT_SQL.replace("FROM sales s", f"FROM {source} s")
+            table, _ = payouts(spark, fmt, "shared" if source == "sales" else f"{source}_shared")
+            with pytest.MonkeyPatch.context() as mp:
+                conn = json.dumps({"conn_type": "sqlite", "host": str(store)})
+                mp.setenv("AIRFLOW_CONN_IDEMPOTENT_HISTORY", conn)
+                for day in (DAY, NEXT):
+                    merging(spark_conn, table, sql=sql).execute(context(day))
+            made[(fmt, source)] = table
+        return made[(fmt, source)]
+
+    yield get
+
+
+@contextlib.contextmanager
+def held_row(spark: Any, table: str) -> Iterator[None]:
+    """A sale of DAY also held on NEXT (the `held` case's table), deleted again afterwards."""
+    spark.sql(f"INSERT INTO {table} VALUES ({FIRST_SALE + 6}, 1.00, 0.60, DATE'{NEXT}')")
+    try:
+        yield
+    finally:
+        spark.sql(f"DELETE FROM {table} WHERE sale_id = {FIRST_SALE + 6} AND sale_date = DATE'{NEXT}'")
 
 
 def merging(
@@ -97,25 +148,26 @@ def merging(
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 @pytest.mark.parametrize("case", list(REFUSALS))
-def test_refused_source_fails_the_merge_with_nothing_committed(spark, spark_conn, history, fmt, case) -> None:
+def test_refused_source_fails_the_merge_with_nothing_committed(
+    spark, spark_conn, history, two_days: TwoDays, fmt, case
+) -> None:
     extra, error, named = REFUSALS[case]
-    table, head = payouts(spark, fmt, case)
-    for day in (DAY, NEXT):
-        merging(spark_conn, table).execute(context(day))
+    table = two_days(spark, fmt, "sales")
+    head = head_of(spark, fmt, table)
     sql = f"{PAYOUT_SQL} {extra}"
-    if extra is None:  # a sale of DAY the table also holds on NEXT
-        spark.sql(f"INSERT INTO {table} VALUES ({FIRST_SALE + 6}, 1.00, 0.60, DATE'{NEXT}')")
-        sql = PAYOUT_SQL
-    before, version = all_days(spark, table), head()
-    written = len(history.writes(target=f"{spark_conn}:{table}"))
-    assert before[DAY] == day_truth(DAY) and before[NEXT][0] == day_truth(NEXT)[0] + (extra is None)
-    with pytest.raises(error, match=named) as err:
-        merging(spark_conn, table, sql=sql, policy="v2").execute(context(DAY))
-    assert "nothing was written" in str(err.value)
-    assert REFUSED in str(err.value.__context__)  # the MERGE itself refused the row, in the cluster
-    assert head() == version
-    assert all_days(spark, table) == before
-    assert len(history.writes(target=f"{spark_conn}:{table}")) == written  # no committed write recorded
+    with held_row(spark, table) if extra is None else contextlib.nullcontext():
+        if extra is None:  # a sale of DAY the table also holds on NEXT
+            sql = PAYOUT_SQL
+        before, version = all_days(spark, table), head()
+        written = len(history.writes(target=f"{spark_conn}:{table}"))
+        assert before[DAY] == day_truth(DAY) and before[NEXT][0] == day_truth(NEXT)[0] + (extra is None)
+        with pytest.raises(error, match=named) as err:
+            merging(spark_conn, table, sql=sql, policy="v2").execute(context(DAY))
+        assert "nothing was written" in str(err.value)
+        assert REFUSED in str(err.value.__context__)  # the MERGE itself refused the row, in the cluster
+        assert head() == version
+        assert all_days(spark, table) == before
+        assert len(history.writes(target=f"{spark_conn}:{table}")) == written  # no committed write recorded
 
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
@@ -159,7 +211,9 @@ def test_insert_only_merge_refuses_a_repeated_key_with_nothing_committed(spark, 
 
 
 @pytest.mark.parametrize("case", ["repeated", "held"])
-def test_delta_source_of_delta_tables_only_refuses_with_nothing_committed(spark, spark_conn, case) -> None:
+def test_delta_source_of_delta_tables_only_refuses_with_nothing_committed(
+    spark, spark_conn, two_days: TwoDays, case
+) -> None:
     """A source reading Delta tables only is not materialized by Delta's MERGE (its
     ``merge.materializeSource=auto``; a parquet read, as the other tests', is): the MERGE reads it
     twice, to find the files it touches and to write. The count per key is deterministic, so both
@@ -167,17 +221,16 @@ def test_delta_source_of_delta_tables_only_refuses_with_nothing_committed(spark,
     spark.sql("CREATE TABLE IF NOT EXISTS delta_sales USING delta AS SELECT * FROM sales")
     sql = PAYOUT_SQL.replace("FROM sales s", "FROM delta_sales s")
     assert sql != PAYOUT_SQL
-    table, head = payouts(spark, "delta", f"delta_source_{case}")
-    for day in (DAY, NEXT):
-        merging(spark_conn, table, sql=sql).execute(context(day))
+    table = two_days(spark, "delta", "delta_sales")
+    head = head_of(spark, "delta", table)
     extra, error, named = REFUSALS[case]
-    if extra is None:
-        spark.sql(f"INSERT INTO {table} VALUES ({FIRST_SALE + 6}, 1.00, 0.60, DATE'{NEXT}')")
-    else:
+    if extra is not None:
         sql = f"{sql} {extra.replace('FROM sales', 'FROM delta_sales')}"
-    before, version = all_days(spark, table), head()
-    with pytest.raises(error, match=named) as err:
-        merging(spark_conn, table, sql=sql, policy="v2").execute(context(DAY))
-    assert REFUSED in str(err.value.__context__)
-    assert head() == version
-    assert all_days(spark, table) == before
+    with held_row(spark, table) if extra is None else contextlib.nullcontext():
+        before, version = all_days(spark, table), head()
+        assert before[DAY] == day_truth(DAY) and before[NEXT][0] == day_truth(NEXT)[0] + (extra is None)
+        with pytest.raises(error, match=named) as err:
+            merging(spark_conn, table, sql=sql, policy="v2").execute(context(DAY))
+        assert REFUSED in str(err.value.__context__)
+        assert head() == version
+        assert all_days(spark, table) == before
