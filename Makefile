@@ -64,7 +64,8 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 # Groups, in order; their times in the clean-clone `bash .ci/run` of 9dbba3c (42 min 11 s in all;
-# 70aa168's took 38 min 50 s, its Spark group 17.4 min;
+# 70aa168's took 38 min 50 s, its Spark group 17.4 min; a546842's 51 min 43 s on a slow day, each
+# group 1.2-1.4x: 8.5, 2.9, 23.7, 10.2 and 4.5 min;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
