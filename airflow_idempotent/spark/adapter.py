@@ -421,8 +421,9 @@ class SparkAdapter(CatalogStatements):
 
         One SUM of BIGINTs overflows (an error under ANSI mode, a wrong sum without it); summing
         each hash CAST to DECIMAL(38,0), as this did before, gives the same figure but costs a
-        BigDecimal per row: 0.8-0.9 s more per 1,000,000 rows observed in a write, 0.3 s in a
-        read (docs/checksum.md).
+        BigDecimal per row: in local one-core Spark 0.8 s more per 1,000,000 rows observed in a
+        write, 0.2 s in a read; on the test cluster a Delta read at a version showed no median gain
+        (docs/checksum.md).
         """
 
         def sliced(shift: int, masked: bool) -> exp.Expr:
