@@ -558,14 +558,29 @@ def clock_helper(call: ast.Call, scope: Scope) -> tuple[str, bool] | None:
     ):
         return None  # calling a @task function in a DAG body builds a task; nothing runs at parse time
     fn, fn_scope = found
-    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+    # not inside functions it defines: their bodies run only when called (a ``@dag`` function's
+    # ``@task`` bodies run in the task, never when the module calls the ``@dag`` function)
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in _own_nodes(fn)):
         return None
     fn_parents = parents(fn)
     # its body and defaults (a default's value flows into the call), not its decorators: they ran
     # when the module defined it (``@dag(params={"day": Param(f"{date.today()}")})``, judged there)
-    for node in (n for part in [*fn.body, fn.args] for n in ast.walk(part)):
+    for node in (n for part in [*_own_statements(fn), fn.args] for n in walk_no_defs(part)):
         if isinstance(node, ast.Call) and (inner := clock_call(node, fn_scope)) is not None:
             use = clock_use(node, fn, fn_parents)
             if use in ("used", "relative", "stamp"):
                 return f"{call.func.id}() (which calls {inner})", use == "relative"
     return None
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """`fn`'s statements but the functions and classes it defines."""
+    return [stmt for stmt in fn.body if not isinstance(stmt, _DEFS)]
+
+
+def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of `fn`'s body, not of the functions, lambdas or classes it defines."""
+    return [n for stmt in _own_statements(fn) for n in walk_no_defs(stmt)]

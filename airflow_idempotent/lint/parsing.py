@@ -21,6 +21,7 @@ from airflow_idempotent.errors import SqlParseError
 
 __all__ = [
     "DIALECTS",
+    "FALLBACK_DIALECTS",
     "NAME_KEY",
     "START_KEY",
     "dialect_name",
@@ -31,6 +32,9 @@ __all__ = [
 
 #: sqlglot dialect names we support. MariaDB uses "mysql".
 DIALECTS: tuple[str, ...] = ("postgres", "mysql", "sqlite", "duckdb", "spark")
+#: Dialects the DAG linter tries last, for SQL none of DIALECTS reads (SQL Server's ``CONVERT(DATE,
+#: x)``, ``GETDATE() - 1``): read to find clock reads and writes, never an operator's dialect.
+FALLBACK_DIALECTS: tuple[str, ...] = ("tsql",)
 
 _SEMICOLON: tuple[type[exp.Expression], ...] = tuple(
     cls for cls in (getattr(exp, "Semicolon", None),) if cls is not None
@@ -45,7 +49,7 @@ START_KEY = "airflow_idempotent.start"
 def dialect_name(dialect: str) -> str:
     """Validate the dialect early: a wrong dialect parses SQL wrongly, so checks would mislead."""
     name = dialect.strip().lower() if isinstance(dialect, str) else dialect
-    if name not in DIALECTS:
+    if name not in DIALECTS and name not in FALLBACK_DIALECTS:
         raise SqlParseError(
             f"unknown SQL dialect {dialect!r}: use one of {', '.join(DIALECTS)} (MariaDB uses 'mysql')"
         )

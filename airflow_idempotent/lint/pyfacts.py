@@ -495,12 +495,15 @@ def keyed(root: ast.AST) -> bool:
 
 
 _SQL_START = re.compile(
-    r"\s*(select|insert|update|delete|merge|with|truncate|replace|create|drop|copy)\b", re.IGNORECASE
+    r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"  # leading comments (a .sql file's header)
+    r"(select|insert|update|delete|merge|with|truncate|replace|create|drop|copy)\b",
+    re.IGNORECASE | re.DOTALL,
 )
 
 
 def looks_like_sql(text: str) -> bool:
-    """The string starts like a SQL statement (for strings task code passes to execute/run)."""
+    """The string starts like a SQL statement, after any comments (for strings task code passes to
+    execute/run)."""
     return bool(_SQL_START.match(text))
 
 

@@ -123,7 +123,7 @@ class Scope:
             for alias in stmt.names:
                 local = alias.asname or alias.name.split(".")[0]
                 self.imports[local] = (alias.name if alias.asname else local, None, 0)
-        elif isinstance(stmt, ast.If | ast.Try):
+        elif isinstance(stmt, ast.If | ast.Try | ast.With):
             for sub in [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", [])]:
                 self._collect(sub)
 

@@ -32,8 +32,11 @@ _RUN_STARTS = frozenset({("dag_run", "start_date"), ("ti", "start_date"), ("task
 #: ``CREATE [GLOBAL|LOCAL] TEMP[ORARY] TABLE [IF NOT EXISTS] name`` (PostgreSQL, MySQL, Snowflake,
 #: BigQuery, Oracle): read from the text, as sqlglot parses ``.. (LIKE t) ON COMMIT DROP`` as a command
 _TEMPORARY = re.compile(
-    r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL|LOCAL)\s+)?TEMP(?:ORARY)?\s+TABLE\s+"
-    r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.\"`]+)",
+    r"(?:\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL|LOCAL)\s+)?TEMP(?:ORARY)?\s+TABLE\s+"
+    r"(?:IF\s+NOT\s+EXISTS\s+)?"
+    # Postgres' SELECT .. INTO TEMP name; SQL Server's #name and ##name (sqlglot reads them as name)
+    r"|\bSELECT\b[^;]*?\bINTO\s+TEMP(?:ORARY)?\s+(?:TABLE\s+)?|\b(?:INTO|TABLE)\s+\#{1,2}(?=\w))"
+    r"([\w.\"`]+)",
     re.IGNORECASE,
 )
 _SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -111,6 +114,15 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                 targets = tuple(w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop"))
                 facts.stamps.append(Stamp(read.column, targets, file, line, text))
                 continue  # `stamps` decides once the repository's marks are known
+            if read.tableless and not stmt.writes and hit.kind == "clock":
+                check.info(
+                    "IDEM001",
+                    file,
+                    line,
+                    f"{text} is selected from no table (the server's time handed to the code, as a "
+                    "connection test does): it chooses no rows and writes none",
+                )
+                continue
             if not read.filtering and read.column and AUDIT_COLUMN.search(read.column):
                 check.info(
                     "IDEM001",

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
 from airflow_idempotent.lint import benign
-from airflow_idempotent.lint.parsing import DIALECTS, START_KEY, parse_statements_at
+from airflow_idempotent.lint.parsing import DIALECTS, FALLBACK_DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
 
@@ -89,6 +89,7 @@ class ClockRead:
     filtering: bool  # in WHERE / JOIN / HAVING: it decides which rows the window is
     column: str | None = None  # the column the read is written to, when it is that value itself
     cutoff: bool = False  # shifted, and only the upper bound of a column: "older than N" (retention)
+    tableless: bool = False  # the statement is a SELECT of no table (``SELECT GETDATE()``)
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
     """Every statement of `sql` (in `dialect`, else the first dialect that reads it) and its facts,
     with offsets into `sql` itself."""
     prepared = prepare_sql(sql)
-    dialects = (dialect,) if dialect else DIALECTS
+    dialects = (dialect,) if dialect else (*DIALECTS, *FALLBACK_DIALECTS)
     statements, used, error = _parse_any(prepared.text, dialects)
     facts = SqlFacts([], used, error if not statements else None, prepared.jinja, prepared.jinja_at)
     if not statements:
@@ -549,6 +550,7 @@ def _dedup(stmt: exp.Insert, table: str) -> bool:
 def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
     """The clock (randomness, sequence) reads under `root`: shifted by a span or not, filtering or not."""
     reads: list[ClockRead] = []
+    bare = isinstance(root, exp.Select) and not root.args.get("from_")
     for offset, finding, node in locate_nondeterminism(root, dialect):
         if finding.kind == "random" and _only_orders(node):
             continue  # ORDER BY random() with no LIMIT: the same rows, in another order
@@ -558,8 +560,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
             or bool(_RELATIVE_MODIFIER.search(finding.fragment))
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
-        cutoff = relative and benign.older_than(node)
-        reads.append(ClockRead(finding, offset, relative, filtering, benign.written_column(node), cutoff))
+        cutoff, written = relative and benign.older_than(node), benign.written_column(node)
+        reads.append(ClockRead(finding, offset, relative, filtering, written, cutoff, bare))
     return reads
 
 

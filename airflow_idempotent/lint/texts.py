@@ -16,7 +16,7 @@ import string
 from typing import Any, Protocol
 
 from airflow_idempotent.lint.pystrings import Field, Literal, scan_strings
-from airflow_idempotent.lint.source import UNRESOLVED, Located, Source
+from airflow_idempotent.lint.source import UNRESOLVED, Located, Source, deployed_path
 from airflow_idempotent.lint.syntax import dotted, keywords
 
 __all__ = ["ValueScope", "standing_name", "text_of"]
@@ -114,7 +114,41 @@ def _call_text(scope: ValueScope, node: ast.Call, depth: int) -> Located | None:
         return _synthetic(scope, posixpath.dirname(inner.text), node) if inner is not None else None
     if method == "format" and isinstance(node.func, ast.Attribute):
         return _format_text(scope, node, depth)
+    if method in ("read", "read_text") and isinstance(node.func, ast.Attribute) and not node.args:
+        return _file_text(scope, node.func.value, depth)
     return None
+
+
+def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None:
+    """The text of a project's ``.sql`` file the code reads: ``Path(..).read_text()``,
+    ``open(..).read()``, ``f.read()`` in ``with open(..) as f``. A relative path is the process's
+    working directory's, unknown here: it is looked for below the DAG's folder and the three above
+    it, as a deployed path is. Only ``.sql`` files: another file's text is not the task's SQL."""
+    path = owner
+    if isinstance(owner, ast.Name):
+        path = _opened(getattr(scope, "tree", None), owner) or owner
+    if isinstance(path, ast.Call) and dotted(path.func) in ("open", "io.open") and path.args:
+        path = path.args[0]
+    named = _text(scope, path, depth + 1)
+    workspace = getattr(scope, "workspace", None)
+    if named is None or named.unresolved or not named.text.endswith(".sql") or workspace is None:
+        return None
+    found = deployed_path(named.text if posixpath.isabs(named.text) else "/" + named.text, scope.source.path)
+    src = workspace.source(found) if found is not None and found.is_file() else None
+    return Located.of_file(src) if src is not None else None
+
+
+def _opened(tree: ast.AST | None, name: ast.Name) -> ast.expr | None:
+    """What the ``with`` around `name` (the innermost that binds it) opened: ``with open(..) as f``."""
+    found = [
+        item.context_expr
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.With | ast.AsyncWith)
+        and any(n is name for stmt in node.body for n in ast.walk(stmt))
+        for item in node.items
+        if isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == name.id
+    ]
+    return found[-1] if found else None
 
 
 def _format_text(scope: ValueScope, node: ast.Call, depth: int) -> Located | None:
