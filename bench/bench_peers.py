@@ -9,7 +9,7 @@ Run on demand (not a test), from the repository root with the project's venv::
 In one throw-away PostgreSQL database ``idem_bench_peers_<hex>`` (dropped at the end, even on failure)
 the same window (2026-08-25, N rows, with N rows on each adjacent day around it) is rerun by:
 
-* the hand-written write (``bench_write.run_hand``: DELETE + INSERT .. SELECT, or INSERT .. ON CONFLICT,
+* the hand-written write (``write_scenario.run_hand``: DELETE + INSERT .. SELECT, or INSERT .. ON CONFLICT,
   one psycopg2 connection and one transaction);
 * this provider: PartitionOverwriteOperator / MergeOperator ``.execute(context)`` with its defaults
   (checksum and history on; ``bench_engines.run_operator``), in this process and, end to end, as a
@@ -49,7 +49,8 @@ for _path in (str(BENCH), str(BENCH.parent)):
         sys.path.insert(0, _path)
 
 import bench_engines  # noqa: E402  (the operators as a task runs them)
-import bench_write  # noqa: E402  (connections, hand-written write, machine record, quiet gate)
+import quiet_gate  # noqa: E402
+import write_scenario  # noqa: E402  (connections, hand-written write, machine record)
 from peer_tools import (  # noqa: E402
     DAYS,
     DBT_MODELS,
@@ -76,14 +77,14 @@ def qualified(schema: str, table: str) -> Any:
     return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
 
 
-def setup_data(pg: bench_write.Pg, n: int) -> None:
+def setup_data(pg: write_scenario.Pg, n: int) -> None:
     """sales: three days of n rows (the window and its neighbours); payouts: all three written (every
     measured call is a rerun); dbt's targets: copies of payouts with the same key and index."""
     from psycopg2 import sql
 
     from airflow_idempotent.examples.payouts import create_payouts, create_sales
 
-    engine = bench_write.engine_for(pg)
+    engine = write_scenario.engine_for(pg)
     assert create_sales(engine, days=len(DAYS), per_day=n, start=DAYS[0]) == len(DAYS) * n
     create_payouts(engine)
     engine.dispose()
@@ -91,11 +92,11 @@ def setup_data(pg: bench_write.Pg, n: int) -> None:
     try:
         with conn.cursor() as cur:
             params = {
-                **bench_write.bind_params(),
+                **write_scenario.bind_params(),
                 "window_start": DAYS[0],
                 "window_end": DAYS[-1] + dt.timedelta(1),
             }
-            cur.execute(bench_write.hand_sql()["insert"], params)
+            cur.execute(write_scenario.hand_sql()["insert"], params)
             cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(DBT_SCHEMA)))
             for model in DBT_MODELS.values():
                 target = qualified(DBT_SCHEMA, model)
@@ -106,7 +107,7 @@ def setup_data(pg: bench_write.Pg, n: int) -> None:
         conn.close()
 
 
-def sqlmesh_physical(pg: bench_write.Pg, model: str) -> tuple[str, str]:
+def sqlmesh_physical(pg: write_scenario.Pg, model: str) -> tuple[str, str]:
     """The physical table behind SQLMesh's prod view of `model` (schema, table)."""
     conn = pg.connect()
     try:
@@ -125,7 +126,7 @@ def sqlmesh_physical(pg: bench_write.Pg, model: str) -> tuple[str, str]:
     return rows[0][0], rows[0][1]
 
 
-def index_like_payouts(pg: bench_write.Pg, schema: str, table: str) -> None:
+def index_like_payouts(pg: write_scenario.Pg, schema: str, table: str) -> None:
     """Give a SQLMesh physical table the key and index the provider's target has (SQLMesh creates
     neither), so every tool writes into the same physical layout."""
     from psycopg2 import sql
@@ -145,7 +146,7 @@ def index_like_payouts(pg: bench_write.Pg, schema: str, table: str) -> None:
         conn.close()
 
 
-def settle(pg: bench_write.Pg, schema: str, table: str) -> None:
+def settle(pg: write_scenario.Pg, schema: str, table: str) -> None:
     """Between calls: reclaim the rewritten window, refresh statistics, flush dirty pages."""
     from psycopg2 import sql
 
@@ -200,8 +201,8 @@ class Variant:
     calls: list[Call] = field(default_factory=list)
 
 
-def hand_call(pg: bench_write.Pg, strategy: str, n: int) -> Call:
-    res = bench_write.run_hand(pg, bench_write.hand_sql(), strategy, n)
+def hand_call(pg: write_scenario.Pg, strategy: str, n: int) -> Call:
+    res = write_scenario.run_hand(pg, write_scenario.hand_sql(), strategy, n)
     steps = res["steps"]
     write = sum(
         v for k, v in steps.items() if k in ("DELETE window", "INSERT .. SELECT", "INSERT .. ON CONFLICT")
@@ -246,7 +247,7 @@ def child(strategy: str, run: int) -> int:
 
 # --------------------------------------------------------------------------------------- the runs
 def build_variants(
-    pg: bench_write.Pg, n: int, dbt_project: Path | None, sqlmesh_project: Path | None
+    pg: write_scenario.Pg, n: int, dbt_project: Path | None, sqlmesh_project: Path | None
 ) -> list[Variant]:
     """Every variant, by strategy: dbt's delete+insert and SQLMesh's by-time model replace the window
     (overwrite); dbt's merge and microbatch (a MERGE on PostgreSQL) and SQLMesh's by-key model merge."""
@@ -296,7 +297,7 @@ def result_table(v: Variant) -> tuple[str, str]:
     return (SQLMESH_SCHEMA, SQLMESH_MODELS[v.name.split()[-1]]) if v.tool == "sqlmesh" else v.target
 
 
-def verify(pg: bench_write.Pg, variants: Sequence[Variant]) -> dict[str, list[str]]:
+def verify(pg: write_scenario.Pg, variants: Sequence[Variant]) -> dict[str, list[str]]:
     """Every result table against the v1 payouts computed from `sales`: rows and sum per day."""
     conn = pg.connect()
     try:
@@ -309,10 +310,10 @@ def verify(pg: bench_write.Pg, variants: Sequence[Variant]) -> dict[str, list[st
 
 
 def measure(
-    pg: bench_write.Pg,
+    pg: write_scenario.Pg,
     variants: Sequence[Variant],
     repeat: int,
-    gate: bench_write.QuietGate,
+    gate: quiet_gate.QuietGate,
     log: Callable[[str], None],
 ) -> None:
     """One warm-up round, then `repeat` rounds; each round calls every variant once, in an order that
@@ -372,14 +373,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import airflow  # noqa: F401  (before the package, as a task imports them)
 
     name = f"idem_bench_peers_{secrets.token_hex(4)}"
-    pg = bench_write.Pg(args.pg_host, args.pg_port, args.pg_user, name)
-    history = bench_write.Pg(args.pg_host, args.pg_port, args.pg_user, f"{name}_history")
+    pg = write_scenario.Pg(args.pg_host, args.pg_port, args.pg_user, name)
+    history = write_scenario.Pg(args.pg_host, args.pg_port, args.pg_user, f"{name}_history")
     os.environ["AIRFLOW_CONN_WAREHOUSE"] = pg.airflow_conn()
     os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = history.airflow_conn()
-    machine = bench_write.machine_info(pg)
+    machine = write_scenario.machine_info(pg)
     machine["uptime at start"] = uptime()
     admin = pg.connect(db="postgres", autocommit=True)
-    gate = bench_write.QuietGate(args.quiet_cpu, 0.3, 30.0, args.quiet_budget)
+    gate = quiet_gate.QuietGate(args.quiet_cpu, 0.3, 30.0, args.quiet_budget)
     try:
         with admin.cursor() as cur:
             for db in (pg.db, history.db):

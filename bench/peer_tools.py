@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import bench_write
+import write_scenario
 
 BENCH = Path(__file__).resolve().parent
 VENVS = BENCH / ".venvs"
-DAY = bench_write.DAY
+DAY = write_scenario.DAY
 DAYS = (DAY - dt.timedelta(days=1), DAY, DAY + dt.timedelta(days=1))
 # dbt-core 1.12 depends on a parser package whose build downloads a prebuilt binary from outside
 # PyPI (not reachable here), so the last release line installable from PyPI alone is used.
@@ -92,7 +92,7 @@ def dbt_model_sql(strategy: str) -> str:
     return f"{{{{ config(materialized='incremental', {config}) }}}}\n{sql}\n"
 
 
-def write_dbt_project(root: Path, pg: bench_write.Pg) -> Path:
+def write_dbt_project(root: Path, pg: write_scenario.Pg) -> Path:
     """A dbt project with one incremental model per strategy, writing into schema dbt_bench."""
     project = root / "dbt_project"
     (project / "models").mkdir(parents=True, exist_ok=True)
@@ -153,7 +153,7 @@ def sqlmesh_model_sql(kind: str) -> str:
     )
 
 
-def write_sqlmesh_project(root: Path, pg: bench_write.Pg) -> Path:
+def write_sqlmesh_project(root: Path, pg: write_scenario.Pg) -> Path:
     """A SQLMesh project (state in the same PostgreSQL database) with one model per kind."""
     project = root / "sqlmesh_project"
     (project / "models").mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def write_sqlmesh_project(root: Path, pg: bench_write.Pg) -> Path:
         },
         "default_gateway": "bench",
         "model_defaults": {"dialect": "postgres"},
-        "variables": {"policy_version": bench_write.POLICY},
+        "variables": {"policy_version": write_scenario.POLICY},
     }
     (project / "config.yaml").write_text(json.dumps(config, indent=2) + "\n")
     for kind, model in SQLMESH_MODELS.items():

@@ -25,8 +25,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bench_peers  # noqa: E402
-import bench_write  # noqa: E402
 import peer_tools  # noqa: E402
+import write_scenario  # noqa: E402
 
 DAY = dt.date(2026, 8, 25)
 # docs/contributing.md, The payouts scenario, "Known truth": the window 2026-08-25 under v1.
@@ -34,23 +34,23 @@ TRUTH = (2000, Decimal("299730.00"))
 
 
 @pytest.fixture(scope="module")
-def scenario_db() -> Iterator[bench_write.Pg]:
+def scenario_db() -> Iterator[write_scenario.Pg]:
     """A database of its own holding the scenario's month of sales and its v1 payouts for every day."""
     from airflow_idempotent.examples.payouts import create_payouts, create_sales
 
-    pg = bench_write.Pg(PG_HOST, PG_PORT, PG_USER, f"idem_test_peers_{secrets.token_hex(4)}")
+    pg = write_scenario.Pg(PG_HOST, PG_PORT, PG_USER, f"idem_test_peers_{secrets.token_hex(4)}")
     admin = pg.connect(db="postgres", autocommit=True)
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{pg.db}"')
     try:
-        engine = bench_write.engine_for(pg)
+        engine = write_scenario.engine_for(pg)
         assert create_sales(engine) == 60_000
         create_payouts(engine)
         engine.dispose()
         conn = pg.connect()
         with conn, conn.cursor() as cur:
             cur.execute(
-                bench_write.hand_sql()["insert"],
+                write_scenario.hand_sql()["insert"],
                 {
                     "window_start": dt.date(2026, 8, 1),
                     "window_end": dt.date(2026, 9, 1),
@@ -65,7 +65,7 @@ def scenario_db() -> Iterator[bench_write.Pg]:
         admin.close()
 
 
-def totals(pg: bench_write.Pg, table: str = "payouts") -> tuple[dict[dt.date, Any], dict[dt.date, Any]]:
+def totals(pg: write_scenario.Pg, table: str = "payouts") -> tuple[dict[dt.date, Any], dict[dt.date, Any]]:
     conn = pg.connect()
     try:
         with conn.cursor() as cur:
@@ -74,7 +74,7 @@ def totals(pg: bench_write.Pg, table: str = "payouts") -> tuple[dict[dt.date, An
         conn.close()
 
 
-def test_result_check_on_postgres(scenario_db: bench_write.Pg) -> None:
+def test_result_check_on_postgres(scenario_db: write_scenario.Pg) -> None:
     expected, got = totals(scenario_db)
     assert expected[DAY] == TRUTH and len(expected) == 30
     assert bench_peers.mismatches(expected, got) == []
@@ -101,7 +101,7 @@ def test_result_check_on_postgres(scenario_db: bench_write.Pg) -> None:
     assert "2026-09-30: 1 rows" in " ".join(bench_peers.mismatches(*totals(scenario_db, "payouts_copy")))
 
 
-def run_select(pg: bench_write.Pg, sql: str) -> tuple[int, Decimal]:
+def run_select(pg: write_scenario.Pg, sql: str) -> tuple[int, Decimal]:
     conn = pg.connect()
     try:
         with conn.cursor() as cur:
@@ -112,7 +112,7 @@ def run_select(pg: bench_write.Pg, sql: str) -> tuple[int, Decimal]:
     return int(count), Decimal(total)
 
 
-def test_generated_dbt_models_compute_the_known_truth(scenario_db: bench_write.Pg, tmp_path: Path) -> None:
+def test_generated_dbt_models_compute_the_known_truth(scenario_db: write_scenario.Pg, tmp_path: Path) -> None:
     project = peer_tools.write_dbt_project(tmp_path, scenario_db)
     assert yaml.safe_load((project / "dbt_project.yml").read_text())["profile"] == "idem_peers"
     profile = yaml.safe_load((project / "profiles.yml").read_text())["idem_peers"]["outputs"]["bench"]
@@ -137,7 +137,7 @@ def test_generated_dbt_models_compute_the_known_truth(scenario_db: bench_write.P
 
 
 def test_generated_sqlmesh_models_compute_the_known_truth(
-    scenario_db: bench_write.Pg, tmp_path: Path
+    scenario_db: write_scenario.Pg, tmp_path: Path
 ) -> None:
     project = peer_tools.write_sqlmesh_project(tmp_path, scenario_db)
     config = yaml.safe_load((project / "config.yaml").read_text())
@@ -170,7 +170,7 @@ def test_statement_kinds() -> None:
     reason="bench/.venvs/dbt absent (bench_peers.py creates it)",
 )
 def test_dbt_parses_generated_project(tmp_path: Path) -> None:
-    pg = bench_write.Pg(PG_HOST, PG_PORT, PG_USER, "unused")
+    pg = write_scenario.Pg(PG_HOST, PG_PORT, PG_USER, "unused")
     project = peer_tools.write_dbt_project(tmp_path, pg)
     dbt = str(peer_tools.venv_bin("dbt", "dbt"))
     proc = subprocess.run(

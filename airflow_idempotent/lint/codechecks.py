@@ -53,7 +53,7 @@ from airflow_idempotent.lint.scope import (
 )
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
-from airflow_idempotent.lint.sqlfacts import prepare_sql
+from airflow_idempotent.lint.sqltext import prepare_sql
 from airflow_idempotent.lint.syntax import (
     dotted,
     keywords,

@@ -19,7 +19,8 @@ from airflow_idempotent.lint.runlabels import labels_written
 from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
-from airflow_idempotent.lint.sqlfacts import Prepared, analyse_sql, prepare_sql
+from airflow_idempotent.lint.sqlfacts import analyse_sql
+from airflow_idempotent.lint.sqltext import Prepared, prepare_sql
 from airflow_idempotent.lint.stamps import stamp_column
 
 __all__ = ["check_jinja", "check_sql", "check_templated_args"]

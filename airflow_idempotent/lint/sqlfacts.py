@@ -2,13 +2,12 @@
 
 `sql_writes` is the public question ("which tables does this SQL change, and how?"): the DAG linter
 and the idempotency harness (to find a SQL task's targets) both ask it. Jinja expressions are
-replaced by identifiers before parsing (keeping every line where it was) and put back in what is
-reported; every fact carries the offset in the SQL text where it is written.
+replaced by identifiers before parsing (`sqltext.prepare_sql`, keeping every line where it was) and
+put back in what is reported; every fact carries the offset in the SQL text where it is written.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import re
@@ -22,21 +21,18 @@ from airflow_idempotent.lint import benign
 from airflow_idempotent.lint.parsing import DIALECTS, FALLBACK_DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
+from airflow_idempotent.lint.sqltext import Prepared, prepare_sql, restore_jinja
 
 __all__ = [
     "ClockRead",
-    "Prepared",
     "SqlFacts",
     "SqlStatement",
     "SqlWrite",
     "TableKeys",
     "analyse_sql",
-    "prepare_sql",
     "sql_writes",
 ]
 
-_JINJA = re.compile(r"\{\{(.*?)\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
-_DOLLAR_BODY = re.compile(r"\$(\w*)\$.*?\$\1\$", re.DOTALL)
 _RELATIVE_MODIFIER = re.compile(
     r"'\s*[+-]?\s*\d+(?:\.\d+)?\s*(?:second|minute|hour|day|week|month|year)s?\s*'", re.IGNORECASE
 )
@@ -134,62 +130,6 @@ class SqlFacts:
     jinja_at: list[int] = field(default_factory=list)
 
 
-@dataclass
-class Prepared:
-    """SQL ready for sqlglot: Jinja replaced by identifiers and PL/pgSQL bodies by empty strings, each
-    newline kept, with the way back to offsets of the original text."""
-
-    text: str
-    jinja: list[str]
-    #: the original offset of each Jinja expression's ``{{``
-    jinja_at: list[int] = field(default_factory=list)
-    _new: list[int] = field(default_factory=list)
-    _edits: list[tuple[int, int, int, int]] = field(default_factory=list)
-
-    def original(self, offset: int | None) -> int | None:
-        """The original text's offset of an offset of the prepared text."""
-        if offset is None:
-            return None
-        i = bisect.bisect_right(self._new, offset) - 1
-        if i < 0:
-            return offset
-        new_start, new_len, old_start, old_len = self._edits[i]
-        if offset < new_start + new_len:
-            return old_start
-        return old_start + old_len + (offset - new_start - new_len)
-
-
-def prepare_sql(sql: str) -> Prepared:
-    """`sql` with Jinja expressions as ``idem_jinja_N`` identifiers (which parse inside or outside
-    quotes), Jinja statements and comments as spaces, dollar-quoted bodies as ``''``."""
-    prepared = Prepared("", [])
-    out: list[str] = []
-    at = new_at = 0
-    matches = sorted([*_JINJA.finditer(sql), *_DOLLAR_BODY.finditer(sql)], key=lambda m: m.start())
-    for match in matches:
-        if match.start() < at:
-            continue  # inside an earlier replacement
-        if match.re is _JINJA and match.group(0).startswith("{{"):
-            prepared.jinja.append(match.group(1).strip())
-            prepared.jinja_at.append(match.start())
-            replacement = f"idem_jinja_{len(prepared.jinja)}"
-        elif match.re is _JINJA:
-            replacement = " "
-        else:
-            replacement = "''"
-        replacement += "\n" * match.group(0).count("\n")
-        out.append(sql[at : match.start()])
-        new_at += match.start() - at
-        prepared._new.append(new_at)
-        prepared._edits.append((new_at, len(replacement), match.start(), len(match.group(0))))
-        out.append(replacement)
-        new_at += len(replacement)
-        at = match.end()
-    out.append(sql[at:])
-    prepared.text = "".join(out)
-    return prepared
-
-
 @contextlib.contextmanager
 def _quiet_sqlglot() -> Iterator[None]:
     logger = logging.getLogger("sqlglot")
@@ -246,9 +186,9 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
         one.high_water_offset = prepared.original(one.high_water_offset)
         one.writes = [
             SqlWrite(
-                _restore_jinja(w.table, prepared.jinja),
+                restore_jinja(w.table, prepared.jinja),
                 w.how,
-                _restore_jinja(w.detail, prepared.jinja),
+                restore_jinja(w.detail, prepared.jinja),
                 prepared.original(w.offset),
                 w.columns,
                 w.sets,
@@ -259,16 +199,6 @@ def analyse_sql(sql: str, dialect: str | None) -> SqlFacts:
         one.reads = [replace(r, offset=prepared.original(r.offset)) for r in one.reads]
         facts.statements.append(one)
     return facts
-
-
-def _restore_jinja(text: str, jinja: Sequence[str]) -> str:
-    """Put the Jinja expressions back where prepare_sql left identifiers."""
-
-    def repl(match: re.Match[str]) -> str:
-        index = int(match.group(1)) - 1
-        return "{{ " + jinja[index] + " }}" if 0 <= index < len(jinja) else match.group(0)
-
-    return re.sub(r"idem_jinja_(\d+)", repl, text)
 
 
 def _fallback_statements(prepared: Prepared) -> list[SqlStatement]:

@@ -10,7 +10,7 @@ import datetime
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.sdk.exceptions import AirflowRescheduleException
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_idempotent.adapters.base import EngineAdapter
-    from airflow_idempotent.operators.base import WindowWriteOperator
 
 
 #: What a guarded write does to production, by its run's semantics (a scheduled run: corrective).
@@ -58,6 +57,8 @@ class GuardedWriteMixin(ApprovalMixin):
 
     task_id: str
     dag: Any
+    lookback: int
+    period_counts: Callable[[PeriodResult], dict[str, Any]]
     fingerprint_parts: Callable[..., dict[str, Any]]
     completeness_check: Callable[..., Any]
     emit_asset_event: Callable[..., None]
@@ -193,7 +194,7 @@ class GuardedWriteMixin(ApprovalMixin):
             if spec.periods:  # lookback: one record per covered period, each with the range's diff
                 done = result.periods or [PeriodResult(p, None, None, None) for p in spec.periods]
                 return record_periods(
-                    cast("WindowWriteOperator", self),
+                    self,
                     history,
                     identity,
                     target,

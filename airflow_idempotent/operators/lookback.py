@@ -8,19 +8,32 @@ written with lookback compares with the same period written alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_idempotent.history.spool import SafeHistory
 from airflow_idempotent.identity import AttemptIdentity
 from airflow_idempotent.window import Window
 from airflow_idempotent.write_spec import PeriodResult
 
-if TYPE_CHECKING:
-    from airflow_idempotent.operators.base import WindowWriteOperator
+
+class LookbackWriter(Protocol):
+    """What `record_periods` reads of the operator that wrote (`WindowWriteOperator`): declared here,
+    so this module and the operator's guarded half need nothing of the operator's own module."""
+
+    @property
+    def lookback(self) -> int: ...
+
+    @property
+    def strategy(self) -> str: ...
+
+    @property
+    def log(self) -> Any: ...
+
+    def period_counts(self, period: PeriodResult) -> dict[str, Any]: ...
 
 
 def record_periods(
-    op: WindowWriteOperator,
+    op: LookbackWriter,
     history: SafeHistory,
     identity: AttemptIdentity,
     target: str,

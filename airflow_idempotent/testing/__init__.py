@@ -20,9 +20,9 @@ from __future__ import annotations
 
 # Nothing here imports Airflow at module level, so this stays cheap.
 from airflow_idempotent.testing.dagfile import load_dag
-from airflow_idempotent.testing.errors import HarnessError, NotIdempotentError
+from airflow_idempotent.testing.errors import HarnessError
 from airflow_idempotent.testing.harness import Harness, assert_idempotent, check_idempotent
-from airflow_idempotent.testing.report import Attempt, HarnessReport, ScenarioResult
+from airflow_idempotent.testing.report import Attempt, HarnessReport, NotIdempotentError, ScenarioResult
 from airflow_idempotent.testing.scenarios import CRASH_POINTS, Crash
 from airflow_idempotent.testing.tables import TableDiff, TableState, compare_tables
 

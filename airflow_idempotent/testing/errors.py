@@ -1,22 +1,10 @@
-"""The harness's errors: it cannot run the check, or a rerun broke the property."""
+"""The harness's error for a check it cannot run. (A rerun that broke the property raises
+`report.NotIdempotentError`, which carries the report.)"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from airflow_idempotent.testing.report import HarnessReport
-
-__all__ = ["HarnessError", "NotIdempotentError"]
+__all__ = ["HarnessError"]
 
 
 class HarnessError(Exception):
     """The harness cannot run the check (bad input, a clean run that fails): says why and how to fix it."""
-
-
-class NotIdempotentError(AssertionError):
-    """A rerun left the targets different from one clean run; the message is the report."""
-
-    def __init__(self, report: HarnessReport) -> None:
-        super().__init__(report.text())
-        self.report = report

@@ -56,8 +56,8 @@ import airflow_idempotent.testing.scenarios as scenario_plan  # plan() looked up
 from airflow_idempotent.context import run_context
 from airflow_idempotent.testing.attempt import run_attempt
 from airflow_idempotent.testing.dagfile import load_dag
-from airflow_idempotent.testing.errors import HarnessError, NotIdempotentError
-from airflow_idempotent.testing.report import Attempt, HarnessReport, ScenarioResult
+from airflow_idempotent.testing.errors import HarnessError
+from airflow_idempotent.testing.report import Attempt, HarnessReport, NotIdempotentError, ScenarioResult
 from airflow_idempotent.testing.scenarios import Crash, task_kind
 from airflow_idempotent.testing.tables import compare_tables, key_columns, read_table, snapshot
 from airflow_idempotent.testing.tables import restore as restore_table

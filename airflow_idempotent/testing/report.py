@@ -8,7 +8,7 @@ from typing import Any
 from airflow_idempotent.testing.scenarios import Crash
 from airflow_idempotent.testing.tables import TableDiff, TableState
 
-__all__ = ["Attempt", "HarnessReport", "ScenarioResult"]
+__all__ = ["Attempt", "HarnessReport", "NotIdempotentError", "ScenarioResult"]
 
 
 @dataclass
@@ -147,3 +147,12 @@ class HarnessReport:
             "broken": self.broken(),
             "skipped": self.skipped,
         }
+
+
+class NotIdempotentError(AssertionError):
+    """A rerun left the targets different from one clean run; the message is the report. (Here, with
+    the report it carries, so the harness's errors module needs nothing of the report.)"""
+
+    def __init__(self, report: HarnessReport) -> None:
+        super().__init__(report.text())
+        self.report = report
