@@ -139,6 +139,10 @@ docs: venv
 # then the issue's 10 rounds of "approve day 1, reject day 2 within a second" on a real scheduler
 # (`make test` runs 4; each round prints its totals against the scenario's formula and its time).
 # Then 20 trials of two windows of one Delta and one Iceberg table written at once (`make test`: 1).
+# Then the Spark matrices' further points (marker `exhaustive`): the partition switch killed at the
+# 5 steps that leave nothing to recover and a first write killed after its plan, the guarded month
+# through the scheduler on parquet (`make test` runs 3 kill steps, 1 first write, the month on Delta),
+# on a cluster with Spark's generated code on (`make test`'s runs without: tests/spark/conftest.py).
 reliability: venv machine
 	@rm -f $(RELIABILITY_RESULTS)
 	rc=0; IDEM_SCHEMATHESIS_EXAMPLES=40 IDEM_SCHEMATHESIS_SECONDS=1200 $(PYTEST) -m "not e2e and not spark" tests/reliability || rc=$$?; \
@@ -146,6 +150,7 @@ reliability: venv machine
 	IDEM_APPROVAL_ROUNDS=10 $(PYTEST) --timeout=1800 -m e2e -s tests/e2e/test_approval.py \
 		-k approve_one_day_and_reject_the_other || rc=$$?; \
 	IDEM_SPARK_CONCURRENT_TRIALS=20 $(PYTEST) -m spark tests/spark/test_spark_concurrency.py || rc=$$?; \
+	IDEM_SPARK_CODEGEN=1 $(PYTEST) -v -m "spark and exhaustive" tests/spark || rc=$$?; \
 	$(BIN)/python tools/reliability_report.py; exit $$rc
 
 demo: venv

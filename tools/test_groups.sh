@@ -121,7 +121,7 @@ mkdir -p "$RESULTS"
 # up to 86 min, inside CI's 90 with the 2 min of lint, release check and docs.
 run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
 run_group 1-dagrun 8 -v -n "$JOBS" -m dagrun tests
-run_group 2-spark 32 -v -m spark tests/spark
+run_group 2-spark 32 -v -m "spark and not exhaustive" tests/spark
 run_group 3-e2e 18 -v -n "$E2E_JOBS" --dist loadfile -m e2e tests \
   --ignore=tests/reliability/test_load.py --ignore=tests/e2e/test_celery_cluster.py
 # The load test at a third of the year it runs under `make reliability` (365 windows, twice: 7 min

@@ -39,17 +39,34 @@ log = logging.getLogger(__name__)
 
 #: The Airflow connection the Spark tests' operators use.
 SPARK_CONN_ID = "spark_warehouse"
+#: The test cluster evaluates expressions without generated code. Its windows hold 2,000 rows a day,
+#: and the Connect server (`server` mode) isolates each session's artifacts, so every operator call
+#: compiled its plans' generated Java again, costing more than it saved: on the Delta, Iceberg and
+#: table-guard files (47 tests, load 3.5-4.5) the cluster used 661 s of CPU without codegen against
+#: 840 s with it, 555 s of wall time against 677. Interpreted evaluation is the path Spark itself
+#: falls back to whenever codegen fails, with the same results; `factoryMode` is the internal conf
+#: Spark's own tests use for it. The benches, at 100,000 rows and more, keep codegen on, and
+#: IDEM_SPARK_CODEGEN=1 (set by `make reliability`'s Spark run) puts it back here.
+SMALL_DATA_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 #: Seconds a Spark test may take (the longest took 70 s in a clean-clone run). The thread method:
 #: a Spark Connect client stuck in a lock never runs a signal handler (SIGALRM, SIGINT), so the
 #: timeout prints every thread's stack and ends the process, well before the group's limit.
 TEST_TIMEOUT = 400
 
 
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py's order by file
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each Spark test gets TEST_TIMEOUT; the tests that restart the Connect server run last, since
+    the server that comes back has lost its warm JIT and caches: the Delta test after the restart
+    took 95-108 s where it takes 51-66 s on a warm server."""
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         if str(item.path).startswith(here + os.sep) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(TEST_TIMEOUT, method="thread"))
+    items.sort(key=lambda item: item.get_closest_marker("restarts_connect") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +82,8 @@ def spark_cluster(
     jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or os.path.join(root, SPARK_JARS_DIR))
     base = tmp_path_factory.mktemp("spark")
     conf = {**DELTA_CONF, **catalog_plugin(jars)}
+    if os.environ.get("IDEM_SPARK_CODEGEN") != "1":  # `make reliability` runs with Spark's codegen on
+        conf.update(SMALL_DATA_CONF)
     if has_iceberg(jars):  # the catalog in the session's PostgreSQL database (dropped after the cluster)
         url = sa.engine.make_url(request.getfixturevalue("pg_url"))
         jdbc_url = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"

@@ -147,6 +147,9 @@ def figures(days: dict[date, list[tuple[int, str]]]) -> dict[date, tuple[int, De
     return {day: (len(rows), sum((Decimal(a) for _, a in rows), Decimal("0"))) for day, rows in days.items()}
 
 
+# The scheduler's path does not depend on the table's format; `make test` runs it on Delta (below),
+# `make reliability` on parquet too (the partition switch under the guard: test_spark_guard.py).
+@pytest.mark.exhaustive
 def test_a_guarded_corrective_month_on_spark_through_the_scheduler(
     cluster: AirflowCluster,
     client: Any,

@@ -147,6 +147,7 @@ SERVER_KILL = {
 }
 
 
+@pytest.mark.restarts_connect
 def test_connect_server_sigkill_during_the_write_then_rerun(
     spark_cluster, spark_conn, tmp_path: Path, reliability
 ) -> None:
