@@ -130,7 +130,19 @@ def clock_call(call: ast.Call, scope: Scope | None) -> str | None:
     name = scope.resolve_name(written) if scope is not None else written
     if name != written and _clock_call_name(name) is not None:
         return f"{written}()"
+    origin = _imported_from(written, scope)
+    if origin is not None and _clock_call_name(origin) is not None:
+        return f"{written}()"  # ``from pendulum import today`` then ``today("UTC")`` (round 24, rocs)
     return _clock_call_name(written)
+
+
+def _imported_from(written: str, scope: Scope | None) -> str | None:
+    """``pendulum.today`` for a bare ``today`` the module imported by ``from pendulum import today``:
+    the name alone does not say whose function it is, its module does."""
+    imported = scope.imports.get(written) if scope is not None and "." not in written else None
+    if imported is None or imported[1] is None or imported[2] or not imported[0]:
+        return None
+    return f"{imported[0]}.{imported[1]}"
 
 
 def _clock_call_name(name: str) -> str | None:

@@ -98,8 +98,9 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     None when it does. A start that moves only at midnight (``days_ago``, ``today()``) with
     catchup=False: the scheduler creates only the latest window whatever the start. A schedule that
     creates no time windows (None, @once, assets). Not a start read from ``now()``: its first window
-    ends after "now" at every parse, so the DAG may never run. Without `schedule=` Airflow 2 runs
-    daily."""
+    ends after "now" at every parse, so the DAG may never run; unless it lies two periods or more
+    before the clock with catchup=False (``now() - 1 day`` on an hourly schedule, round 24): the latest
+    finished window then always starts after it. Without `schedule=` Airflow 2 runs daily."""
     node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
     if node is not None and unknown_schedule(dag.scope, node):
         return None  # any schedule: a weekly one's first window never comes due if the start moves daily
@@ -108,6 +109,36 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     midnight = "days_ago" in clock or "today" in clock
     if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
         return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
+    schedule = read_schedule(dag.scope, node) if node is not None else None
+    lag, period = _start_lag(dag), schedule.period if schedule is not None else None
+    if schedule is None or lag is None or period is None or lag < 2 * period:
+        return None
+    if dag.scope.literal(dag.kwargs.get("catchup")) is not False:
+        return None
+    return (
+        f"it lies {lag} before each parse, two {schedule.shown} periods or more, and catchup=False: "
+        "the latest window always starts after it, and it is the only one created"
+    )
+
+
+def _start_lag(dag: DagDef) -> timedelta | None:
+    """How far before the clock a ``now() - timedelta(..)`` / ``now().subtract(..)`` start lies (round
+    24, the open item of round 23's coherent DAGs); None for any other spelling."""
+    value, scope = dag.scope.value(dag.kwargs.get("start_date") or dag.default_args.get("start_date"))
+    span: ast.expr | None = None
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Sub) and isinstance(value.left, ast.Call):
+        span, sign = value.right, 1
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        sign = {"subtract": 1, "add": -1}.get(value.func.attr, 0)
+        span = value if sign else None
+    if not isinstance(span, ast.Call) or not (
+        span is value or last_name(dotted(span.func)) in RELATIVE_CALLS
+    ):
+        return None
+    kwargs = {k: scope.literal(v) for k, v in keywords(span).items()}
+    with contextlib.suppress(TypeError):
+        lag = sign * timedelta(**{k: v for k, v in kwargs.items() if isinstance(v, int | float)})
+        return lag if lag > timedelta(0) and len(kwargs) > 0 else None
     return None
 
 
