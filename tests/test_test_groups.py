@@ -88,3 +88,46 @@ def test_a_signalled_run_sweeps_its_group_and_stops(
             os.kill(orphan, signal.SIGKILL)
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
+
+
+BESIDE_STAND_IN = """#!/usr/bin/env bash
+case "$*" in *"not dagrun"*) exit 0 ;; esac  # the fast group passes at once
+trap 'echo torn-down >> "{dir}/teardown"; exit 2' INT
+setsid sleep 300 &
+echo $! > "{dir}/orphan-$$"
+sleep 300 &
+wait
+"""
+
+
+def test_a_run_signalled_while_two_groups_run_side_by_side_sweeps_both(tmp_path: Path) -> None:
+    """The DAG-run and Spark groups run at once: a SIGTERM then tears both down and sweeps what
+    each started, and the run goes no further."""
+    stand_in = tmp_path / "pytest.sh"
+    stand_in.write_text(BESIDE_STAND_IN.format(dir=tmp_path))
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PYTEST": str(stand_in), "JOBS": "1", "E2E_JOBS": "1", "RESULTS": str(tmp_path / "r")}
+    run = subprocess.Popen(
+        ["bash", str(SCRIPT)], env=env, start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    orphans: list[int] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(list(tmp_path.glob("orphan-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        orphans = [int(wait_for(path)) for path in sorted(tmp_path.glob("orphan-*"))]
+        assert len(orphans) == 2 and all(alive(pid) for pid in orphans)
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=90)
+        assert run.returncode == 143, out
+        assert [pid for pid in orphans if alive(pid)] == [], out
+        assert (tmp_path / "teardown").read_text().split() == ["torn-down", "torn-down"], out
+        assert "group 1-dagrun (limit" in out and "group 2-spark (limit" in out, out
+        assert "group 3-e2e" not in out, f"the run went on to the next group:\n{out}"
+    finally:
+        for pid in orphans:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
