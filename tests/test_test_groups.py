@@ -106,7 +106,8 @@ def test_a_run_signalled_while_two_groups_run_side_by_side_sweeps_both(tmp_path:
     stand_in = tmp_path / "pytest.sh"
     stand_in.write_text(BESIDE_STAND_IN.format(dir=tmp_path))
     stand_in.chmod(0o755)
-    env = {**os.environ, "PYTEST": str(stand_in), "JOBS": "1", "E2E_JOBS": "1", "RESULTS": str(tmp_path / "r")}
+    env = {**os.environ, "PYTEST": str(stand_in), "JOBS": "1", "E2E_JOBS": "1"}
+    env["RESULTS"] = str(tmp_path / "results")
     run = subprocess.Popen(
         ["bash", str(SCRIPT)], env=env, start_new_session=True, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
