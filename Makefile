@@ -70,7 +70,8 @@ $(VENV)/.installed: pyproject.toml
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
-# 2. the ones that run real DAGs, on every core (2.1 min);
+# 2. the ones that run real DAGs, on one worker beside group 3 (2.1 min alone on every core; the
+#    Spark group leaves a fifth of the CPU idle while it waits on the Connect server);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
 #    cases, and a guarded month through a real scheduler on parquet and on Delta (130 tests, 20.1 min);
