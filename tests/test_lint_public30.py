@@ -1,0 +1,186 @@
+"""Issue 35 (lint30, docs/lint-evaluation.md "Imported callables"): a ``python_callable`` imported from
+another module of the repository is the task's code, judged in the module that defines it, as an
+imported ``@task`` function already was. Tested with small hand-written projects; what each test
+asserts is what a reviewer reading the files would say. The first three fail on main f6bfb05
+(checked against main's package: the callable was not read, the task was "unknown"); the guards on
+installed packages pass there too (nothing imported was followed).
+
+- rocs-org/data-pipelines' ``load_epoch_to_clickhouse`` hands ``PythonOperator`` the function
+  ``extract_load_epoch_data`` of ``sync_clickhouse.py``, re-exported by its package's ``__init__``; the
+  function appends the run's day of rows with ``INSERT INTO .. VALUES`` and deletes nothing (IDEM002,
+  round 24's one problem, missed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lintfiles import lint_files
+
+# a module of the repository beside the DAG file: one loader appends the day, one deletes it first
+_LOADERS = """\
+import clickhouse_driver
+
+
+def _client():
+    return clickhouse_driver.Client("clickhouse")
+
+
+def extract_load_epoch_data(**kwargs):
+    day = kwargs["ds"]
+    rows = [(day, 1.0)]
+    client = _client()
+    client.execute("INSERT INTO raw_epoch (day, value) VALUES", rows)
+
+
+def reload_epoch_data(**kwargs):
+    day = kwargs["ds"]
+    client = _client()
+    client.execute("DELETE FROM raw_epoch_copy WHERE day = %(day)s", {"day": day})
+    client.execute("INSERT INTO raw_epoch_copy (day, value) VALUES", [(day, 1.0)])
+"""
+
+_SIBLING_DAG = """\
+from datetime import datetime, timedelta
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+from sync_clickhouse import extract_load_epoch_data, reload_epoch_data
+
+dag = DAG("load_epoch", schedule=timedelta(days=1), start_date=datetime(2021, 10, 1), catchup=False)
+PythonOperator(task_id="load_epoch_vitals", python_callable=extract_load_epoch_data, dag=dag)
+PythonOperator(task_id="reload_epoch_vitals", python_callable=reload_epoch_data, dag=dag)
+"""
+
+
+def _rows(report: object, rule: str) -> list[tuple[str, int, str | None]]:
+    return sorted(
+        (Path(f.file).name, f.line, f.task_id)
+        for f in report.findings  # type: ignore[attr-defined]
+        if f.rule == rule
+    )
+
+
+def test_a_callable_imported_from_a_sibling_module_is_read_there(tmp_path: Path) -> None:
+    report = lint_files(tmp_path, {"dags/dag.py": _SIBLING_DAG, "dags/sync_clickhouse.py": _LOADERS})
+    # the append is at line 12 of the module that defines the callable, for the task that runs it
+    assert _rows(report, "IDEM002") == [("sync_clickhouse.py", 12, "load_epoch_vitals")]
+    # guard: the same insert after a delete of the day is a rerunnable load (no finding for it)
+    assert not [f for f in report.findings if f.task_id == "reload_epoch_vitals"]
+
+
+_PACKAGE_DAG = """\
+from datetime import datetime, timedelta
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+from epoch import extract_load_epoch_data
+from epoch import sync_clickhouse
+
+dag = DAG("load_epoch", schedule=timedelta(days=1), start_date=datetime(2021, 10, 1), catchup=False)
+PythonOperator(task_id="load_epoch_vitals", python_callable=extract_load_epoch_data, dag=dag)
+PythonOperator(task_id="load_by_module", python_callable=sync_clickhouse.extract_load_epoch_data, dag=dag)
+"""
+
+
+def test_a_callable_re_exported_by_a_package_init_is_read_where_it_is_defined(tmp_path: Path) -> None:
+    files = {
+        "dags/dag.py": _PACKAGE_DAG,
+        "dags/epoch/__init__.py": "from .sync_clickhouse import extract_load_epoch_data\n",
+        "dags/epoch/sync_clickhouse.py": _LOADERS,
+    }
+    report = lint_files(tmp_path, files)
+    # rocs' shape (the package's __init__ re-exports it) and the module's attribute both reach line 12
+    assert _rows(report, "IDEM002") == [
+        ("sync_clickhouse.py", 12, "load_by_module"),
+        ("sync_clickhouse.py", 12, "load_epoch_vitals"),
+    ]
+
+
+_CLOCK_MODULE = """\
+from datetime import datetime
+
+TABLE = "daily_totals"
+
+
+def snapshot(**kwargs):
+    import psycopg2
+
+    conn = psycopg2.connect("dbname=dw")
+    conn.cursor().execute(f"DELETE FROM {TABLE} WHERE day = %s", (datetime.now().date(),))
+"""
+
+_CLOCK_DAG = """\
+from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.python import BranchPythonOperator, ShortCircuitOperator
+
+from helpers.clock import snapshot
+
+dag = DAG("snap", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+ShortCircuitOperator(task_id="snap", python_callable=snapshot, dag=dag)
+"""
+
+
+def test_a_python_operator_like_callable_is_read_with_its_own_modules_names(tmp_path: Path) -> None:
+    report = lint_files(
+        tmp_path,
+        {"dags/snap.py": _CLOCK_DAG, "helpers/__init__.py": "", "helpers/clock.py": _CLOCK_MODULE},
+    )
+    # the clock decides which day's rows the task deletes: IDEM003 in clock.py at line 10, the
+    # statement's table resolved from that module's own constant
+    assert ("clock.py", 10, "snap") in _rows(report, "IDEM003")
+
+
+_VENDOR = """\
+import psycopg2
+
+
+def append_rows(**kwargs):
+    psycopg2.connect("dbname=dw").cursor().execute("INSERT INTO vendor_log (at) VALUES (now())")
+"""
+
+_VENDOR_DAG = """\
+from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+from vendorlib import append_rows
+from vendorlib.jobs import run_job
+
+dag = DAG("vendor", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+PythonOperator(task_id="append", python_callable=append_rows, dag=dag)
+PythonOperator(task_id="job", python_callable=run_job, dag=dag)
+"""
+
+
+def test_a_callable_of_an_installed_package_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "env" / "lib" / "python3.12" / "site-packages"
+    (site / "vendorlib").mkdir(parents=True)
+    (site / "vendorlib" / "__init__.py").write_text(_VENDOR)
+    (site / "vendorlib" / "jobs.py").write_text("from vendorlib import append_rows as run_job\n")
+    monkeypatch.syspath_prepend(str(site))
+    report = lint_files(tmp_path / "project", {"dags/vendor.py": _VENDOR_DAG})
+    # what an installed library's function does is the library's: no finding in its files, none
+    # for the tasks (the same code in the repository is an IDEM002 and an IDEM001, tested below)
+    assert not [f for f in [*report.findings, *report.information] if "site-packages" in f.file]
+    assert not [f for f in report.findings if f.task_id in ("append", "job")]
+
+
+def test_the_same_callable_in_the_repository_is_followed(tmp_path: Path) -> None:
+    """The control for the guard above: the installed package's module, copied into the repository."""
+    files = {
+        "dags/vendor.py": _VENDOR_DAG,
+        "dags/vendorlib/__init__.py": _VENDOR,
+        "dags/vendorlib/jobs.py": "from vendorlib import append_rows as run_job\n",
+    }
+    report = lint_files(tmp_path, files)
+    assert _rows(report, "IDEM002") == [("__init__.py", 5, "append"), ("__init__.py", 5, "job")]
