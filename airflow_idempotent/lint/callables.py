@@ -55,10 +55,9 @@ def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope
 
 def _through_imports(scope: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
     """Function `name` as imported into `scope` (``from m import name``), following re-exports."""
-    imported = scope.imports.get(name)
-    if imported is None or imported[1] is None or hops > _MAX_HOPS:
+    module, attr, level = scope.imports.get(name, ("", None, 0))
+    if attr is None or hops > _MAX_HOPS:
         return None
-    module, attr, level = imported
     other = scope.workspace.module_scope(module, level, scope.source.path)
     if other is None:  # ``from pkg import mod`` names a module, not a function: not a callable
         return None
