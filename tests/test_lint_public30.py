@@ -184,3 +184,55 @@ def test_the_same_callable_in_the_repository_is_followed(tmp_path: Path) -> None
     }
     report = lint_files(tmp_path, files)
     assert _rows(report, "IDEM002") == [("__init__.py", 5, "append"), ("__init__.py", 5, "job")]
+
+
+# round 11's and round 18's batches: what reading the imported callables raised that was false
+_REQUESTS = """\
+from datetime import datetime
+
+import paramiko
+import requests
+import scp
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+
+def upload(**kwargs):
+    session = paramiko.SSHClient()
+    with scp.SCPClient(session.get_transport()) as scps:
+        scps.put("/tmp/nodes.csv", "/data/nodes.csv")
+
+
+def sftp_upload(**kwargs):
+    sftp = paramiko.SSHClient().open_sftp()
+    sftp.put("/tmp/edges.csv", "/data/edges.csv")
+
+
+def fetch(token_endpoint, data_endpoint, **kwargs):
+    token = requests.post(token_endpoint, params={"grant_type": "client_credentials"}).json()
+    return requests.get(data_endpoint, headers={"Authorization": token["access_token"]}).json()
+
+
+def notify(hook_url, **kwargs):
+    requests.post(hook_url, json={"text": "loaded"})
+
+
+def put_record(record_url, **kwargs):
+    requests.put(record_url, json={"state": "done"})
+
+
+with DAG("copies", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False,
+         default_args={"retries": 2}):
+    PythonOperator(task_id="upload", python_callable=upload)
+    PythonOperator(task_id="sftp_upload", python_callable=sftp_upload)
+    PythonOperator(task_id="fetch", python_callable=fetch)
+    PythonOperator(task_id="notify", python_callable=notify)
+    PythonOperator(task_id="put_record", python_callable=put_record)
+"""
+
+
+def test_a_file_copy_and_a_named_token_login_are_no_sends(tmp_path: Path) -> None:
+    report = lint_files(tmp_path, {"dags/copies.py": _REQUESTS})
+    # an SCP/SFTP put copies a file to a path; a POST to `token_endpoint` asks for a token: no second
+    # effect. Guards: a POST to a hook and a PUT of a record stay sends (the lines of their calls)
+    assert _rows(report, "IDEM006") == [("copies.py", 27, "notify"), ("copies.py", 31, "put_record")]
