@@ -121,8 +121,8 @@ def _decorator(fn: FunctionNode, wanted: str) -> dict[str, ast.expr] | None:
 class Collector:
     """Walk a module and collect its DAGs and their tasks, the way Airflow would attach them."""
 
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
+    def __init__(self, scope: Scope, follow_callables: bool = False) -> None:
+        self.scope, self.follow_callables = scope, follow_callables  # `callables`: off by default
         self.dags: list[DagDef] = []
         self.loose: list[TaskDef] = []  # tasks outside any DAG
         self.dag_vars: dict[str, DagDef] = {}
@@ -448,7 +448,7 @@ class Collector:
             mapped=frozenset(mapped),
         )
         callable_ = kwargs.get("python_callable")
-        code = task_callable(ctx.scope, callable_) if callable_ is not None else None
+        code = task_callable(ctx.scope, callable_, self.follow_callables) if callable_ is not None else None
         if code is not None:
             task.functions.append(code[0])
             task.homes[id(code[0])] = code[1]  # one another module defines is read there
