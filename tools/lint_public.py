@@ -1,7 +1,7 @@
 """Score the DAG linter on public DAG repositories it was never tuned to (issue 35).
 
     .venv/bin/python tools/lint_public.py --trees DIR [--mirrors DIR] [--split heldout|tuning|all]
-        [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...]
+        [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...] [--follow-imported-callables]
 
 The repositories and their exact commits are in tests/lint_eval/public_repos.json (split into a
 tuning and a held-out half before any linter output was read); the labels are
@@ -105,12 +105,15 @@ def tree_of(repo: dict[str, str], trees: Path, mirrors: Path | None, scratch: Pa
     raise SystemExit(f"lint_public: no tree of {repo['repo']} under {trees} (nor a mirror): fetch it first")
 
 
-def lint_repository(name: str, tree: Path, information: list[Found] | None = None) -> list[Found]:
+def lint_repository(
+    name: str, tree: Path, information: list[Found] | None = None, follow_callables: bool = False
+) -> list[Found]:
     """Lint one repository's tree as one project; findings with paths relative to the tree (and, into
-    `information`, what the linter lists as information: the condition holds, the rerun is safe)."""
+    `information`, what the linter lists as information: the condition holds, the rerun is safe).
+    `follow_callables`: the linter's ``--follow-imported-callables`` (off by default)."""
     from airflow_idempotent.lint import lint_paths
 
-    report = lint_paths([str(tree)])
+    report = lint_paths([str(tree)], follow_callables=follow_callables)
     found = []
     if information is not None:
         information.extend(
@@ -214,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the scores as JSON ('-' for stdout)")
     parser.add_argument("--unlabelled", action="store_true", help="list findings no label matches")
     parser.add_argument(
+        "--follow-imported-callables",
+        action="store_true",
+        help="lint with the linter's --follow-imported-callables (off by default)",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         metavar="OWNER/NAME",
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             for repo in (r for r in repos if r["split"] == split):
                 mirrors = Path(args.mirrors) if args.mirrors else None
                 tree = tree_of(repo, Path(args.trees), mirrors, Path(scratch))
-                found.extend(lint_repository(repo["repo"], tree, information))
+                found.extend(lint_repository(repo["repo"], tree, information, args.follow_imported_callables))
             labels = [x for x in load_labels([split]) if not args.only or x["repo"] in args.only]
             result[split] = score(labels, found)
             counts = Counter(f.rule for f in information)

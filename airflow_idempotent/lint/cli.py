@@ -66,6 +66,14 @@ def register(subparsers: Any) -> None:
             "from the repository's airflow.cfg or AIRFLOW__SCHEDULER__CATCHUP_BY_DEFAULT, else not judged)"
         ),
     )
+    p.add_argument(
+        "--follow-imported-callables",
+        action="store_true",
+        help=(
+            "also read a python_callable imported from another module of the repository, in that module "
+            "(off by default: on public repositories most of what it adds is harmless)"
+        ),
+    )
     p.set_defaults(handler=run)
 
 
@@ -100,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             ignore=ignore,
             dialect=getattr(args, "dialect", None),
             catchup_default=None if chosen is None else chosen == "on",
+            follow_callables=bool(getattr(args, "follow_imported_callables", False)),
         )
     except FileNotFoundError as err:
         print(f"airflow-idempotent lint: error: {err}", file=sys.stderr)

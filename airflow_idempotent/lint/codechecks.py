@@ -88,7 +88,7 @@ def check_code(check: TaskCheck) -> None:
     facts.saw_code = True
     seen: set[int] = set()
     queue: list[tuple[ast.AST, Scope]] = [
-        (fn, task.scope.child(callable_bindings(task, fn))) for fn in task.functions
+        (fn, task.homes.get(id(fn), task.scope).child(callable_bindings(task, fn))) for fn in task.functions
     ]
     if execute is not None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))

@@ -14,6 +14,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_idempotent.lint.callables import task_callable
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
 from airflow_idempotent.lint.source import is_project_file
@@ -74,6 +75,8 @@ class TaskDef:
     #: a custom operator of the repository: its class and the repository's classes it derives from
     #: (own first); its ``execute`` is the task's code (`operator_execute`)
     classes: list[tuple[ast.ClassDef, Scope]] = field(default_factory=list)
+    #: the scope a function of `functions` is read in when another module defines it (`callables`)
+    homes: dict[int, Scope] = field(default_factory=dict)
 
     @property
     def dag_id(self) -> str | None:
@@ -118,8 +121,8 @@ def _decorator(fn: FunctionNode, wanted: str) -> dict[str, ast.expr] | None:
 class Collector:
     """Walk a module and collect its DAGs and their tasks, the way Airflow would attach them."""
 
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
+    def __init__(self, scope: Scope, follow_callables: bool = False) -> None:
+        self.scope, self.follow_callables = scope, follow_callables  # `callables`: off by default
         self.dags: list[DagDef] = []
         self.loose: list[TaskDef] = []  # tasks outside any DAG
         self.dag_vars: dict[str, DagDef] = {}
@@ -445,12 +448,10 @@ class Collector:
             mapped=frozenset(mapped),
         )
         callable_ = kwargs.get("python_callable")
-        if isinstance(callable_, ast.Lambda):
-            task.functions.append(callable_)
-        elif isinstance(callable_, ast.Name):
-            found = ctx.scope.function(callable_.id)
-            if found is not None and found[1].source is ctx.scope.source:
-                task.functions.append(found[0])
+        code = task_callable(ctx.scope, callable_, self.follow_callables) if callable_ is not None else None
+        if code is not None:
+            task.functions.append(code[0])
+            task.homes[id(code[0])] = code[1]  # one another module defines is read there
         elif callable_ is None and isinstance(made := _partial_of(func), ast.Name):
             task.classes = operator_classes(ctx.scope, made.id)  # ``Op(..)`` or ``Op.partial(..)``
         self._add(task)

@@ -88,8 +88,12 @@ def repository_of(path: Path, argument: Path) -> Path:
 class Linter:
     """One lint run: the files read, the DAGs and tasks found, and what the checks recorded."""
 
-    def __init__(self, dialect: str | None = None, catchup_default: bool | None = None) -> None:
+    def __init__(
+        self, dialect: str | None = None, catchup_default: bool | None = None, follow_callables: bool = False
+    ) -> None:
         self.dialect = dialect
+        #: --follow-imported-callables: read a python_callable imported from the repository (`callables`)
+        self.follow_callables = follow_callables
         #: --catchup-default; else each repository's own setting (`deployment.repository_catchup`)
         self.catchup_default = catchup_default
         self._catchup: dict[Path, CatchupDefault | None] = {}
@@ -129,7 +133,7 @@ class Linter:
                 self.notices.append(Notice(src.display, 1, parsed.notice))
             scope = Scope(self.workspace, src, parsed.tree)
             self.workspace.scopes[src.path] = scope
-            collector = Collector(scope)
+            collector = Collector(scope, self.follow_callables)
             collector.collect()
             self.dags.extend(collector.dags)
             repo = repository or path.parent
@@ -254,12 +258,14 @@ def lint_paths(
     ignore: Iterable[str] = (),
     dialect: str | None = None,
     catchup_default: bool | None = None,
+    follow_callables: bool = False,
 ) -> LintReport:
     """Lint DAG files (directories are searched for them) and return every finding and task.
     `catchup_default`: the deployment's catchup for DAGs without ``catchup=`` (None: each
-    repository's airflow.cfg / environment files, else not judged)."""
+    repository's airflow.cfg / environment files, else not judged); `follow_callables`: read a
+    ``python_callable`` imported from another module of the repository (off by default)."""
     ignored = tuple(sorted({rid for token in ignore if (rid := rule_id(token)) is not None}))
-    linter = Linter(dialect, catchup_default)
+    linter = Linter(dialect, catchup_default, follow_callables)
     found = [(Path(raw).resolve(), dag_files([raw])) for raw in paths]  # every path exists, or nothing runs
     for argument, files in found:
         for path in files:

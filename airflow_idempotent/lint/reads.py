@@ -15,6 +15,12 @@ Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send n
   boto3's ``Object(bucket, key).put(Body=..)`` (scalezio's run-dated CSV, tuning), and an HTTP PUT
   to a presigned object-store URL (one ``generate_presigned_url`` made, or named presigned/signed, or
   on an S3/GCS host). Sent twice, the same bytes stand at the same key (HTTP's own definition of PUT).
+- **A file copied to its path** (lint30): ``put`` of an SCP or SFTP client (``scp.SCPClient(..)``,
+  paramiko's ``open_sftp()``/``SFTPClient``) copies a local file to a remote path, no HTTP at all
+  (woonpeng's ``upload_file``, round 11's batch): a second copy leaves the same file there.
+- **A login named by its URL's variable** (lint30): a POST to a URL known only at run time whose name
+  says it issues credentials (``token_endpoint``, ``TOKEN_URL``, ``login_url``, ``oauth_url``;
+  Amsterdam's scooter feed, round 18's batch), as a resolved ``/token`` path already was.
 
 Principle (IDEM006, round 13): two more requests are sent again but change nothing more the second
 time; they are listed as information (`path_repeat`), since the request is still sent:
@@ -72,17 +78,24 @@ _OBJECT_HOST = re.compile(
     r"\.s3[.-]|s3\.amazonaws\.com|storage\.googleapis\.com|blob\.core\.windows\.net", re.I
 )
 _SIGNED_NAME = re.compile(r"presigned|signed_?url", re.I)
+#: a variable's name that says its URL issues credentials (``token_endpoint``, ``LOGIN_URL``)
+_LOGIN_NAME = re.compile(r"(?:^|_)(?:token|login|oauth2?|signin)(?:_|$)", re.I)
+#: calls that make a file-copy client: its ``put(local, remote)`` copies a file, no HTTP request
+_FILE_CLIENTS = frozenset({"SCPClient", "SFTPClient", "open_sftp", "from_transport"})
 _SIGNING_CALLS = frozenset({"generate_presigned_url", "generate_signed_url", "presigned_put_object"})
 
 
 def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
     """`call` (a ``.post``/``.put``) only reads, or writes a whole object to its key: no send."""
     if method == "put":
-        return any(k.arg == "Body" for k in call.keywords) or _signed_url(_url(call), fn, scope)
+        whole = any(k.arg == "Body" for k in call.keywords) or _signed_url(_url(call), fn, scope)
+        return whole or _file_copy(call, fn)
     if method != "post":
         return False
     url = _url(call)
     text = _text(url, scope)
+    if text is None and url is not None and _LOGIN_NAME.search(last_name(dotted(url) or "")):
+        return True
     if text is not None and (_READ_PATH.search(text) or _LOGIN_PATH.search(text)):
         return True
     graphql = text is not None and _GRAPHQL.search(text)
@@ -149,4 +162,25 @@ def _signed_url(url: ast.expr | None, fn: ast.AST, scope: Scope) -> bool:
             calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call)]
             if any(last_name(dotted(c.func)) in _SIGNING_CALLS for c in calls):
                 return True
+    return False
+
+
+def _file_copy(call: ast.Call, fn: ast.AST) -> bool:
+    """``x.put(..)`` where `fn` makes ``x`` an SCP or SFTP client (``with scp.SCPClient(..) as x``,
+    ``x = ssh.open_sftp()``): a file copied to a path, not an HTTP PUT."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return False
+    name = func.value.id
+    for node in ast.walk(fn):
+        if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            bound = node.optional_vars.id == name
+            made = node.context_expr
+        elif isinstance(node, ast.Assign):
+            bound = any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            made = node.value
+        else:
+            continue
+        if bound and isinstance(made, ast.Call) and last_name(dotted(made.func)) in _FILE_CLIENTS:
+            return True
     return False

@@ -1,0 +1,90 @@
+"""A ``python_callable`` imported from another module of the repository (issue 35, round 25).
+
+A DAG file that hands ``PythonOperator`` (or ``BranchPythonOperator``, ``ShortCircuitOperator``,
+any operator taking ``python_callable=``) a function of its own repository,
+``from sync_clickhouse import extract_load_epoch_data`` or ``from lib import tasks`` then
+``tasks.load``, runs that function's body as the task: it is the task's code, read in the module
+that defines it (its constants, its helpers), as an imported ``@task`` function already is. A
+package ``__init__`` that re-exports the function (``from .load import load``) is followed to the
+module that defines it. A function of an installed package (``site-packages``) or of the standard
+library is never followed: what it does is the library's, and the linter's catalogue names the
+operators and hooks that matter.
+
+Off by default (``--follow-imported-callables``, ``lint_paths(follow_callables=True)``): on the
+public repositories it found round 24's one problem and 8 more useful findings, but 91 newly raised
+findings were 9 useful, 76 harmless and 6 false (docs/lint-evaluation.md, "Imported callables"), the
+harmless ones the existing rules' audit stamps, ops clocks and high-water marks in code now read.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from airflow_idempotent.lint.scope import FunctionNode, Scope
+from airflow_idempotent.lint.source import is_project_file
+
+__all__ = ["imported_callable", "task_callable"]
+
+#: re-exports followed from the name a DAG file imports to the module defining the function
+_MAX_HOPS = 4
+
+
+def task_callable(
+    scope: Scope, node: ast.expr, follow: bool = False
+) -> tuple[FunctionNode | ast.Lambda, Scope] | None:
+    """The code a ``python_callable=`` runs and the scope it is read in: a lambda or a function of
+    the DAG file (read in the DAG file's scope, as since issue 19), or, when `follow`
+    (``--follow-imported-callables``), a function another module of the repository defines (read in
+    that module's); None when it cannot be followed."""
+    if isinstance(node, ast.Lambda):
+        return node, scope
+    if isinstance(node, ast.Name) and (own := scope.function(node.id)) and own[1].source is scope.source:
+        return own[0], scope
+    return imported_callable(scope, node) if follow else None
+
+
+def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope] | None:
+    """The function `node` (a ``python_callable=`` argument) names when another module of the
+    repository defines it, with that module's scope; None for a function of the DAG file itself
+    (collected as before), a name it cannot follow, or an installed package's."""
+    if isinstance(node, ast.Name):
+        if node.id in scope.functions:
+            return None
+        found = _through_imports(scope, node.id, 0)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        module = _module(scope, node.value.id)
+        found = None if module is None else _defined(module, node.attr, 0)
+    else:
+        return None
+    if found is None or found[1].source is scope.source or not is_project_file(found[1].source.path):
+        return None
+    return found
+
+
+def _through_imports(scope: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
+    """Function `name` as imported into `scope` (``from m import name``), following re-exports."""
+    module, attr, level = scope.imports.get(name, ("", None, 0))
+    if attr is None or hops > _MAX_HOPS:
+        return None
+    other = scope.workspace.module_scope(module, level, scope.source.path)
+    if other is None:  # ``from pkg import mod`` names a module, not a function: not a callable
+        return None
+    return _defined(other, attr, hops + 1)
+
+
+def _defined(module: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
+    """Function `name` of `module`: defined there, or imported there from another module (a package
+    ``__init__``'s ``from .load import load``)."""
+    if name in module.functions:
+        return module.functions[name], module
+    return _through_imports(module, name, hops)
+
+
+def _module(scope: Scope, local: str) -> Scope | None:
+    """The project module imported here under `local` (``from lib import tasks``, ``import tasks``)."""
+    imported = scope.imports.get(local)
+    if imported is None:
+        return None
+    module, name, level = imported
+    full = module if name is None else (f"{module}.{name}" if module else name)
+    return scope.workspace.module_scope(full, level, scope.source.path)
