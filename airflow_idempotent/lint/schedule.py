@@ -100,10 +100,7 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
     creates no time windows (None, @once, assets). Not a start read from ``now()``: its first window
     ends after "now" at every parse, so the DAG may never run; unless it lies two periods or more
     before the clock with catchup=False (``now() - 1 day`` on an hourly schedule, round 24): the latest
-    finished window then always starts after it. Without `schedule=` Airflow 2 runs daily. A midnight
-    start one day back on a daily schedule (``days_ago(1)``, round 25's BerlinzuDir shops) with catchup
-    on: the first window it allows is the latest finished one, and after a pause the scheduler resumes
-    from it, so catchup creates only that window, as catchup=False would."""
+    finished window then always starts after it. Without `schedule=` Airflow 2 runs daily."""
     node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
     if node is not None and unknown_schedule(dag.scope, node):
         return None  # any schedule: a weekly one's first window never comes due if the start moves daily
@@ -114,11 +111,6 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
         return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
     schedule = read_schedule(dag.scope, node) if node is not None else None
     lag, period = _start_lag(dag), schedule.period if schedule is not None else None
-    if midnight and "datetime.today" not in clock and lag == period == timedelta(days=1):
-        return (
-            "it lies one day back at midnight on a daily schedule: whatever catchup says, the scheduler "
-            "creates only the latest window, as with catchup=False"
-        )
     if schedule is None or lag is None or period is None or lag < 2 * period:
         return None
     if dag.scope.literal(dag.kwargs.get("catchup")) is not False:
@@ -131,12 +123,8 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
 
 def _start_lag(dag: DagDef) -> timedelta | None:
     """How far before the clock a ``now() - timedelta(..)`` / ``now().subtract(..)`` start lies (round
-    24, the open item of round 23's coherent DAGs), or ``days_ago(N)`` (round 25); None for any other
-    spelling."""
+    24, the open item of round 23's coherent DAGs); None for any other spelling."""
     value, scope = dag.scope.value(dag.kwargs.get("start_date") or dag.default_args.get("start_date"))
-    if isinstance(value, ast.Call) and last_name(dotted(value.func)) == "days_ago":
-        days = scope.literal(value.args[0]) if len(value.args) == 1 and not value.keywords else None
-        return timedelta(days=days) if isinstance(days, int) and days > 0 else None
     span: ast.expr | None = None
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Sub) and isinstance(value.left, ast.Call):
         span, sign = value.right, 1
