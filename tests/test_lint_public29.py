@@ -6,8 +6,8 @@ small hand-written DAG files. What each test asserts is what a reviewer reading 
   start still matters: ``DagRun.verify_integrity`` (Airflow 3.3, ``airflow/models/dagrun.py``) creates
   a task instance only for a task whose start_date is on or before the run's logical date, unless the
   run is a backfill, so a run triggered by hand for an earlier window gets no task instances and
-  succeeds having run nothing. The moving start stays IDEM003 (the first test: a guard, it passes on
-  main f6bfb05 and fails on a2ab70b, which made it information).
+  succeeds having run nothing. The moving start stays IDEM003, and its message says so (the first
+  test; its message assertion fails on main f6bfb05, its finding assertions pass there).
 
 - hasadna's generated DAGs take ``schedule_interval=("10 0 * * *" if scheduled else None)``: the
   linter read a schedule chosen by a condition as no time-based schedule at all, so a moving start on
@@ -49,6 +49,8 @@ def test_a_midnight_start_one_day_back_with_catchup_stays_a_finding(tmp_path: Pa
     # catchup creates only the latest window here, yet a run triggered by hand for an earlier logical
     # date gets no task instances (verify_integrity's task_filter): the start is not moot
     assert {"shop", "cron"} <= raised.keys() and not {"shop", "cron"} & listed
+    for dag_id in ("shop", "cron"):
+        assert "earlier date gets no task instances" in raised[dag_id], raised[dag_id]
     # guard: with catchup=False the midnight start stays information, as on main
     assert "quiet" in listed and "quiet" not in raised
 
