@@ -125,8 +125,10 @@ class Recorder:
         if start_date:
             rule = "IDEM003"
             message = (
-                f"start_date moves with the clock ({name} in {where}): the DAG's first window, and what "
-                "catchup and backfills create, depend on when the file is parsed"
+                f"start_date moves with the clock ({name} in {where}): the DAG's first window and what "
+                "catchup creates depend on when the file is parsed, and a run triggered for an earlier "
+                "date gets no task instances (Airflow creates only tasks whose start_date is on or before "
+                "the run's logical date, backfills aside)"
             )
             ref = WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
         elif relative:

@@ -262,12 +262,16 @@ def _only_start(node: ast.AST, fn: ast.AST, fn_parents: dict[ast.AST, ast.AST], 
 
 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:
-    """The DAG's time-based schedule; None when it creates no time windows (None, @once, assets)."""
+    """The DAG's time-based schedule; None when it creates no time windows (None, @once, assets). A
+    schedule chosen by a condition is time-based when either choice is: the DAGs of that branch run on
+    it."""
     if node is None:
         return None
     value, inner = scope.value(node)
     if value is None or (isinstance(value, ast.Constant) and value.value is None):
         return None
+    if isinstance(value, ast.IfExp):  # ``"10 0 * * *" if scheduled else None`` (round 25, hasadna)
+        return read_schedule(inner, value.body) or read_schedule(inner, value.orelse)
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         text = value.value.strip()
         if text in CRON_PRESETS:
