@@ -52,7 +52,7 @@ def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope
             return None
         found = _through_imports(scope, node.id, 0)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        module = _module(scope, node.value.id)
+        module = scope.module_named(node.value.id)
         found = None if module is None else _defined(module, node.attr, 0)
     else:
         return None
@@ -78,13 +78,3 @@ def _defined(module: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] 
     if name in module.functions:
         return module.functions[name], module
     return _through_imports(module, name, hops)
-
-
-def _module(scope: Scope, local: str) -> Scope | None:
-    """The project module imported here under `local` (``from lib import tasks``, ``import tasks``)."""
-    imported = scope.imports.get(local)
-    if imported is None:
-        return None
-    module, name, level = imported
-    full = module if name is None else (f"{module}.{name}" if module else name)
-    return scope.workspace.module_scope(full, level, scope.source.path)

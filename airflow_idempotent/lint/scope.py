@@ -157,7 +157,7 @@ class Scope:
         """Function `name` of the project module imported here as `module` (``import functions as
         f`` then ``f.execute_query(..)``); None for an installed library's, or a name that is no
         module."""
-        other = self._module_named(module)
+        other = self.module_named(module)
         if other is None or name not in other.functions:
             return None
         return other.functions[name], other
@@ -209,7 +209,7 @@ class Scope:
                 if other is not None and name in other.assigns:
                     return other.value(ast.Name(id=name, ctx=ast.Load()), _depth + 1)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            module_scope = self._module_named(node.value.id)
+            module_scope = self.module_named(node.value.id)
             if module_scope is not None and node.attr in module_scope.assigns:
                 return module_scope.value(ast.Name(id=node.attr, ctx=ast.Load()), _depth + 1)
             owner = self.class_def(node.value.id)  # a class attribute read through the class: Cls.SQL
@@ -280,7 +280,7 @@ class Scope:
                 return Bound(value.elts[wanted], scope)
         return None
 
-    def _module_named(self, local: str) -> Scope | None:
+    def module_named(self, local: str) -> Scope | None:
         """The scope of a module imported under `local` (import a.b as local / from a import local)."""
         imported = self.imports.get(local)
         if imported is None:
