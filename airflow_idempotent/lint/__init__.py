@@ -10,12 +10,38 @@
 
 from __future__ import annotations
 
-from airflow_idempotent.lint.linter import lint_paths
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from airflow_idempotent.lint.parsing import DIALECTS, parse_one_statement, parse_statements
-from airflow_idempotent.lint.report import LintReport, RuleFinding, TaskReport
-from airflow_idempotent.lint.rules import RULES, Rule
 from airflow_idempotent.lint.sql import Finding, check_deterministic, find_nondeterminism
-from airflow_idempotent.lint.sqlfacts import SqlWrite, sql_writes
+
+if TYPE_CHECKING:
+    from airflow_idempotent.lint.linter import lint_paths
+    from airflow_idempotent.lint.report import LintReport, RuleFinding, TaskReport
+    from airflow_idempotent.lint.rules import RULES, Rule
+    from airflow_idempotent.lint.sqlfacts import SqlWrite, sql_writes
+
+#: The DAG linter's names, imported when first used: every task process imports the operators,
+#: which need only the determinism check, and the linter's modules cost it 145-160 ms.
+LAZY = {
+    "lint_paths": "linter",
+    "LintReport": "report",
+    "RuleFinding": "report",
+    "TaskReport": "report",
+    "RULES": "rules",
+    "Rule": "rules",
+    "SqlWrite": "sqlfacts",
+    "sql_writes": "sqlfacts",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "DIALECTS",
