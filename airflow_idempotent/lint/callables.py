@@ -1,4 +1,4 @@
-"""A ``python_callable`` imported from another module of the repository (issue 35, round 25).
+"""A ``python_callable`` imported from another module of the repository (issue 35, lint30).
 
 A DAG file that hands ``PythonOperator`` (or ``BranchPythonOperator``, ``ShortCircuitOperator``,
 any operator taking ``python_callable=``) a function of its own repository,
@@ -63,13 +63,10 @@ def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope
 
 def _through_imports(scope: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
     """Function `name` as imported into `scope` (``from m import name``), following re-exports."""
-    module, attr, level = scope.imports.get(name, ("", None, 0))
-    if attr is None or hops > _MAX_HOPS:
+    found = scope.imported_module(name) if hops <= _MAX_HOPS else None
+    if found is None:  # not imported from a project module (or ``from pkg import mod``: no callable)
         return None
-    other = scope.workspace.module_scope(module, level, scope.source.path)
-    if other is None:  # ``from pkg import mod`` names a module, not a function: not a callable
-        return None
-    return _defined(other, attr, hops + 1)
+    return _defined(found[0], found[1], hops + 1)
 
 
 def _defined(module: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:

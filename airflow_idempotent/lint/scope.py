@@ -140,12 +140,12 @@ class Scope:
         """A function by the name it is called with: local, module-level or imported from a module."""
         if name in self.functions:
             return self.functions[name], self
-        found = self._imported(name)
+        found = self.imported_module(name)
         if found is not None and found[1] in found[0].functions:
             return found[0].functions[found[1]], found[0]
         return None
 
-    def _imported(self, name: str) -> tuple[Scope, str] | None:
+    def imported_module(self, name: str) -> tuple[Scope, str] | None:
         """The project module `name` is imported from here (``from m import name``), and its name there."""
         imported = self.imports.get(name)
         if imported is None or imported[1] is None:
@@ -166,7 +166,7 @@ class Scope:
         """The class called `class_name` here: defined in this module or imported from another."""
         if class_name in self.root.classes:
             return self.root.classes[class_name], self.root
-        found = self._imported(class_name)
+        found = self.imported_module(class_name)
         if found is not None and found[1] in found[0].classes:
             return found[0].classes[found[1]], found[0]
         return None
