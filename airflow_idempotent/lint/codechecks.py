@@ -41,7 +41,7 @@ from airflow_idempotent.lint.pyfacts import (
 from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
-from airflow_idempotent.lint.schedule import windowless_factory
+from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
 from airflow_idempotent.lint.scope import (
     Scope,
     bind_arguments,
@@ -461,7 +461,12 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if context == START_DATE_CONTEXT and not _dag_start(node, parent_of, collector):
                     context = None  # a module variable named start_date that is a report's window
                 use = clock_use(node, body, parent_of)
-                if context == PARAM_CONTEXT or (context is None and use in ("output", "unused")):
+                dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                # a params default is the window of every scheduled run (round 26: pass Culture's
+                # `updated_since` = today - 1 on a daily DAG); on a DAG run by hand, a UI default
+                if context == PARAM_CONTEXT and (dag is None or not runs_on_schedule(dag)):
+                    continue
+                if context in (PARAM_CONTEXT, None) and use in ("output", "unused"):
                     continue
                 use = "used" if use == "stamp" else use  # a stamp is judged in a task's code only
                 use = "relative" if shifted and use == "used" else use
@@ -474,7 +479,6 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                         "reads the clock only for their start_date, which then creates no windows",
                     )
                     continue
-                dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
                 if use == "rendered" and context is None:
                     recorder.info(
                         "IDEM004", file, node.lineno, f"{name} in module-level code {_RENDERED_TEXT}"
@@ -496,6 +500,8 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     if dag is None and len(collector.dags) == 1:
                         dag = collector.dags[0]  # its default_args
                 where = "the DAG's arguments" if dag is not None else "module-level code"
+                if context == PARAM_CONTEXT:
+                    where = "a default of the DAG's params, which its scheduled runs take"
                 anchors = ((file, dag.line),) if dag is not None else ()
                 recorder.clock_read(
                     dag,

@@ -93,6 +93,17 @@ def manual_only(dag: DagDef) -> bool:
     return isinstance(value, ast.Constant) and value.value is None
 
 
+def runs_on_schedule(dag: DagDef) -> bool:
+    """The DAG says a schedule that creates runs by itself: a time-based one, or one the linter cannot
+    see (`unknown_schedule`: ``get_airflow_schedule("0 2 * * *")``). Such runs take the defaults of its
+    ``params``, so a default is the window they read; not ``schedule=None``, ``@once``, assets, nor a
+    DAG that says no schedule (a UI default then: set when the run is triggered)."""
+    node = dag.kwargs.get("schedule", dag.kwargs.get("schedule_interval"))
+    if node is None or manual_only(dag):
+        return False
+    return read_schedule(dag.scope, node) is not None or unknown_schedule(dag.scope, node)
+
+
 def start_date_moot(dag: DagDef, clock: str) -> str | None:
     """Why a clock-based start_date (`clock`: the call as written) creates no windows of this DAG, or
     None when it does. A start that moves only at midnight (``days_ago``, ``today()``) with
