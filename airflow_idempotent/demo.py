@@ -101,6 +101,13 @@ def run_dags(warehouse: str) -> int:
     from airflow.dag_processing.dagbag import DagBag  # after the environment is set: it reads the config
 
     dagbag = DagBag()
+    missing = [dag_id for dag_id, _ in DAGS if dagbag.get_dag(dag_id) is None]
+    if missing:
+        print(
+            f"the demo's DAGs {missing} did not load: {dagbag.import_errors or 'not in the folder'}",
+            file=sys.stderr,
+        )
+        return 2
     engine = sa.create_engine(f"duckdb:///{warehouse}", poolclass=NullPool)
     failed = []
     for dag_id, table in DAGS:
@@ -184,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
             for line in child.stdout:  # the table, row by row as each run ends
                 print(line, end="", flush=True)
     if child.returncode != 0:
-        sys.exit(f"the demo's runs failed with exit code {child.returncode}: see {log}")
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        sys.exit(
+            f"{tail}\n\nthe demo's runs failed with exit code {child.returncode}: the end of {log} is above"
+        )
     print("\nIdempotent DAGs end at 2,000 / 299,730.00 whatever the crash left; the naive append grows.")
     print(f"\nRun history of {DAY} (airflow-idempotent history --window {DAY}):\n")
     history = subprocess.run(
