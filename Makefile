@@ -72,17 +72,17 @@ $(VENV)/.installed: pyproject.toml
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
 # 2. the ones that run real DAGs, on one worker beside group 3 (2.1 min alone on every core; the
-#    Spark group leaves a fifth of the CPU idle while it waits on the Connect server);
+#    Spark group leaves a fifth of the CPU idle while it waits on the Connect server), then, still
+#    beside it, the Celery deployment (a Celery worker beside the scheduler; beside three other
+#    deployments on a VM with CPU steal a worker's attempt record once missed its check, before the
+#    check delivered the worker's spool) and the reliability suite's load test on a cluster of its
+#    own (its report says it ran beside the Spark group; `make reliability` runs it alone);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
 #    cases, and a guarded month through a real scheduler on parquet and on Delta (130 tests, 20.1 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
 #    the reliability suite's scheduler-kill and hostile-server files among them (8.1 min for 47
-#    tests on three workers, bounded by the guarded-month file);
-# 5. alone, one after the other: the Celery deployment (the heaviest: a Celery worker beside the
-#    scheduler; beside three others on a VM with CPU steal a worker's attempt record was missing at
-#    its check, twice; alone it passed), then the reliability suite's load test on a cluster
-#    of its own, so its throughput and lock-wait figures are the machine's (both: 3.8 min, the load test at 120 windows).
+#    tests on three workers, bounded by the guarded-month file).
 # tools/test_groups.sh runs them: each bounded in time (a hung group is stopped with its traceback
 # and the others still run), timed with the machine's CPU share, and swept of processes it left.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes

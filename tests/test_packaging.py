@@ -6,8 +6,12 @@ tests/test_release.py's (e2e group).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
 import tomllib
 
 from airflow_idempotent import demo
@@ -48,3 +52,26 @@ def test_the_metadata_declares_what_is_supported() -> None:
     assert not unknown, unknown
     assert "Framework :: Apache Airflow :: Provider" in project["classifiers"]
     assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(project["urls"])
+
+
+@pytest.mark.dagrun
+def test_the_demo_names_a_dag_it_cannot_load_and_runs_nothing(tmp_path: Path) -> None:
+    """A --dags folder whose payouts.py lacks one of the demo's DAGs: the demo stops before any run,
+    names the DAG, and exits non-zero (its log's end shown, not only its path)."""
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    source = (demo.DEMO_DAGS / "payouts.py").read_text()
+    assert source.count('"payouts_merge"') == 1
+    (dags / "payouts.py").write_text(source.replace('"payouts_merge"', '"payouts_merge_renamed"'))
+    root = tmp_path / "demo"
+    cli = [sys.executable, "-m", "airflow_idempotent.demo", "--dir", str(root), "--dags", str(dags)]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "the demo's DAGs ['payouts_merge'] did not load" in proc.stderr, proc.stderr[-2000:]
+    assert "rerun" not in proc.stdout  # no run row: nothing ran
+    engine = sa.create_engine(f"duckdb:///{root / 'warehouse.duckdb'}")
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM payouts")).scalar() == 0
+    finally:
+        engine.dispose()

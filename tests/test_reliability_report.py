@@ -80,3 +80,26 @@ def test_no_results_or_no_case_is_exit_status_2(report: ModuleType, tmp_path: Pa
     sessions_only.write_text('{"kind": "session", "session": "s", "at": "-"}\n', encoding="utf-8")
     assert report.main(["--results", str(sessions_only), "--out", str(out)]) == 2
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("beside", "said"),
+    [
+        ("the Spark group's tests", "Ran beside the Spark group's tests: its wall times"),
+        ("", "Ran alone on the machine."),
+    ],
+)
+def test_the_load_table_says_what_ran_beside_it(
+    report: ModuleType, monkeypatch: pytest.MonkeyPatch, beside: str, said: str
+) -> None:
+    """make test runs the load test beside the Spark group: its figures must not read as the machine's."""
+    requests = importlib.import_module("reliability_requests")
+    text = (FIXTURES / "results.jsonl").read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    load = [c for c in lines if c.get("suite") == "load"]
+    assert load, "the fixture has load cases"
+    for case in load:
+        case["details"]["beside"] = beside
+    head = requests.load_runs(load)[0]
+    assert said in head and head.startswith(f"Windows per run: {load[0]['details']['windows']} ")
+    assert ("Ran alone" in head) == (not beside)

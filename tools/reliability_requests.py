@@ -72,8 +72,14 @@ def load_runs(cases: list[dict[str, Any]]) -> list[str]:
         return ["No load case in the results (the e2e part did not run)."]
     windows = sorted({int(c["details"].get("windows") or 0) for c in group})
     ran = "all of them ran" if windows == [365] else "fewer than asked: IDEM_RELIABILITY_LOAD_WINDOWS"
+    beside = sorted({c["details"].get("beside") or "" for c in group} - {""})
+    alone = ""  # results recorded before the load test said where it ran: nothing to say
+    if beside:
+        alone = f" Ran beside {', '.join(beside)}: its wall times and lock waits are not the machine's alone."
+    elif any("beside" in c["details"] for c in group):
+        alone = " Ran alone on the machine."
     head = [
-        f"Windows per run: {', '.join(str(w) for w in windows)} (asked: 365; {ran}).",
+        f"Windows per run: {', '.join(str(w) for w in windows)} (asked: 365; {ran}).{alone}",
         "",
         "Lock wait: seconds from the operator asking for its window's transaction to holding it "
         "(connect + the window's lock), logged by every write; writes of one window by the backfill "

@@ -148,23 +148,30 @@ run_group() { # name, limit in minutes, pytest arguments: alone, its output on t
 mkdir -p "$RESULTS"
 # The groups, their order and shapes: the Makefile's comment above `test` says why. The limits stop
 # a hung group, not a slow one: each is at least 1.35x the group's longest clean run (fast 8.5 min,
-# DAG runs 2.9, Spark 23.7, end to end 10.2, alone 4.5, in a 51.7-min run on a slow day) and those
-# run one after another add up to 78 min (the DAG runs' 10 inside the Spark group's 32), inside CI's
-# 90 with the 2 min of lint, release check and docs.
-run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
-# The DAG runs beside the Spark group, on one worker: the cluster's tests leave a fifth of the CPU
-# idle (79% busy in a4ead80's run), waiting on the Connect server, and the DAG runs need about 6
-# CPU-minutes (3.4 min alone on 2 workers, 93% busy). Their output follows the Spark group's start.
-start_group 1-dagrun 10 "$RESULTS/1-dagrun.log" -v -n 1 -m dagrun tests
+# DAG runs 5.6 and the Celery and load files 4.9 beside Spark 23.7, end to end 10.4, in runs on slow
+# days; under a helper's load the DAG runs took 9.9 min) and those run one after another add up to
+# 66 min (the DAG runs' 14 and the Celery and load files' 14 inside the Spark group's 32), inside
+# CI's 90 with the 2 min of lint, release check and docs.
+# worksteal: a worker that runs out takes tests from the other, so the suite does not end on one
+# worker still running its queue of long tests (the crash matrix cases, 15-26 s each).
+run_group fast 16 -n "$JOBS" --dist worksteal -m "not dagrun and not e2e and not spark" tests
+# Beside the Spark group, one after the other, their output printed when each ends: the DAG runs on
+# one worker, then the Celery deployment and the load test. The cluster's tests leave a fifth of the
+# CPU idle (79-83% busy), waiting on the Connect server: the DAG runs beside them (about 6
+# CPU-minutes) did not lengthen the Spark group (19.4 min alone in a4ead80's run, 19.1 beside them in
+# b21ef06's), and the Celery and load files alone left 38% of the CPU idle (4.9 min, 62% busy).
+start_group 1-dagrun 14 "$RESULTS/1-dagrun.log" -v -n 1 -m dagrun tests
 start_group 2-spark 32 "" -v -m "spark and not exhaustive" tests/spark
 finish_group 1-dagrun
+# The load test at a third of the year it runs under `make reliability` (365 windows, twice: 7 min
+# alone on this machine); its report says how many windows ran, and that the Spark group ran beside.
+export IDEM_RELIABILITY_LOAD_WINDOWS=${IDEM_RELIABILITY_LOAD_WINDOWS:-120}
+IDEM_RELIABILITY_LOAD_BESIDE="the Spark group's tests" \
+  start_group 1b-celery-load 14 "$RESULTS/1b-celery-load.log" -v -m e2e tests/e2e/test_celery_cluster.py tests/reliability/test_load.py
+finish_group 1b-celery-load
 finish_group 2-spark
 run_group 3-e2e 18 -v -n "$E2E_JOBS" --dist loadfile -m e2e tests \
   --ignore=tests/reliability/test_load.py --ignore=tests/e2e/test_celery_cluster.py
-# The load test at a third of the year it runs under `make reliability` (365 windows, twice: 7 min
-# alone on this machine, the suite's longest file); its report says how many windows ran.
-export IDEM_RELIABILITY_LOAD_WINDOWS=${IDEM_RELIABILITY_LOAD_WINDOWS:-120}
-run_group 4-e2e 12 -v -m e2e tests/e2e/test_celery_cluster.py tests/reliability/test_load.py
 
 if ((${#failed[@]})); then
   echo "[test] failed groups: ${failed[*]}"

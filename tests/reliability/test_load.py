@@ -39,6 +39,8 @@ from tests.reliability.conftest import Recorder
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 WINDOWS = int(os.environ.get("IDEM_RELIABILITY_LOAD_WINDOWS", "365"))
+#: What else ran on the machine meanwhile (make test runs this file beside the Spark group), for the report.
+BESIDE = os.environ.get("IDEM_RELIABILITY_LOAD_BESIDE", "")
 PER_DAY = 100
 LAST = date(2026, 10, 31)
 FIRST = LAST - timedelta(days=WINDOWS - 1)
@@ -320,6 +322,7 @@ def record_phase(
         duplicates=table["duplicates"],
         outcome="ok" if ok else "broken",
         windows=WINDOWS,
+        beside=BESIDE,
         rows_per_window=PER_DAY,
         max_active_runs=max_active_runs,
         parallelism=int(cluster.env["AIRFLOW__CORE__PARALLELISM"]),
