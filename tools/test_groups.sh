@@ -152,9 +152,7 @@ mkdir -p "$RESULTS"
 # days; under a helper's load the DAG runs took 9.9 min) and those run one after another add up to
 # 66 min (the DAG runs' 14 and the Celery and load files' 14 inside the Spark group's 32), inside
 # CI's 90 with the 2 min of lint, release check and docs.
-# worksteal: a worker that runs out takes tests from the other, so the suite does not end on one
-# worker still running its queue of long tests (the crash matrix cases, 15-26 s each).
-run_group fast 16 -n "$JOBS" --dist worksteal -m "not dagrun and not e2e and not spark" tests
+run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
 # Beside the Spark group, one after the other, their output printed when each ends: the DAG runs on
 # one worker, then the Celery deployment and the load test. The cluster's tests leave a fifth of the
 # CPU idle (79-83% busy), waiting on the Connect server: the DAG runs beside them (about 6
