@@ -6,6 +6,7 @@ tests/test_release.py's (e2e group).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,8 @@ def test_the_metadata_declares_what_is_supported() -> None:
 @pytest.mark.dagrun
 def test_the_demo_names_a_dag_it_cannot_load_and_runs_nothing(tmp_path: Path) -> None:
     """A --dags folder whose payouts.py lacks one of the demo's DAGs: the demo stops before any run,
-    names the DAG, and exits non-zero (its log's end shown, not only its path)."""
+    names the DAG, and exits non-zero (its log's end shown, not only its path). The caller's Airflow
+    settings stay out of it: a metadata database named in the shell is neither migrated nor read."""
     dags = tmp_path / "dags"
     dags.mkdir()
     source = (demo.DEMO_DAGS / "payouts.py").read_text()
@@ -65,7 +67,11 @@ def test_the_demo_names_a_dag_it_cannot_load_and_runs_nothing(tmp_path: Path) ->
     (dags / "payouts.py").write_text(source.replace('"payouts_merge"', '"payouts_merge_renamed"'))
     root = tmp_path / "demo"
     cli = [sys.executable, "-m", "airflow_idempotent.demo", "--dir", str(root), "--dags", str(dags)]
-    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300)
+    callers = tmp_path / "callers_airflow.db"
+    env = {**os.environ, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{callers}"}
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, env=env)
+    assert not callers.exists()
+    assert (root / "airflow_home" / "airflow.db").exists()  # the demo's own
     assert proc.returncode != 0
     assert "the demo's DAGs ['payouts_merge'] did not load" in proc.stderr, proc.stderr[-2000:]
     assert "rerun" not in proc.stdout  # no run row: nothing ran
