@@ -68,6 +68,8 @@ $(VENV)/.installed: pyproject.toml
 # group 1.2-1.4x: 8.5, 2.9, 23.7, 10.2 and 4.5 min; a4ead80's 56 min 18 s on a slow day, a helper's
 # linter evaluation running beside the fast group: 14.5, 3.4, 19.4 (124 Spark tests), 11.2 and 5.0 min;
 # b21ef06's 44 min 17 s, quiet: 7.8, the DAG runs beside Spark 5.6 and 19.1 together, 10.4 and 4.9 min;
+# e054f32's 44 min 12 s (every group 1.1x): 8.5, then the DAG runs 7.9 and the Celery and load files
+# 7.1 beside Spark, 22.9 for the three, and 10.7 min;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
