@@ -1,4 +1,5 @@
-"""What the package carries besides its modules, checked on the source tree (fast).
+"""What the package carries besides its modules, checked on the source tree (fast), and the demo's
+refusal of a DAG folder it cannot run (one real demo run: the DAG-run group).
 
 The built sdist and wheel, installed into a fresh virtualenv beside plain Airflow, are
 tests/test_release.py's (e2e group).
