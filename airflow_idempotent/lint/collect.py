@@ -414,10 +414,11 @@ class Collector:
             if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
                 self._classic(call, ctx, call, {})
             return
-        if (
-            method := calls.method_callee(call, ctx.scope, self._chains[-1] if self._chains else None)
-        ) is not None:
-            self._method_call(method, call, ctx)  # a factory class's method that builds tasks (round 27)
+        # a factory class's method (round 27): one that returns a DAG (Embonor's ``build``), or any
+        # inside such a method (its helpers, the task-group classes it calls); no other method call
+        method = calls.method_callee(call, ctx.scope, self._chains[-1] if self._chains else None)
+        if method is not None and (self._chains or factory_arguments(method[0], call, ctx.scope) is not None):
+            self._method_call(method, call, ctx)
             return
         name, overrides = None, {}
         if isinstance(func, ast.Name):

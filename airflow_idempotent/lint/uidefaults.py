@@ -12,14 +12,15 @@ import ast
 
 from airflow_idempotent.lint.collect import Collector
 from airflow_idempotent.lint.pyfacts import PARAM_CONTEXT, context_of
-from airflow_idempotent.lint.schedule import runs_on_schedule
+from airflow_idempotent.lint.schedule import manual_only
 
 
 def only_manual_params(
     node: ast.AST, body: ast.AST, parent_of: dict[ast.AST, ast.AST], collector: Collector
 ) -> bool:
     """`node` (a clock read) is the value of a module variable whose every read is in the ``params``
-    (or a ``Param`` default) of a DAG of this file that no schedule runs."""
+    (or a ``Param`` default) of a DAG of this file that says ``schedule=None`` (a schedule chosen by a
+    condition, ``get_airflow_schedule(..) if prod else ..``, may run it: still judged)."""
     stmt = node
     while stmt in parent_of and not isinstance(stmt, ast.stmt):
         stmt = parent_of[stmt]
@@ -35,6 +36,6 @@ def only_manual_params(
         return False
     for read in reads:
         dag = next((d for d in collector.dags if d.line <= read.lineno <= d.end_line), None)
-        if dag is None or context_of(read, parent_of) != PARAM_CONTEXT or runs_on_schedule(dag):
+        if dag is None or context_of(read, parent_of) != PARAM_CONTEXT or not manual_only(dag):
             return False
     return True
