@@ -182,6 +182,18 @@ def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
     out: list[Located] = []
     for located in found:
         stripped = located.text.strip()
+        included = _includes_only(stripped)
+        if included:  # ``{% include 'x.sql' %}``: Jinja renders the file there (round 27)
+            for name in included:
+                sql_file = _find_sql_file(task, name)
+                src = check.workspace.source(sql_file) if sql_file is not None else None
+                if src is None:
+                    check.note(
+                        f"included SQL {shown(name)} not found next to the DAG or on its template_searchpath"
+                    )
+                    continue
+                out.append(Located.of_file(src))
+            continue
         if _SQL_FILE.fullmatch(stripped):
             sql_file = _find_sql_file(task, stripped)
             if sql_file is None:
@@ -195,6 +207,16 @@ def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
         else:
             out.append(located)
     return out
+
+
+def _includes_only(text: str) -> list[str]:
+    """The files a text that is nothing but Jinja ``{% include '..' %}`` tags renders (in order); []
+    for any other text (SQL around an include is read as written)."""
+    names = [m.group(2) for m in _INCLUDE.finditer(text)]
+    return names if names and not _INCLUDE.sub("", text).strip(" \t\r\n;") else []
+
+
+_INCLUDE = re.compile(r"\{%-?\s*include\s+(['\"])([^'\"]+)\1\s*-?%\}")
 
 
 def _find_sql_file(task: TaskDef, name: str) -> Path | None:

@@ -22,6 +22,7 @@ from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, ga
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
+from airflow_idempotent.lint.macros import in_macros
 from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.ormwrites import orm_write
 from airflow_idempotent.lint.pyfacts import (
@@ -64,6 +65,7 @@ from airflow_idempotent.lint.syntax import (
 )
 from airflow_idempotent.lint.texts import standing_name
 from airflow_idempotent.lint.transfers import ROW_WRITES
+from airflow_idempotent.lint.uidefaults import only_manual_params
 
 __all__ = [
     "check_bash",
@@ -455,8 +457,8 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 if name is None:
                     continue
                 seen.add(id(node))
-                if any(first <= node.lineno <= last for first, last in spans):
-                    continue
+                if any(first <= node.lineno <= last for first, last in spans) or in_macros(node, parent_of):
+                    continue  # a task's own, or a macro: judged where its templates use it (`macros`)
                 context = context_of(node, parent_of)
                 if context == START_DATE_CONTEXT and not _dag_start(node, parent_of, collector):
                     context = None  # a module variable named start_date that is a report's window
@@ -466,6 +468,8 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                 # `updated_since` = today - 1 on a daily DAG); on a DAG run by hand, a UI default
                 if context == PARAM_CONTEXT and (dag is None or not runs_on_schedule(dag)):
                     continue
+                if context is None and dag is None and only_manual_params(node, body, parent_of, collector):
+                    continue  # a variable only a hand-run DAG's params default takes: the mirror of the above
                 if context in (PARAM_CONTEXT, None) and use in ("output", "unused"):
                     continue
                 use = "used" if use == "stamp" else use  # a stamp is judged in a task's code only

@@ -14,6 +14,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_idempotent.lint import factorycalls as calls
 from airflow_idempotent.lint.callables import task_callable
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
@@ -135,6 +136,7 @@ class Collector:
         self._outputs: dict[int, str] = {}  # TaskFlow call node -> its task id
         #: a DAG factory's own ``DAG(..)`` call -> the DAG its caller's call made (`_factory_tasks`)
         self._made: dict[int, DagDef] = {}
+        self._chains: list[calls.Chain] = []  # the classes of the methods being followed (``self.x()``)
 
     def collect(self) -> None:
         self._body(self.scope.tree.body, _Ctx(None, "", self.scope))
@@ -148,7 +150,10 @@ class Collector:
         args: list[ast.expr],
         scope: Scope,
     ) -> DagDef:
-        dag_id = scope.literal(call_kwargs.get("dag_id") or (args[0] if args else None))
+        given = call_kwargs.get("dag_id") or (args[0] if args else None)
+        dag_id = scope.literal(given)
+        if not isinstance(dag_id, str) and self._chains:  # ``DAG(self.dag_id, ..)`` in a factory class
+            dag_id = calls.init_text(given, self._chains[-1])
         dag = DagDef(
             dag_id=dag_id if isinstance(dag_id, str) else default_id,
             scope=scope,
@@ -246,10 +251,8 @@ class Collector:
         self, node: ast.expr, ctx: _Ctx
     ) -> tuple[dict[str, ast.expr], dict[str, ast.expr]] | None:
         """A call of a DAG factory of this repository: `factory_arguments`; None otherwise."""
-        if not isinstance(node, ast.Call) or (name := dotted(node.func)) is None:
-            return None
-        found = ctx.scope.function(name)
-        if found is None or isinstance(found[0], ast.Lambda):
+        found = calls.factory_callee(node, ctx.scope) if isinstance(node, ast.Call) else None
+        if found is None or not isinstance(node, ast.Call):
             return None
         return factory_arguments(found[0], node, ctx.scope)
 
@@ -258,21 +261,26 @@ class Collector:
         blockchain-etl builds every task in the factory's body): its body runs, arguments bound, with
         its own ``DAG(..)`` standing for `dag`, so an operator given ``dag=`` of it or made in its
         ``with DAG(..)`` block is `dag`'s task, as Airflow attaches it when the DAG file runs."""
-        found = ctx.scope.function(dotted(call.func) or "")
-        if found is None or isinstance(found[0], ast.Lambda) or ctx.depth >= _MAX_DEPTH:
+        found = calls.factory_callee(call, ctx.scope)  # a function, or a factory class's method (round 27)
+        if found is None or ctx.depth >= _MAX_DEPTH:
             return
         if id(found[0]) in self._expanding or not is_project_file(found[1].source.path):
             return
         self._made.update((id(node), dag) for node in ast.walk(found[0]) if is_dag_call(node))
         names = dict(self.dag_vars)
+        method = calls.method_callee(call, ctx.scope, None)
+        self._chains.append(method[2] if method is not None else [])
+        if dag.dag_id.startswith("<dag at line"):  # the factory's own DAG(..) names it (round 27)
+            dag.dag_id = calls.made_dag_id(found[0], found[1], self._chains[-1]) or dag.dag_id
         try:
             self._run(found[0], found[1], call, replace(ctx, dag=dag, group=""))
         finally:
             self.dag_vars = names  # the factory's own ``dag`` variable is not the calling file's
+            self._chains.pop()
 
     def _run(self, fn: FunctionNode, def_scope: Scope, call: ast.Call, ctx: _Ctx) -> None:
         """Walk `fn`'s body as DAG code, `call`'s arguments bound, in `ctx` one level deeper."""
-        bound = def_scope.child(bind_arguments(fn, call, ctx.scope, def_scope))
+        bound = def_scope.child(bind_arguments(fn, calls.as_called(fn, call), ctx.scope, def_scope))
         self._expanding.append(id(fn))
         saved = dict(self.taskflow)
         self.dag_code.append((fn, bound))
@@ -405,6 +413,12 @@ class Collector:
         if "task_id" in kwargs and not is_dag_call(call):
             if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
                 self._classic(call, ctx, call, {})
+            return
+        # a factory class's method (round 27): one that returns a DAG (Embonor's ``build``), or any
+        # inside such a method (its helpers, the task-group classes it calls); no other method call
+        method = calls.method_callee(call, ctx.scope, self._chains[-1] if self._chains else None)
+        if method is not None and (self._chains or factory_arguments(method[0], call, ctx.scope) is not None):
+            self._method_call(method, call, ctx)
             return
         name, overrides = None, {}
         if isinstance(func, ast.Name):
@@ -543,6 +557,18 @@ class Collector:
         )
         dag = ctx.dag or next((d for d in given if d is not None), None)
         self._run(fn, def_scope, call, replace(ctx, dag=dag, group=group))
+
+    def _method_call(
+        self, method: tuple[FunctionNode, Scope, calls.Chain], call: ast.Call, ctx: _Ctx
+    ) -> None:
+        fn, def_scope, chain = method
+        if id(fn) in self._expanding or ctx.depth >= _MAX_DEPTH or not is_project_file(def_scope.source.path):
+            return
+        self._chains.append(chain)
+        try:
+            self._run(fn, def_scope, call, ctx)
+        finally:
+            self._chains.pop()
 
     def _owner(self, kwargs: dict[str, ast.expr], dag: DagDef | None) -> DagDef | None:
         ref = kwargs.get("dag")

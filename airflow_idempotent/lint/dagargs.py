@@ -50,6 +50,13 @@ def factory_arguments(
         for n in s.targets
         if isinstance(n, ast.Name)
     }
+    made.update(  # ``with DAG(..) as dag: ..`` then ``return dag`` (Embonor's factory, round 27)
+        item.optional_vars.id
+        for s in ast.walk(fn)
+        if isinstance(s, ast.With)
+        for item in s.items
+        if is_dag_call(item.context_expr) and isinstance(item.optional_vars, ast.Name)
+    )
     if not any(is_dag_call(r) or (isinstance(r, ast.Name) and r.id in made) for r in returns):
         return None
     args = fn.args

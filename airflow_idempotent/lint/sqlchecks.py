@@ -14,6 +14,7 @@ from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.lastsuccess import check_last_success
+from airflow_idempotent.lint.macros import clock_macros
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.runlabels import labels_written
 from airflow_idempotent.lint.schedule import manual_only
@@ -220,10 +221,13 @@ def check_jinja(
             continue
         clock = False
         parent_of = parents(tree)
+        macros = clock_macros(check.task.dag)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and (name := clock_call(node, None)) is not None:
+            read = _clock_read(node, parent_of, macros)
+            if read is not None:
+                name, relative = read
                 clock = True
-                if is_relative(node, parent_of):
+                if relative:
                     check.clock_read(name, place, f"a template in {where}", True)
                     continue
                 in_sql = where == "its SQL"
@@ -249,6 +253,19 @@ def check_jinja(
         if run:
             what = "data interval" if any(n.startswith("data_interval") for n in run) else "logical date"
             facts.windows.append(WindowRef("run", f"The run's {what}: {{{{ {text} }}}} in {where}."))
+
+
+def _clock_read(
+    node: ast.AST, parent_of: dict[ast.AST, ast.AST], macros: dict[str, tuple[str, bool]]
+) -> tuple[str, bool] | None:
+    """A clock read in a template: a call (``macros.datetime.now()``), or a ``user_defined_macros``
+    name whose value reads the clock (`clock_macros`): (the read as written, shifted by a span)."""
+    if isinstance(node, ast.Call) and (name := clock_call(node, None)) is not None:
+        return name, is_relative(node, parent_of)
+    if isinstance(node, ast.Name) and node.id in macros:
+        clock, relative = macros[node.id]
+        return f"the macro {node.id} (user_defined_macros: {clock})", relative
+    return None
 
 
 def _run_start(node: ast.AST) -> str | None:
