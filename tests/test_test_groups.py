@@ -132,3 +132,48 @@ def test_a_run_signalled_while_two_groups_run_side_by_side_sweeps_both(tmp_path:
                 os.kill(pid, signal.SIGKILL)
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
+
+
+ORDER_STAND_IN = """#!/usr/bin/env bash
+case "$*" in
+  *"and not exhaustive"*) group=spark ;;
+  *"-m dagrun"*) group=dagrun ;;
+  *"--ignore"*) group=e2e ;;
+  *test_celery_cluster*) group=celery ;;
+  *) group=fast ;;
+esac
+echo "start $group $(date +%s.%N)" >> "{dir}/events"
+[[ $group == spark ]] && sleep 4
+echo "end $group $(date +%s.%N)" >> "{dir}/events"
+[[ $group == e2e ]] && exit {e2e_rc}
+exit 0
+"""
+
+
+@pytest.mark.parametrize("e2e_rc", [0, 1])
+def test_the_end_to_end_group_runs_beside_the_spark_groups_last_minutes(tmp_path: Path, e2e_rc: int) -> None:
+    """After the DAG runs and the Celery and load files, the end-to-end group starts while the Spark
+    group still runs; the run waits for both and reports each one's result."""
+    stand_in = tmp_path / "pytest.sh"
+    stand_in.write_text(ORDER_STAND_IN.format(dir=tmp_path, e2e_rc=e2e_rc))
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PYTEST": str(stand_in), "JOBS": "1", "E2E_JOBS": "1"}
+    env["RESULTS"] = str(tmp_path / "results")
+    run = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
+    events = {}
+    for line in (tmp_path / "events").read_text().splitlines():
+        kind, group, at = line.split()
+        events[kind, group] = float(at)
+    assert set(events) == {
+        (k, g) for k in ("start", "end") for g in ("fast", "dagrun", "celery", "spark", "e2e")
+    }
+    assert events["end", "fast"] <= events["start", "spark"]
+    assert (
+        events["end", "dagrun"] <= events["start", "celery"]
+        and events["end", "celery"] <= events["start", "e2e"]
+    )
+    assert events["start", "e2e"] < events["end", "spark"], "end to end waited for the Spark group"
+    assert f"group 3-e2e: rc {e2e_rc} in" in run.stdout and "group 2-spark: rc 0 in" in run.stdout, run.stdout
+    assert run.returncode == e2e_rc, run.stdout
+    if e2e_rc:
+        assert run.stdout.rstrip().endswith("[test] failed groups: 3-e2e"), run.stdout

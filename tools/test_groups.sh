@@ -148,10 +148,10 @@ run_group() { # name, limit in minutes, pytest arguments: alone, its output on t
 mkdir -p "$RESULTS"
 # The groups, their order and shapes: the Makefile's comment above `test` says why. The limits stop
 # a hung group, not a slow one: each is at least 1.35x the group's longest clean run (fast 8.5 min,
-# DAG runs 5.6 and the Celery and load files 4.9 beside Spark 23.7, end to end 10.4, in runs on slow
-# days; under a helper's load the DAG runs took 9.9 min) and those run one after another add up to
-# 66 min (the DAG runs' 14 and the Celery and load files' 14 inside the Spark group's 32), inside
-# CI's 90 with the 2 min of lint, release check and docs.
+# DAG runs 5.6 and the Celery and load files 4.9 beside Spark 23.7, end to end 10.4 alone, in runs on
+# slow days; under a helper's load the DAG runs took 9.9 min) and those run one after another add up
+# to 66 min (the Spark group's 32 beside the DAG runs' 14, the Celery and load files' 14 and end to
+# end's 20, which may outlast it), inside CI's 90 with the 2 min of lint, release check and docs.
 run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
 # Beside the Spark group, one after the other, their output printed when each ends: the DAG runs on
 # one worker, then the Celery deployment and the load test. The cluster's tests leave a fifth of the
@@ -167,9 +167,12 @@ export IDEM_RELIABILITY_LOAD_WINDOWS=${IDEM_RELIABILITY_LOAD_WINDOWS:-120}
 IDEM_RELIABILITY_LOAD_BESIDE="the Spark group's tests" \
   start_group 1b-celery-load 14 "$RESULTS/1b-celery-load.log" -v -m e2e tests/e2e/test_celery_cluster.py tests/reliability/test_load.py
 finish_group 1b-celery-load
-finish_group 2-spark
-run_group 3-e2e 18 -v -n "$E2E_JOBS" --dist loadfile -m e2e tests \
+# Then the end-to-end files, still beside the Spark group's last minutes (alone its tests leave a
+# fifth of the CPU idle; the end-to-end files alone another 11-19%), printed when they end.
+start_group 3-e2e 20 "$RESULTS/3-e2e.log" -v -n "$E2E_JOBS" --dist loadfile -m e2e tests \
   --ignore=tests/reliability/test_load.py --ignore=tests/e2e/test_celery_cluster.py
+finish_group 2-spark
+finish_group 3-e2e
 
 if ((${#failed[@]})); then
   echo "[test] failed groups: ${failed[*]}"
