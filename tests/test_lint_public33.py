@@ -76,11 +76,13 @@ def test_b_randomness_under_on_conflict_do_nothing_or_insert_ignore(tmp_path: Pa
             "keys": "INSERT INTO stg.info_keys SELECT id, encode(gen_random_bytes(16), 'base64') "
             "FROM stg.users ON CONFLICT DO NOTHING",
             "ignore": "INSERT IGNORE INTO app.tokens SELECT id, UUID() FROM app.users",
+            "named": "INSERT INTO k.u (id, token) SELECT id, gen_random_uuid() FROM s "
+            "ON CONFLICT (id) DO NOTHING",
         },
     )
     assert not [f for f in report.findings if f.rule == "IDEM001"], report.findings
     info = {f.task_id for f in report.information if f.rule == "IDEM001" and "first row" in f.message}
-    assert info == {"keys", "ignore"}, report.information
+    assert info == {"keys", "ignore", "named"}, report.information
 
 
 def test_guards_a_window_reload_a_clock_read_and_other_slices_stay_raised(tmp_path: Path) -> None:
@@ -98,9 +100,16 @@ def test_guards_a_window_reload_a_clock_read_and_other_slices_stay_raised(tmp_pa
             # an upsert that updates keeps no first row
             "upsert": "INSERT INTO k.t SELECT id, gen_random_uuid() FROM s "
             "ON CONFLICT (id) DO UPDATE SET token = excluded.token",
+            # the random value is the conflict key (named, or the leading column): it never conflicts
+            "keyed_on_random": "INSERT INTO k.s (k, v) SELECT gen_random_uuid(), v FROM s "
+            "ON CONFLICT (k) DO NOTHING",
+            "leading": "INSERT INTO k.l SELECT gen_random_uuid(), v FROM s ON CONFLICT DO NOTHING",
             # another table was truncated
             "elsewhere": "TRUNCATE a.x; INSERT INTO a.y SELECT gen_random_uuid(), v FROM s",
         },
     )
     raised = _rows(f for f in report.findings if f.rule == "IDEM001")
-    assert raised == {("IDEM001", t) for t in ("window", "clock", "other", "upsert", "elsewhere")}, raised
+    assert raised == {
+        ("IDEM001", t)
+        for t in ("window", "clock", "other", "upsert", "elsewhere", "keyed_on_random", "leading")
+    }, raised

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from sqlglot import exp
 
+from airflow_idempotent.lint.sql import locate_nondeterminism
+
 __all__ = ["Slice", "benign_randomness", "constants_written", "keeps_first", "replaced_before", "replaced_by"]
 
 Slice = tuple[tuple[str, str], ...]
@@ -91,17 +93,39 @@ def constants_written(stmt: exp.Expression) -> Slice:
     return tuple(out)
 
 
-def keeps_first(stmt: exp.Expression) -> bool:
-    """``INSERT .. ON CONFLICT DO NOTHING`` / ``INSERT IGNORE``: a key's first row is kept."""
-    if not isinstance(stmt, exp.Insert):
+def keeps_first(stmt: exp.Expression, dialect: str) -> bool:
+    """``INSERT .. SELECT .. ON CONFLICT DO NOTHING`` / ``INSERT IGNORE`` whose random values are in
+    no key column: a key's first row is kept. A random value in the conflict key (listed, or the first
+    column when the key is not named: a table's key conventionally leads) never conflicts, so a rerun
+    adds its rows again (tests/lint_corpus/c24)."""
+    if not isinstance(stmt, exp.Insert) or not isinstance(stmt.expression, exp.Select):
         return False
-    if stmt.args.get("ignore") or (stmt.args.get("alternative") or "").upper() == "IGNORE":
-        return True
     conflict = stmt.args.get("conflict")
-    if not isinstance(conflict, exp.OnConflict) or conflict.args.get("duplicate"):
+    keys: set[str] | None = None
+    if isinstance(conflict, exp.OnConflict):
+        action = conflict.args.get("action")
+        if conflict.args.get("duplicate") or conflict.args.get("expressions") or action is None:
+            return False
+        if "NOTHING" not in action.sql().upper():
+            return False
+        listed_keys = conflict.args.get("conflict_keys") or []
+        keys = {k.name.lower() for k in listed_keys if isinstance(k, exp.Expression)} or None
+    elif not (stmt.args.get("ignore") or (stmt.args.get("alternative") or "").upper() == "IGNORE"):
         return False
-    action = conflict.args.get("action")
-    return action is not None and "NOTHING" in action.sql().upper() and not conflict.args.get("expressions")
+    query = stmt.expression
+    target = stmt.this
+    listed = [c.name.lower() for c in target.expressions] if isinstance(target, exp.Schema) else []
+    for _, found, node in locate_nondeterminism(query, dialect):
+        if found.kind != "random":
+            continue
+        at = next((i for i, e in enumerate(query.expressions) if any(n is node for n in e.walk())), None)
+        if at is None:
+            return False  # randomness outside the values (a WHERE, a join)
+        item = query.expressions[at]
+        name = listed[at] if at < len(listed) else (item.alias.lower() if isinstance(item, exp.Alias) else "")
+        if (keys is None and at == 0) or (keys is not None and (not name or name in keys)):
+            return False
+    return True
 
 
 def benign_randomness(

@@ -337,7 +337,7 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     if data is not None:
         result.reads = _clock_reads(data, dialect)
     result.replaced = reloads.replaced_by(stmt, ((w.table, w.how) for w in result.writes))
-    result.constants, result.keeps_first = reloads.constants_written(stmt), reloads.keeps_first(stmt)
+    result.constants, result.keeps_first = reloads.constants_written(stmt), reloads.keeps_first(stmt, dialect)
     return result
 
 
