@@ -11,7 +11,8 @@ insert keeps only for new keys (issue 35, round 27b).
   the table: the window's ids change on a rerun while the rest keep theirs, so a key another table
   joined on before the rerun now points nowhere. That stays IDEM001, as does any clock read.
 - ``INSERT .. ON CONFLICT DO NOTHING`` (PostgreSQL) and ``INSERT IGNORE`` (MySQL) keep the row a
-  first run inserted: a rerun's random value is thrown away. Information.
+  first run inserted: a rerun's random value is thrown away. Information, when the random value is
+  in no key column (a random conflict key never conflicts: a rerun appends; corpus c24).
 """
 
 from __future__ import annotations
