@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint import reloads
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
@@ -70,7 +71,9 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
         check.note(f"SQL at {where} could not be parsed: {analysis.error[:160]}")
     jinja = Prepared(located.text, analysis.jinja, analysis.jinja_at)
     check_jinja(check, jinja, located, "its SQL")
+    replaced = reloads.replaced_before((w.table, w.how, w.detail) for w in facts.writes)
     for stmt in analysis.statements:
+        replaced.update(stmt.replaced)
         for read in stmt.reads:
             hit, text = read.finding, _shown(read.finding)
             file, line = located.place(read.offset if read.offset is not None else stmt.offset)
@@ -134,6 +137,12 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     "touched): it changes no row a window holds and no value a report reads",
                 )
                 continue
+            if hit.kind == "random" and not (read.filtering or acked):
+                written = [w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop")]
+                why = reloads.benign_randomness(written, stmt.constants, stmt.keeps_first, replaced)
+                if why is not None:
+                    check.info("IDEM001", file, line, f"{text} is random, but {why}")
+                    continue
             if read.filtering:
                 facts.windows.append(WindowRef("clock", f"The clock: {text} in its SQL."))
             else:

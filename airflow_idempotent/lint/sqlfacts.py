@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
-from airflow_idempotent.lint import benign
+from airflow_idempotent.lint import benign, reloads
 from airflow_idempotent.lint.parsing import DIALECTS, FALLBACK_DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
@@ -117,6 +117,10 @@ class SqlStatement:
     #: tables whose not-yet-marked rows a SELECT reads (``WHERE processed_at IS NULL``): a queue
     pending: list[str] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)  # ``table.column`` compared by order or MAX'd
+    #: tables it empties whole (empty slice) or of a constant slice; literals it writes; first row kept
+    replaced: dict[str, reloads.Slice] = field(default_factory=dict)
+    constants: reloads.Slice = ()
+    keeps_first: bool = False
 
 
 @dataclass
@@ -332,6 +336,8 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
                 result.max_of.extend(t for t in (_table_name(x) for x in select.find_all(exp.Table)) if t)
     if data is not None:
         result.reads = _clock_reads(data, dialect)
+    result.replaced = reloads.replaced_by(stmt, ((w.table, w.how) for w in result.writes))
+    result.constants, result.keeps_first = reloads.constants_written(stmt), reloads.keeps_first(stmt, dialect)
     return result
 
 
