@@ -84,7 +84,8 @@ $(VENV)/.installed: pyproject.toml
 #    cases, and a guarded month through a real scheduler on parquet and on Delta (130 tests, 20.1 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
 #    the reliability suite's scheduler-kill and hostile-server files among them (8.1 min for 47
-#    tests on three workers, bounded by the guarded-month file).
+#    tests on three workers, bounded by the guarded-month file), started beside group 3's last
+#    minutes once group 2 has ended (the Spark group alone leaves a fifth of the CPU idle).
 # tools/test_groups.sh runs them: each bounded in time (a hung group is stopped with its traceback
 # and the others still run), timed with the machine's CPU share, and swept of processes it left.
 # The report of this run goes to .pytest_cache/results/RELIABILITY.md (`make reliability` writes

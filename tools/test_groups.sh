@@ -149,9 +149,9 @@ mkdir -p "$RESULTS"
 # The groups, their order and shapes: the Makefile's comment above `test` says why. The limits stop
 # a hung group, not a slow one: each is at least 1.35x the group's longest clean run (fast 8.5 min,
 # DAG runs 5.6 and the Celery and load files 4.9 beside Spark 23.7, end to end 10.4 alone, in runs on
-# slow days; under a helper's load the DAG runs took 9.9 min) and those run one after another add up
-# to 66 min (the Spark group's 32 beside the DAG runs' 14, the Celery and load files' 14 and end to
-# end's 20, which may outlast it), inside CI's 90 with the 2 min of lint, release check and docs.
+# slow days; under a helper's load the DAG runs took 9.9 min) and add up to 64 min at most (the fast
+# group's 16, then the DAG runs' 14, the Celery and load files' 14 and end to end's 20 one after
+# another beside the Spark group's 32), inside CI's 90 with the 2 min of lint, release check and docs.
 run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
 # Beside the Spark group, one after the other, their output printed when each ends: the DAG runs on
 # one worker, then the Celery deployment and the load test. The cluster's tests leave a fifth of the
