@@ -84,7 +84,7 @@ def check_code(check: TaskCheck) -> None:
     clock reads, SQL passed to hooks and cursors, DataFrame/hook writes, side effects and their keys,
     state kept across runs (Variables, asset state)."""
     task, facts = check.task, check.facts
-    execute = method_of(task.classes, "execute")  # a custom operator's (collect.operator_classes)
+    execute = method_of(task.classes, "execute")  # a custom operator's (customops.operator_classes)
     if not task.functions and execute is None:
         return
     facts.saw_code = True

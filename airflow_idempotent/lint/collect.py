@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from airflow_idempotent.lint import factorycalls as calls
 from airflow_idempotent.lint.callables import task_callable
+from airflow_idempotent.lint.customops import operator_classes
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
-from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments, method_of
+from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import (
     dotted,
@@ -28,7 +29,7 @@ from airflow_idempotent.lint.syntax import (
     walk_no_defs,
 )
 
-__all__ = ["Collector", "DagDef", "TaskDef", "builds_task", "operator_classes"]
+__all__ = ["Collector", "DagDef", "TaskDef", "builds_task"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -586,32 +587,6 @@ class Collector:
 def _partial_of(func: ast.expr) -> ast.expr:
     """The operator class of ``Op.partial(..)`` (mapped), else `func` itself."""
     return func.value if isinstance(func, ast.Attribute) and func.attr == "partial" else func
-
-
-def operator_classes(scope: Scope, class_name: str) -> list[tuple[ast.ClassDef, Scope]]:
-    """The custom operator `class_name` and the repository's classes it derives from, when its
-    ``execute`` is the task's code; empty otherwise.
-
-    Principle: a task made by a class of the repository (defined in the DAG file or one of the
-    repository's own modules) that derives, directly or through the repository's own classes, from an
-    Airflow operator (a base named ``...Operator`` that the repository does not define:
-    ``BaseOperator``, ``BaseSensorOperator``, a provider's operator) runs that class's ``execute``:
-    its body, and the methods it calls on ``self``, are the task's code, read like a
-    ``python_callable``'s. Installed operators are never followed (what they do is the linter's
-    catalogue), and a class whose chain writes no ``execute`` adds nothing."""
-    chain = scope.class_chain(class_name)
-    if not chain or not all(is_project_file(where.source.path) for _, where in chain):
-        return []
-    own = {cls.name for cls, _ in chain}
-    bases = {
-        base.id if isinstance(base, ast.Name) else base.attr
-        for cls, _ in chain
-        for base in cls.bases
-        if isinstance(base, ast.Name | ast.Attribute)
-    }
-    if not any(name.endswith("Operator") for name in bases - own) or method_of(chain, "execute") is None:
-        return []
-    return chain
 
 
 def _text_id(scope: Scope, node: ast.expr | None) -> str | None:
