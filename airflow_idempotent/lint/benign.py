@@ -208,6 +208,6 @@ def marks_read(stmt: exp.Expression) -> list[str]:
     return out
 
 
-def _scope_of(node: exp.Expression) -> exp.Expression | None:
+def _scope_of(node: exp.Expr) -> exp.Expr | None:
     """The statement or subquery `node` is read in (its nearest SELECT, UPDATE or DELETE)."""
     return node.find_ancestor(exp.Select, exp.Update, exp.Delete)

@@ -181,7 +181,7 @@ def _absent_or_changed(condition: exp.Expression, aliases: set[str]) -> bool:
     """``t.c IS NULL`` (a conjunct), or ``t.c IS NULL OR ..`` where every other branch compares a
     column of ``t`` as changed (``<>``, ``IS DISTINCT FROM``): t being the target's alias."""
 
-    def missing(node: exp.Expression) -> bool:
+    def missing(node: exp.Expr) -> bool:
         node = node.unnest()
         return (
             isinstance(node, exp.Is)
@@ -191,7 +191,7 @@ def _absent_or_changed(condition: exp.Expression, aliases: set[str]) -> bool:
             and node.this.table.lower() in aliases
         )
 
-    def changed(node: exp.Expression) -> bool:
+    def changed(node: exp.Expr) -> bool:
         return any(
             isinstance(c, exp.Column) and c.table.lower() in aliases
             for cmp in node.find_all(exp.NEQ, exp.NullSafeNEQ)
