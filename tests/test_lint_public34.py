@@ -78,8 +78,13 @@ with DAG("sends", start_date=datetime(2025, 9, 1), schedule="@daily", catchup=Fa
             r.patch(url=BASE + f"user/{user_id}", json=data)
 
     @task
-    def put_profile(user_id: int, name: str):
+    def put_profile(user_id: int):
+        name = r.get(f"https://api.example.org/people/{user_id}").json()["name"]
         r.put(f"https://api.example.org/profiles/{user_id}", json={"name": name, "active": True})
+
+    @task
+    def put_handed_in(user_id: int, whiteboard: str):
+        r.put(f"https://api.example.org/bug/{user_id}", data={"whiteboard": whiteboard})
 
     @task
     def post_profile(user_id: int, name: str):
@@ -108,7 +113,8 @@ with DAG("sends", start_date=datetime(2025, 9, 1), schedule="@daily", catchup=Fa
     def bulk_import(rows: list):
         r.patch(url="https://api.example.org/lecturer/import_rating", json=rows)
 
-    drop_from_group([1]) >> put_profile(1, "a") >> post_profile(1, "a") >> add_to_group([1])
+    drop_from_group([1]) >> put_profile(1) >> post_profile(1, "a") >> add_to_group([1])
+    put_handed_in(1, "old" + " [tag]")
     raise_balance(1, 1.0) >> json_patch(1) >> increment(1) >> bulk_import([])
 """
 
@@ -120,8 +126,9 @@ def test_a_a_patch_or_put_of_field_values_to_one_object(tmp_path: Path) -> None:
     assert "sets named fields ('groups') of one object" in info["drop_from_group"]
     assert "ending in {user_id}" in info["put_profile"]
     # guards: a POST, a list read and appended to, a value built by `+`, a JSON Patch list, an
-    # operation key, and a list of records to an import endpoint are still sends
+    # operation key, a list of records to an import endpoint, and a value handed in are still sends
     assert _tasks(report.findings, "IDEM006") == {
+        "put_handed_in",
         "post_profile",
         "add_to_group",
         "raise_balance",

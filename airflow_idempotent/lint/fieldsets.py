@@ -10,6 +10,7 @@ auth/user/{id}`` with the group list without it). Still a finding:
 - a POST (HTTP does not make it idempotent: a POST to ``user/{id}`` may create something under it);
 - a URL that names no single object (a collection, an import endpoint, a URL held in a name);
 - a body that is not a dict of fields (a JSON Patch list of operations, a list of records, a parameter);
+- a value handed in as a parameter (its caller may have built it from what the receiver held);
 - a dict with an operation key (``op``, ``increment``, ``$inc``, ``add``..) or a value the function
   builds from what it had (``+``/``-``, ``+=``, ``.append``/``.extend``/``.insert`` on a name the body
   carries: a read-modify-write, e.g. a group list read from the receiver with one more id appended,
@@ -89,7 +90,7 @@ def _field_dict(body: ast.expr, fn: ast.AST) -> ast.Dict | None:
 
 def _plain(fields: ast.Dict, fn: ast.AST) -> bool:
     """Every key a field name (a string, no operation), no value computed by ``+``/``-``, and no
-    name a value carries grown in place by the function."""
+    name a value carries a parameter or grown in place by the function."""
     if not fields.keys or any(
         not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or _OPERATION_KEY.search(k.value)
         for k in fields.keys
@@ -99,7 +100,17 @@ def _plain(fields: ast.Dict, fn: ast.AST) -> bool:
         if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add | ast.Sub) for n in ast.walk(value)):
             return False
     names = {n.id for v in fields.values for n in ast.walk(v) if isinstance(n, ast.Name)}
-    return not _grown(names, fn)
+    return not (names & _parameters(fn)) and not _grown(names, fn)
+
+
+def _parameters(fn: ast.AST) -> set[str]:
+    """The function's parameters: a value handed in was built by a caller this check does not read
+    (mozilla's ``update_whiteboard(bug_id, whiteboard + TAG)``), so it is not known to be plain."""
+    if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        return set()
+    args = fn.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None}
 
 
 def _grown(names: set[str], fn: ast.AST) -> bool:
