@@ -84,7 +84,11 @@ with DAG("sends", start_date=datetime(2025, 9, 1), schedule="@daily", catchup=Fa
 
     @task
     def put_handed_in(user_id: int, whiteboard: str):
-        r.put(f"https://api.example.org/bug/{user_id}", data={"whiteboard": whiteboard})
+        def update(bug_id, new_whiteboard):
+            payload = {"whiteboard": new_whiteboard}
+            r.put(f"https://api.example.org/bug/{bug_id}", data=payload)
+
+        update(user_id, (whiteboard + " [tag]").strip())
 
     @task
     def post_profile(user_id: int, name: str):

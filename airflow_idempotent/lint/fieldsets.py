@@ -40,7 +40,7 @@ def sets_fields(call: ast.Call, method: str, fn: ast.AST) -> str | None:
     if id_name is None or body is None:
         return None
     fields = _field_dict(body, fn)
-    if fields is None or not _plain(fields, fn):
+    if fields is None or not _plain(fields, fn) or _names(fields) & _enclosing_parameters(call, fn):
         return None
     keys = ", ".join(repr(k.value) for k in fields.keys if isinstance(k, ast.Constant))
     return (
@@ -99,8 +99,22 @@ def _plain(fields: ast.Dict, fn: ast.AST) -> bool:
     for value in fields.values:
         if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add | ast.Sub) for n in ast.walk(value)):
             return False
-    names = {n.id for v in fields.values for n in ast.walk(v) if isinstance(n, ast.Name)}
-    return not (names & _parameters(fn)) and not _grown(names, fn)
+    return not _grown(_names(fields), fn)
+
+
+def _names(fields: ast.Dict) -> set[str]:
+    return {n.id for v in fields.values for n in ast.walk(v) if isinstance(n, ast.Name)}
+
+
+def _enclosing_parameters(call: ast.Call, fn: ast.AST) -> set[str]:
+    """The parameters of `fn` and of every function in it around `call` (a nested helper's too)."""
+    found = _parameters(fn)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and any(
+            n is call for n in ast.walk(node)
+        ):
+            found |= _parameters(node)
+    return found
 
 
 def _parameters(fn: ast.AST) -> set[str]:
