@@ -31,7 +31,7 @@ __all__ = [
 #: ``update`` or ``price_update`` is no stamp.
 AUDIT_COLUMN = re.compile(
     r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
-    r"(?:_?(?:at|on|ts|time|timestamp|date|dt))?"
+    r"(?:_?(?:at|on|ts|time|timestamp|date|dt|dttm))?"
     r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt)"
     # Spanish, Portuguese, French (round 22: smu-chile's ``fecha_actualizacion = CURRENT_TIMESTAMP``)
     r"|(?:fecha|fec|data|dt|date)_(?:de_|da_)?(?:actualizacion|modificacion|atualizacao|modificacao|alteracao"
@@ -42,9 +42,11 @@ AUDIT_COLUMN = re.compile(
 #: A column named for when something was done to the row (``loaded_at``, ``inserted_ts``,
 #: ``created_at``, ``etl_date``; a bare ``created``, round 21 follow-up): a stamp of the write itself.
 #: Written the clock's value on rows a task writes by key or window, a rerun re-stamps the same rows
-#: (`stamps` decides; not on an append).
+#: (`stamps` decides; not on an append). Round 27c: ``dttm`` too (``msk_record_loaded_dttm``, a Russian
+#: DWH's spelling of a datetime suffix, profcomff's MERGE).
 LOAD_STAMP = re.compile(
-    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|datetime)$|^created$",
+    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|dttm|datetime)$"
+    r"|^created$",
     re.IGNORECASE,
 )
 
@@ -86,7 +88,8 @@ def dedup_engine(create: exp.Create) -> bool:
 def written_column(node: exp.Expression) -> str | None:
     """The column a value is written to when `node` is that value itself (not part of an
     expression): ``SET col = node``, ``node AS col`` in a SELECT list, or by position in an INSERT's
-    column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``). A conversion of
+    column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``; a MERGE's ``WHEN NOT
+    MATCHED THEN INSERT (a, b) VALUES (x, node)`` too, round 27c). A conversion of
     the value (``now() AT TIME ZONE 'utc'``, a CAST) is still that value."""
     while isinstance(node.parent, exp.AtTimeZone | exp.Cast | exp.TryCast) and node.parent.this is node:
         node = node.parent
@@ -100,7 +103,10 @@ def written_column(node: exp.Expression) -> str | None:
         if isinstance(holder, exp.Tuple | exp.Set) or holder.find_ancestor(exp.Update, exp.OnConflict):
             return parent.this.name
     insert = node.find_ancestor(exp.Insert)
-    if insert is None or not isinstance(insert.this, exp.Schema):
+    if insert is None:
+        return None
+    merge_insert = isinstance(insert.this, exp.Tuple) and parent is insert.expression  # INSERT (cols) VALUES
+    if not (isinstance(insert.this, exp.Schema) or merge_insert):
         return None
     columns = [c.name for c in insert.this.expressions]
     row = parent
@@ -169,19 +175,39 @@ def marks_read(stmt: exp.Expression) -> list[str]:
     """``table.column`` for each column a statement reads as a mark: compared by order in a WHERE,
     JOIN or HAVING (``loaded_at > '{{ prev_ds }}'``, ``loaded_at >= ..``, BETWEEN) or taken the MAX of.
     A stamp written there decides what an increment reading it selects (`stamps`). A column without
-    a table (several tables, no qualifier) is given as ``?.column``."""
+    a table (several tables, no qualifier) is given as ``?.column``. Each read is taken in its own
+    statement or subquery, whose tables an unqualified column names (round 27c: profcomff's ``ud.modified =
+    (SELECT MAX(modified) FROM student_id)`` is student_id's, not any table's)."""
     out: list[str] = []
+    every = {t.alias_or_name.lower(): t for t in stmt.find_all(exp.Table)}  # a correlated alias
     for select in stmt.find_all(exp.Select, exp.Update, exp.Delete):
         tables = {t.alias_or_name.lower(): t for t in select.find_all(exp.Table)}
-        columns = [m.this for m in select.find_all(exp.Max) if isinstance(m.this, exp.Column)]
+        own = [t for t in tables.values() if _scope_of(t) is select] or list(tables.values())
+        columns = [
+            m.this
+            for m in select.find_all(exp.Max)
+            if isinstance(m.this, exp.Column) and _scope_of(m) is select
+        ]
         for compare in select.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
-            if compare.find_ancestor(exp.Where, exp.Join, exp.Having) is not None:
+            if (
+                compare.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
+                and _scope_of(compare) is select
+            ):
                 columns.extend(c for c in (compare.this, compare.expression) if isinstance(c, exp.Column))
         for column in columns:
-            owner = tables.get(column.table.lower()) if column.table else None
-            if owner is None and not column.table and len(tables) == 1:
-                owner = next(iter(tables.values()))
+            owner = (
+                (tables.get(column.table.lower()) or every.get(column.table.lower()))
+                if column.table
+                else None
+            )
+            if owner is None and not column.table and len(own) == 1:
+                owner = own[0]
             name = ".".join(p for p in (owner.db, owner.name) if p).lower() if owner is not None else "?"
             if f"{name}.{column.name.lower()}" not in out:
                 out.append(f"{name}.{column.name.lower()}")
     return out
+
+
+def _scope_of(node: exp.Expr) -> exp.Expr | None:
+    """The statement or subquery `node` is read in (its nearest SELECT, UPDATE or DELETE)."""
+    return node.find_ancestor(exp.Select, exp.Update, exp.Delete)

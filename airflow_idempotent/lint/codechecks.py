@@ -521,7 +521,7 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
 
 _LABEL_TEXT = (
     "only becomes text that names a file or titles an e-mail or report (strftime into a file name, a "
-    "subject, an HTML heading): a rerun names its output differently, no data depends on it"
+    "backup table's name, a subject, a heading): a rerun names its output differently, no data depends on it"
 )
 
 

@@ -39,6 +39,7 @@ from airflow_idempotent.lint.deployment import (
 )
 from airflow_idempotent.lint.docstamps import check_document_stamps
 from airflow_idempotent.lint.findings import Recorder, TaskCheck, without_restated
+from airflow_idempotent.lint.pyreloads import check_python_reload
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rules import rule_id
@@ -193,6 +194,7 @@ class Linter:
                 self._guarded(check.file, functools.partial(check_stamps, check, marks))
                 self._guarded(check.file, functools.partial(check_document_stamps, check, marks))
                 self._guarded(check.file, functools.partial(check_chat_report, check, self.recorder))
+                self._guarded(check.file, functools.partial(check_python_reload, check, self.recorder))
             self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             self._guarded(
                 checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)

@@ -13,6 +13,12 @@ insert keeps only for new keys (issue 35, round 27b).
 - ``INSERT .. ON CONFLICT DO NOTHING`` (PostgreSQL) and ``INSERT IGNORE`` (MySQL) keep the row a
   first run inserted: a rerun's random value is thrown away. Information, when the random value is
   in no key column (a random conflict key never conflicts: a rerun appends; corpus c24).
+- An ``INSERT .. SELECT`` that takes only the source rows its own target does not hold yet (round
+  27c): ``LEFT JOIN target t .. WHERE t.key IS NULL``, ``NOT EXISTS (SELECT .. FROM target ..)``,
+  ``key NOT IN (SELECT .. FROM target)``, or an SCD2 increment's ``t.key IS NULL OR (t.col IS DISTINCT
+  FROM s.col ..)`` against the open version (profcomff's rating). The rows it wrote are held on a
+  rerun, which selects none of them again: no random value is drawn for them twice. Randomness of a
+  plain ``INSERT .. SELECT`` (no anti-join), or of one against another table, stays IDEM001.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ from sqlglot import exp
 
 from airflow_idempotent.lint.sql import locate_nondeterminism
 
-__all__ = ["Slice", "benign_randomness", "constants_written", "keeps_first", "replaced_before", "replaced_by"]
+__all__ = [
+    "Slice",
+    "benign_randomness",
+    "constants_written",
+    "inserts_missing",
+    "keeps_first",
+    "replaced_before",
+    "replaced_by",
+]
 
 Slice = tuple[tuple[str, str], ...]
 """``(column, literal)`` pairs a statement's DELETE selects (empty: the whole table)."""
@@ -129,14 +143,87 @@ def keeps_first(stmt: exp.Expression, dialect: str) -> bool:
     return True
 
 
+def inserts_missing(stmt: exp.Expression) -> bool:
+    """An ``INSERT .. SELECT`` whose rows are only those its own target does not hold yet (module doc)."""
+    if not isinstance(stmt, exp.Insert) or not isinstance(stmt.expression, exp.Select):
+        return False
+    target = stmt.this.this if isinstance(stmt.this, exp.Schema) else stmt.this
+    where = stmt.expression.args.get("where")
+    if not isinstance(target, exp.Table) or where is None:
+        return False
+    joins = stmt.expression.args.get("joins") or []
+    aliases = {
+        j.this.alias_or_name.lower()
+        for j in joins
+        if (j.side or "").upper() == "LEFT" and isinstance(j.this, exp.Table) and _same_table(j.this, target)
+    }
+    condition = where.this.unnest()
+    if aliases and _absent_or_changed(condition, aliases):
+        return True
+    for part in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        part = part.unnest()
+        inner = part.this if isinstance(part, exp.Not) else None
+        if isinstance(inner, exp.Exists | exp.In) and any(
+            _same_table(t, target) for t in inner.find_all(exp.Table)
+        ):
+            return True
+    return False
+
+
+def _same_table(a: exp.Table, b: exp.Table) -> bool:
+    """The same table, one name maybe without its schema."""
+    if a.name.lower() != b.name.lower():
+        return False
+    return not a.db or not b.db or a.db.lower() == b.db.lower()
+
+
+def _absent_or_changed(condition: exp.Expression, aliases: set[str]) -> bool:
+    """``t.c IS NULL`` (a conjunct), or ``t.c IS NULL OR ..`` where every other branch compares a
+    column of ``t`` as changed (``<>``, ``IS DISTINCT FROM``): t being the target's alias."""
+
+    def missing(node: exp.Expr) -> bool:
+        node = node.unnest()
+        return (
+            isinstance(node, exp.Is)
+            and not node.args.get("negate")
+            and isinstance(node.expression, exp.Null)
+            and isinstance(node.this, exp.Column)
+            and node.this.table.lower() in aliases
+        )
+
+    def changed(node: exp.Expr) -> bool:
+        return any(
+            isinstance(c, exp.Column) and c.table.lower() in aliases
+            for cmp in node.find_all(exp.NEQ, exp.NullSafeNEQ)
+            for c in (cmp.this, cmp.expression)
+        )
+
+    if isinstance(condition, exp.And):
+        return any(missing(p) for p in condition.flatten())
+    if isinstance(condition, exp.Or):
+        branches = [b.unnest() for b in condition.flatten()]
+        absent = [b for b in branches if missing(b)]
+        return bool(absent) and all(changed(b) for b in branches if not any(b is x for x in absent))
+    return missing(condition)
+
+
 def benign_randomness(
-    targets: Sequence[str], constants: Slice, first_kept: bool, replaced: Mapping[str, Slice]
+    targets: Sequence[str],
+    constants: Slice,
+    first_kept: bool,
+    replaced: Mapping[str, Slice],
+    only_missing: bool = False,
 ) -> str | None:
     """Why a random value the statement writes into `targets` changes no row on a rerun, or None."""
     if first_kept and targets:
         return (
             "the insert keeps a key's first row (ON CONFLICT DO NOTHING / INSERT IGNORE): a rerun's "
             "random value is discarded, and the rows the first run wrote stay as they were"
+        )
+    if only_missing and targets:
+        return (
+            "the insert selects only rows its target does not hold yet (an anti-join on the target, or "
+            "an SCD2 increment's changed rows): a rerun finds them written and draws no value for them again"
         )
     written = set(constants)
     if targets and all(t in replaced and set(replaced[t]) <= written for t in targets):

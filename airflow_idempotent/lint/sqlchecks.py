@@ -139,7 +139,9 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                 continue
             if hit.kind == "random" and not (read.filtering or acked):
                 written = [w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop")]
-                why = reloads.benign_randomness(written, stmt.constants, stmt.keeps_first, replaced)
+                why = reloads.benign_randomness(
+                    written, stmt.constants, stmt.keeps_first, replaced, stmt.only_missing
+                )
                 if why is not None:
                     check.info("IDEM001", file, line, f"{text} is random, but {why}")
                     continue

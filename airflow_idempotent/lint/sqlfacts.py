@@ -121,6 +121,7 @@ class SqlStatement:
     replaced: dict[str, reloads.Slice] = field(default_factory=dict)
     constants: reloads.Slice = ()
     keeps_first: bool = False
+    only_missing: bool = False  # an anti-join on its own target (`reloads.inserts_missing`)
 
 
 @dataclass
@@ -338,6 +339,7 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
         result.reads = _clock_reads(data, dialect)
     result.replaced = reloads.replaced_by(stmt, ((w.table, w.how) for w in result.writes))
     result.constants, result.keeps_first = reloads.constants_written(stmt), reloads.keeps_first(stmt, dialect)
+    result.only_missing = reloads.inserts_missing(stmt)
     return result
 
 

@@ -61,7 +61,7 @@ def labels_only(stmt_or_kw: ast.AST, value: ast.AST) -> bool:
     ):
         return False
     if isinstance(stmt_or_kw, ast.keyword):
-        return bool(stmt_or_kw.arg and _LABEL_NAME.search(stmt_or_kw.arg))
+        return bool(stmt_or_kw.arg and _LABEL_NAME.search(stmt_or_kw.arg)) or _backup_name(stmt_or_kw, value)
     if isinstance(stmt_or_kw, ast.Assign) and len(stmt_or_kw.targets) == 1:
         target = stmt_or_kw.targets[0]
         if isinstance(target, ast.Name) and _LABEL_NAME.search(target.id):
@@ -75,6 +75,26 @@ def labels_only(stmt_or_kw: ast.AST, value: ast.AST) -> bool:
         isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"<\w+[^>]*>", v.value)
         for v in value.values
     )
+
+
+#: a destination table's keyword (``destination_project_dataset_table``, ``destination_table``)
+_DESTINATION = re.compile(r"destination\w*table", re.IGNORECASE)
+_BACKUP = re.compile(r"backup|bkp", re.IGNORECASE)
+
+
+def _backup_name(keyword: ast.keyword, value: ast.AST) -> bool:
+    """The text names a backup copy's table: a destination table's f-string that says backup in a
+    piece of its own (``f"{backups_dataset}.{table}_{curr_date}"``, round 27c: CSET's BigQuery copies
+    into their ``_backups`` dataset). The date names the copy, as a file's name would; a rerun on
+    another day takes another copy, and no task reads it as data."""
+    if not (keyword.arg and _DESTINATION.search(keyword.arg) and isinstance(value, ast.JoinedStr)):
+        return False
+    for piece in value.values:
+        inner = piece.value if isinstance(piece, ast.FormattedValue) else piece
+        text = inner.id if isinstance(inner, ast.Name) else getattr(inner, "value", None)
+        if isinstance(text, str) and _BACKUP.search(text):
+            return True
+    return False
 
 
 _FILE_CALLS = frozenset({"open", "Path", "join", "makedirs", "mkdir", "savefig"})
