@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.resubmit import assigned_values
+
 __all__ = ["sets_fields"]
 
 _OPERATION_KEY = re.compile(
@@ -79,11 +81,7 @@ def _field_dict(body: ast.expr, fn: ast.AST) -> ast.Dict | None:
         return body
     if not isinstance(body, ast.Name):
         return None
-    assigned = [
-        n.value
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == body.id for t in n.targets)
-    ]
+    assigned = assigned_values(fn, body.id)
     only = assigned[0] if len(assigned) == 1 else None
     return only if isinstance(only, ast.Dict) and not _grown({body.id}, fn) else None
 
