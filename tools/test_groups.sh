@@ -171,9 +171,9 @@ mkdir -p "$RESULTS"
 # a hung group, not a slow one: each is at least 1.35x the group's longest clean run (fast 8.5 min,
 # DAG runs 5.6 and the Celery and load files 4.9 beside Spark 23.7, end to end 10.4 alone, in runs on
 # slow days; under a helper's load the DAG runs took 9.9 min; with end to end beside it, 14.4 min, the
-# Spark group took 31.5) and add up to 64 min at most (the fast
-# group's 16, then the DAG runs' 14, the Celery and load files' 14 and end to end's 20 one after
-# another beside the Spark group's 43), inside CI's 90 with the 2 min of lint, release check and docs.
+# Spark group took 31.5) and add up to 64 min at most (the fast group's 16, then the DAG runs' 14,
+# the Celery and load files' 14 and end to end's 20 one after another beside the Spark group's 43),
+# inside CI's 90 with the 2 min of lint, release check and docs.
 run_group fast 16 -n "$JOBS" -m "not dagrun and not e2e and not spark" tests
 # Beside the Spark group, one after the other, their output printed when each ends: the DAG runs on
 # one worker, then the Celery deployment and the load test. The cluster's tests leave a fifth of the
