@@ -173,7 +173,8 @@ def older_than(node: exp.Expression) -> bool:
 
 def marks_read(stmt: exp.Expression) -> list[str]:
     """``table.column`` for each column a statement reads as a mark: compared by order in a WHERE,
-    JOIN or HAVING (``loaded_at > '{{ prev_ds }}'``, ``loaded_at >= ..``, BETWEEN) or taken the MAX of.
+    JOIN or HAVING (``loaded_at > '{{ prev_ds }}'``, ``loaded_at >= ..``, BETWEEN) or taken the MAX of
+    (not a MAX only matched by equality, the newest stamp's rows: `_newest_rows`).
     A stamp written there decides what an increment reading it selects (`stamps`). A column without
     a table (several tables, no qualifier) is given as ``?.column``. Each read is taken in its own
     statement or subquery, whose tables an unqualified column names (round 27c: profcomff's ``ud.modified =
@@ -186,7 +187,7 @@ def marks_read(stmt: exp.Expression) -> list[str]:
         columns = [
             m.this
             for m in select.find_all(exp.Max)
-            if isinstance(m.this, exp.Column) and _scope_of(m) is select
+            if isinstance(m.this, exp.Column) and _scope_of(m) is select and not _newest_rows(select, m.this)
         ]
         for compare in select.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
             if (
@@ -206,6 +207,20 @@ def marks_read(stmt: exp.Expression) -> list[str]:
             if f"{name}.{column.name.lower()}" not in out:
                 out.append(f"{name}.{column.name.lower()}")
     return out
+
+
+def _newest_rows(select: exp.Expr, column: exp.Column) -> bool:
+    """`select` is ``(SELECT MAX(col) ..)`` compared by equality with a column of the same name
+    (``ud.modified = (SELECT MAX(modified) FROM t)``): the reader takes the rows of the newest stamp,
+    all the rows one write stamped. A rerun re-stamps those same rows, so the reader takes them again;
+    no row falls out of a window behind a mark (lint35: profcomff's member list, round 27's batch). A
+    MAX compared by order (``src.modified > (SELECT MAX(modified) ..)``) or read on its own stays a mark."""
+    subquery = select.parent
+    if not isinstance(subquery, exp.Subquery) or not isinstance(subquery.parent, exp.EQ):
+        return False
+    equal = subquery.parent
+    other = equal.this if equal.expression is subquery else equal.expression
+    return isinstance(other, exp.Column) and other.name.lower() == column.name.lower()
 
 
 def _scope_of(node: exp.Expr) -> exp.Expr | None:

@@ -22,6 +22,7 @@ from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, ga
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
+from airflow_idempotent.lint.lookups import absent_after_lookup, inserted_when_absent
 from airflow_idempotent.lint.macros import in_macros
 from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.ormwrites import orm_write
@@ -96,6 +97,7 @@ def check_code(check: TaskCheck) -> None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
+    guards: dict[int, list[tuple[str, frozenset[str]] | None]] = {}  # `lookups`: helper -> each call's
     values = constructor_values(task) if task.classes else {}  # `dispatch`: branches it never runs
     methods = {id(m) for cls, _ in task.classes for m in cls.body}
     while queue:
@@ -104,6 +106,7 @@ def check_code(check: TaskCheck) -> None:
             continue
         seen.add(id(fn))
         file = scope.source.display  # a helper or custom operator of another module is read there
+        start, guard = len(facts.writes), guards.get(id(fn), [None])
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             run = sorted(set(_params(fn)) & RUN_NAMES)
             if run:
@@ -137,6 +140,7 @@ def check_code(check: TaskCheck) -> None:
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
                     callers.setdefault(id(helper), []).append((node, fn))
+                    guards.setdefault(id(helper), []).append(absent_after_lookup(node, fn, parent_of, scope))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
             elif made is not None:
                 queue.append(made)
@@ -231,6 +235,9 @@ def check_code(check: TaskCheck) -> None:
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
                 facts.effects.append(Effect(what, has_key, file, node.lineno, again))
+        if guard[0] is not None and guard.count(guard[0]) == len(guard):  # every call is guarded
+            for w in inserted_when_absent(facts.writes[start:], guard[0]):
+                check.info("IDEM002", w.file, w.line, f"{w.detail}: a rerun finds the row and adds none")
         if decorator in ("task.sql", "task.bash") and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None):
                 returned = scope.string(ret.value)
