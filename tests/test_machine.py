@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,3 +156,92 @@ def test_a_down_server_is_started_as_the_suite_expects_then_left_running(tmp_pat
         assert "starting" not in second.stdout
     finally:
         shutdown_redis(port)
+
+
+def pg_setting(port: int, name: str) -> str:
+    out = subprocess.run(
+        [
+            "psql",
+            "-w",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-tAc",
+            f"show {name}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_postgresql_it_runs_allows_the_connections_the_groups_open() -> None:
+    """The end-to-end deployments beside the Spark group went past the default 100 under load."""
+    assert int(pg_setting(5432, "max_connections")) >= 300
+
+
+@pytest.fixture
+def foreign_postgres(tmp_path: Path):
+    """A PostgreSQL this script did not start, as the suite expects but with the default 100
+    connections: its own data directory and port, run as the postgres user (initdb refuses root)."""
+    (bindir,) = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1:]
+    data = Path(tempfile.mkdtemp(prefix="idem_foreign_pg_"))
+    shutil.chown(data, "postgres", "postgres")
+    port = free_port()
+
+    def as_postgres(*args: str) -> None:
+        proc = subprocess.run(
+            ["runuser", "-u", "postgres", "--", *args], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+
+    as_postgres(str(bindir / "initdb"), "-A", "trust", "-U", "postgres", "-D", str(data / "db"))
+    opts = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=100"
+    as_postgres(
+        str(bindir / "pg_ctl"), "-D", str(data / "db"), "-o", opts, "-l", str(data / "log"), "-w", "start"
+    )
+    try:
+        for db in ("test", "root"):
+            as_postgres(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), db)
+        yield port
+    finally:
+        subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data / "db"),
+                "-m",
+                "immediate",
+                "stop",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to run a server as postgres"
+)
+def test_a_foreign_postgresql_with_too_few_connections_is_named_and_left_alone(
+    tmp_path: Path, foreign_postgres: int
+) -> None:
+    result = run_machine(tmp_path, extra_env={"IDEM_MACHINE_PG_PORT": str(foreign_postgres)})
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stdout.splitlines() if "WARNING" in line]
+    assert len(warning) == 1, result.stdout
+    assert f"127.0.0.1:{foreign_postgres} allows 100 connections" in warning[0]
+    assert "set `max_connections = 300` in its postgresql.conf and restart it" in warning[0]
+    assert pg_setting(foreign_postgres, "max_connections") == "100"  # left alone
+    assert not (tmp_path / "state").exists()

@@ -93,6 +93,14 @@ pg_ready() {
         PGCONNECT_TIMEOUT=3 psql -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$db" -tAc 'select 1' >/dev/null 2>&1 || return 1
     done
 }
+# The end-to-end group's Airflow deployments (API server, scheduler and DAG processor, each with a
+# pool of up to 15 connections) beside the Spark group's scheduler test and Iceberg catalog went
+# past PostgreSQL's default 100 under load: a guarded task failed on "too many clients already".
+PG_MAX_CONNECTIONS=300
+pg_max_connections() {
+    PGCONNECT_TIMEOUT=3 psql -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc 'show max_connections' 2>/dev/null || echo 0
+}
+pg_connections_ok() { [ "$(pg_max_connections)" -ge "$PG_MAX_CONNECTIONS" ]; }
 mariadb_ready() {
     mariadb --protocol=tcp -h 127.0.0.1 -P "$MARIADB_PORT" -u root --connect-timeout=3 -e 'use test' >/dev/null 2>&1
 }
@@ -127,8 +135,10 @@ pg_cluster() {
     echo "$version"
 }
 
-# Sets PG_CHANGED=1 when a file changed (the running server then needs a reload).
+# Sets PG_CHANGED=1 when a file changed (the running server then needs a reload), PG_RESTART=1
+# when a setting changed that only a restart applies.
 PG_CHANGED=0
+PG_RESTART=0
 pg_configure() {
     local version hba conf
     version=$(pg_cluster)
@@ -148,6 +158,11 @@ pg_configure() {
         log "PostgreSQL: port $PG_PORT"
         sed -i "s/^#\?port = [0-9]*/port = $PG_PORT/" "$conf"
         PG_CHANGED=1
+    fi
+    if ! grep -q "^max_connections = $PG_MAX_CONNECTIONS\b" "$conf"; then
+        log "PostgreSQL: max_connections = $PG_MAX_CONNECTIONS (applied by a restart)"
+        sed -i "s/^#\?max_connections = [0-9]*/max_connections = $PG_MAX_CONNECTIONS/" "$conf"
+        PG_RESTART=1
     fi
 }
 
@@ -172,8 +187,10 @@ pg_databases() {
     fi
 }
 
-if pg_up && pg_ready; then
+if pg_up && pg_ready && pg_connections_ok; then
     log "PostgreSQL is up and ready"
+elif pg_up && pg_ready && ! ours postgres; then
+    log "WARNING: PostgreSQL at 127.0.0.1:$PG_PORT allows $(pg_max_connections) connections; the end-to-end group's deployments beside the Spark group can open more (a task then fails with \"too many clients already\"). This script did not start it, so it leaves it alone: set \`max_connections = $PG_MAX_CONNECTIONS\` in its postgresql.conf and restart it"
 else
     if pg_up && ! ours postgres; then
         not_ours "PostgreSQL at 127.0.0.1:$PG_PORT" "put \`host all all 127.0.0.1/32 trust\` first in its pg_hba.conf, reload it, and create the databases test and root (\`createdb test; createdb root\` as postgres)"
@@ -181,7 +198,10 @@ else
     need_root "PostgreSQL at 127.0.0.1:$PG_PORT is down or not configured"
     mark postgres
     pg_configure
-    if pg_up; then
+    if pg_up && [ "$PG_RESTART" = 1 ]; then
+        log "restarting PostgreSQL $(pg_cluster)"
+        pg_ctlcluster --skip-systemctl-redirect "$(pg_cluster)" main restart
+    elif pg_up; then
         [ "$PG_CHANGED" = 1 ] && pg_ctlcluster --skip-systemctl-redirect "$(pg_cluster)" main reload
     else
         pg_start
