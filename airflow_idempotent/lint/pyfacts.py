@@ -457,8 +457,11 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
     )
 
 
-#: What only a duration has (``timedelta.total_seconds()``): a datetime shifted by a span has none.
-_DURATION_ATTRS = frozenset({"total_seconds", "seconds", "microseconds"})
+#: What only a duration has (``timedelta.total_seconds()``, ``.days``; pendulum's ``in_days()``): a
+#: datetime shifted by a span has none (it has ``.day``), so ``(now() - parsed).days`` is an age.
+_DURATION_ATTRS = frozenset(
+    {"total_seconds", "seconds", "microseconds", "days", "in_days", "in_hours", "in_minutes", "in_seconds"}
+)
 
 
 def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:

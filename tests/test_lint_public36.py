@@ -1,0 +1,111 @@
+"""Round 28b (issue 35, lint36, docs/lint-evaluation.md): round 28's batch is tuning data now; the
+general shapes behind its false findings, tested with small hand-written DAG and SQL files. What each
+test asserts is what a reviewer reading the files would say; each case fails on main 21f8ac3 (checked
+against main's package), and its guards (what must stay raised) are raised there too.
+
+- a (IDEM004): ``CURRENT_DATE - col`` (shifted or not, the column cast or not) in a query's output,
+  in no predicate, of a statement that writes nothing: the days since each row's date, an age shown
+  in an alert's text (two outage checks), not the bound of a window. Listed as information.
+- b (IDEM004): ``(datetime.now() - parsed).days``: the ``.days`` of a difference is a duration's
+  (a datetime has ``.day``), so the other side was a datetime: an age (a freshness check's "days
+  old"), not "now minus a span".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_idempotent.lint import LintReport
+from tests.lintfiles import lint_files
+
+_SQL_DAG = """\
+from datetime import datetime
+
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+
+with DAG("checks", start_date=datetime(2024, 1, 1), schedule="@daily", catchup=False) as dag:
+    SQLExecuteQueryOperator(task_id="check", conn_id="pg", sql={sql!r})
+"""
+
+
+def _sql(tmp_path: Path, sql: str) -> LintReport:
+    return lint_files(tmp_path, {"dags/checks.py": _SQL_DAG.format(sql=sql)})
+
+
+def _rules(report: LintReport, rule: str) -> list[int]:
+    return [f.line for f in report.findings if f.rule == rule]
+
+
+def test_a_clock_minus_a_column_in_the_output_is_an_age(tmp_path: Path) -> None:
+    for sql in (
+        "SELECT site || ' (' || CURRENT_DATE - 1 - last_active::date || ' days)' AS msg FROM s",
+        "SELECT name, CURRENT_DATE - oi.range_start AS days_out FROM s AS oi",
+        "SELECT name, (now() - s.seen_at) AS age FROM s",
+    ):
+        report = _sql(tmp_path, sql)
+        assert not _rules(report, "IDEM004"), (sql, report.findings)
+        said = [f for f in report.information if f.rule == "IDEM004"]
+        assert said and "an age" in said[0].message, (sql, report.information)
+
+
+def test_a_guard_a_window_read_or_a_written_age_stays_raised(tmp_path: Path) -> None:
+    # a lower bound in a predicate is "the last N"; an age in a predicate is that bound rewritten;
+    # an age written to a table is a value of the clock that a late rerun changes
+    for sql in (
+        "SELECT * FROM s WHERE dt >= CURRENT_DATE - 7",
+        "SELECT * FROM s WHERE CURRENT_DATE - dt < 7",
+        "INSERT INTO t SELECT id, CURRENT_DATE - start_dt FROM s",
+        "SELECT id, CURRENT_DATE - 7 AS since FROM s",
+    ):
+        report = _sql(tmp_path, sql)
+        assert _rules(report, "IDEM004") or _rules(report, "IDEM001"), (sql, report.findings)
+        assert not [f for f in report.information if "an age" in f.message], (sql, report.information)
+
+
+_PY_DAG = """\
+from datetime import datetime, timedelta
+
+import requests
+from airflow.sdk import dag, task
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def freshness():
+    @task
+    def check(**context):
+        last = datetime.fromisoformat(requests.get("https://portal/api").json()["last_refreshed"])
+{body}
+
+    check()
+
+
+freshness()
+"""
+
+
+def _py(tmp_path: Path, body: str) -> LintReport:
+    text = _PY_DAG.format(body="\n".join("        " + line for line in body.splitlines()))
+    return lint_files(tmp_path, {"dags/freshness.py": text})
+
+
+def test_b_days_of_now_minus_a_date_is_an_age(tmp_path: Path) -> None:
+    for body in (
+        "days_old = (datetime.now() - last).days\n"
+        'context["ti"].xcom_push(key="msg", value=f"{days_old} days")',
+        'age = datetime.now() - last\nif age.days > 3:\n    raise ValueError(f"{age.days} days old")',
+    ):
+        report = _py(tmp_path, body)
+        assert not _rules(report, "IDEM004") and not _rules(report, "IDEM003"), (body, report.findings)
+
+
+def test_b_guard_now_minus_a_span_stays_raised(tmp_path: Path) -> None:
+    # a datetime shifted by a span read as a window's start; .day (a datetime's) is no duration
+    for body in (
+        'since = datetime.now() - timedelta(days=3)\nrequests.post("https://sink", json=requests.get('
+        '"https://portal/api", params={"since": since.isoformat()}).json())',
+        'day = (datetime.now() - timedelta(days=1)).day\nrequests.post("https://sink", json=requests.get('
+        '"https://portal/api", params={"day": day}).json())',
+    ):
+        report = _py(tmp_path, body)
+        assert _rules(report, "IDEM004"), (body, report.findings)
