@@ -9,6 +9,10 @@ against main's package), and its guards (what must stay raised) are raised there
 - b (IDEM004): ``(datetime.now() - parsed).days``: the ``.days`` of a difference is a duration's
   (a datetime has ``.day``), so the other side was a datetime: an age (a freshness check's "days
   old"), not "now minus a span".
+- c (IDEM002): ``try: cur.execute("INSERT ..") except psycopg.errors.UniqueViolation: raise
+  AirflowSkipException(..)`` (a GTFS feed's ``insert_date``): catching the duplicate-key error around
+  the insert says a unique key refuses a rerun's row. Listed as information; an insert outside the
+  ``try`` body, or a ``try`` catching other errors, stays raised.
 """
 
 from __future__ import annotations
@@ -109,3 +113,58 @@ def test_b_guard_now_minus_a_span_stays_raised(tmp_path: Path) -> None:
     ):
         report = _py(tmp_path, body)
         assert _rules(report, "IDEM004"), (body, report.findings)
+
+
+_KEY_DAG = """\
+from datetime import datetime
+
+import psycopg
+from airflow.exceptions import AirflowSkipException
+from airflow.providers.postgres.hooks.postgres import PostgresHook
+from airflow.sdk import dag, task
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def feed():
+    @task
+    def register(**context):
+        con = PostgresHook("gtfs").get_conn()
+{body}
+
+    register()
+
+
+feed()
+"""
+
+
+def _key(tmp_path: Path, body: str) -> LintReport:
+    text = _KEY_DAG.format(body="\n".join("        " + line for line in body.splitlines()))
+    return lint_files(tmp_path, {"dags/feed.py": text})
+
+
+_INSERT = 'cur.execute("INSERT INTO gtfs.feed_info (insert_date) SELECT %s", (context["ds"],))'
+
+
+def test_c_an_insert_whose_duplicate_key_error_is_caught(tmp_path: Path) -> None:
+    for caught in ("psycopg.errors.UniqueViolation", "(ValueError, IntegrityError)"):
+        body = (
+            f"try:\n    with con.cursor() as cur:\n        {_INSERT}\n    con.commit()\n"
+            f'except {caught}:\n    raise AirflowSkipException("already loaded")'
+        )
+        report = _key(tmp_path, body)
+        assert not _rules(report, "IDEM002"), (caught, report.findings)
+        said = [f for f in report.information if f.rule == "IDEM002"]
+        assert said and "unique key" in said[0].message, (caught, report.information)
+
+
+def test_c_guard_no_duplicate_key_catch_stays_raised(tmp_path: Path) -> None:
+    for body in (
+        f"with con.cursor() as cur:\n    {_INSERT}",
+        f"try:\n    with con.cursor() as cur:\n        {_INSERT}\n"
+        "except psycopg.OperationalError:\n    raise",
+        f"try:\n    con.rollback()\nexcept psycopg.errors.UniqueViolation:\n    pass\n"
+        f"with con.cursor() as cur:\n    {_INSERT}",
+    ):
+        report = _key(tmp_path, body)
+        assert _rules(report, "IDEM002"), (body, report.findings)
