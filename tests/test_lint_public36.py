@@ -13,6 +13,11 @@ against main's package), and its guards (what must stay raised) are raised there
   AirflowSkipException(..)`` (a GTFS feed's ``insert_date``): catching the duplicate-key error around
   the insert says a unique key refuses a rerun's row. Listed as information; an insert outside the
   ``try`` body, or a ``try`` catching other errors, stays raised.
+- d (IDEM004/IDEM003, a miss): ``dag_params = {"month": Param((date.today() - relativedelta(months=1))
+  ..)}`` handed to a scheduled DAG as ``params=dag_params`` or through ``dag_config = {"params":
+  dag_params}`` and ``@dag(**dag_config)`` (orca's scheduled DAGs): round 26's rule (a clock default of
+  a scheduled DAG's params is its window) now reaches the spelling outside the DAG call. A DAG run by
+  hand (``schedule=None``) keeps it a UI default.
 """
 
 from __future__ import annotations
@@ -168,3 +173,48 @@ def test_c_guard_no_duplicate_key_catch_stays_raised(tmp_path: Path) -> None:
     ):
         report = _key(tmp_path, body)
         assert _rules(report, "IDEM002"), (body, report.findings)
+
+
+_PARAMS_DAG = """\
+from datetime import date, datetime
+
+from airflow.sdk import Param, dag, task
+from dateutil.relativedelta import relativedelta
+
+dag_params = {{
+    "conn_id": Param("SNOWFLAKE", type="string"),
+    "month_to_run": Param((date.today() - relativedelta(months=1)).strftime("%Y-%m-%d"), type="string"),
+}}
+dag_config = {{"schedule": {schedule}, "start_date": datetime(2025, 1, 1), "catchup": False, {params}}}
+
+
+@dag(**dag_config)
+def monthly():
+    @task
+    def push(**context):
+        month = context["params"]["month_to_run"]
+        return f"SELECT * FROM usage WHERE DATE_TRUNC('MONTH', day) = DATE('{{month}}')"
+
+    push()
+
+
+monthly()
+"""
+
+
+def _params(tmp_path: Path, schedule: str, params: str) -> LintReport:
+    text = _PARAMS_DAG.format(schedule=schedule, params=params)
+    return lint_files(tmp_path, {"dags/monthly.py": text})
+
+
+def test_d_a_clock_param_default_handed_on_by_a_dict(tmp_path: Path) -> None:
+    for params in ('"params": dag_params', '"params": {"extra": 1, **dag_params}'):
+        report = _params(tmp_path, '"0 0 2 * *"', params)
+        raised = [f for f in report.findings if f.rule == "IDEM004" and f.line == 8]
+        assert raised and "params" in raised[0].message, (params, report.findings)
+
+
+def test_d_guard_a_hand_run_dag_or_params_not_taken(tmp_path: Path) -> None:
+    for schedule, params in (("None", '"params": dag_params'), ('"0 0 2 * *"', '"tags": ["x"]')):
+        report = _params(tmp_path, schedule, params)
+        assert not [f for f in report.findings if f.line == 8], (schedule, params, report.findings)

@@ -13,7 +13,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector, builds_task
-from airflow_idempotent.lint.dagargs import taking_dag
+from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
 from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef
@@ -417,6 +417,8 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     context = None  # a module variable named start_date that is a report's window
                 use = clock_use(node, body, parent_of)
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if context == PARAM_CONTEXT and dag is None:
+                    dag = taking_params(node, collector.dags, scope)  # params=dag_params, **dag_config
                 # a params default is the window of every scheduled run (round 26: pass Culture's
                 # `updated_since` = today - 1 on a daily DAG); on a DAG run by hand, a UI default
                 if context == PARAM_CONTEXT and (dag is None or not runs_on_schedule(dag)):
