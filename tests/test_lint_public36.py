@@ -18,6 +18,10 @@ against main's package), and its guards (what must stay raised) are raised there
   dag_params}`` and ``@dag(**dag_config)`` (orca's scheduled DAGs): round 26's rule (a clock default of
   a scheduled DAG's params is its window) now reaches the spelling outside the DAG call. A DAG run by
   hand (``schedule=None``) keeps it a UI default.
+- e (IDEM004): ``date.today() - timedelta(hours=h)`` in a task named for composing a message
+  (``generate_top_downloads_message``) only names the day in the text it returns for Slack: as a
+  ``*slack*`` function already was. A task named for consuming messages, or for anything else, stays
+  raised.
 """
 
 from __future__ import annotations
@@ -218,3 +222,43 @@ def test_d_guard_a_hand_run_dag_or_params_not_taken(tmp_path: Path) -> None:
     for schedule, params in (("None", '"params": dag_params'), ('"0 0 2 * *"', '"tags": ["x"]')):
         report = _params(tmp_path, schedule, params)
         assert not [f for f in report.findings if f.line == 8], (schedule, params, report.findings)
+
+
+_MESSAGE_DAG = """\
+from datetime import date, datetime, timedelta
+
+import requests
+from airflow.sdk import dag, task
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def report():
+    @task
+    def {name}(rows, **context):
+        hours = int(context["params"]["hours"])
+        day = (date.today() - timedelta(hours=hours)).isoformat()
+        {body}
+
+    {name}([])
+
+
+report()
+"""
+
+
+def test_e_a_day_in_a_composed_message(tmp_path: Path) -> None:
+    body = 'return f"Top downloads {day}: " + ", ".join(rows)'
+    for name in ("generate_top_downloads_message", "build_msg"):
+        files = {"dags/report.py": _MESSAGE_DAG.format(name=name, body=body)}
+        report = lint_files(tmp_path, files)
+        assert not _rules(report, "IDEM004"), (name, report.findings)
+        said = [f for f in report.information if f.rule == "IDEM004"]
+        assert said and "chat message" in said[0].message, (name, report.information)
+
+
+def test_e_guard_other_tasks_keep_the_window(tmp_path: Path) -> None:
+    body = 'return requests.get("https://api/downloads", params={"day": day}).json()'
+    for name in ("process_message", "pull_downloads", "message_counts"):
+        files = {"dags/report.py": _MESSAGE_DAG.format(name=name, body=body)}
+        report = lint_files(tmp_path, files)
+        assert _rules(report, "IDEM004"), (name, report.findings)
