@@ -16,6 +16,7 @@ __all__ = [
     "LOAD_STAMP",
     "NOTE_COLUMN",
     "RETRY_COUNTER",
+    "age_of",
     "dedup_engine",
     "marks_read",
     "older_than",
@@ -169,6 +170,26 @@ def older_than(node: exp.Expression) -> bool:
     column = compare.this if on_right else compare.expression
     upper = isinstance(compare, exp.LT | exp.LTE) if on_right else isinstance(compare, exp.GT | exp.GTE)
     return upper and isinstance(column, exp.Column)
+
+
+def age_of(node: exp.Expression) -> bool:
+    """The clock read, shifted or not, minus a column, in a query's output and no predicate:
+    ``CURRENT_DATE - last_active::date`` counts the days since a row's date (an age shown in an
+    alert's text), where "now minus a span" would be the bound of a window. A value of the row it is
+    computed for: it chooses no rows (round 28: two outage checks' "(N days)" in their Slack text)."""
+    if node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None:
+        return False
+    child: exp.Expression = node
+    parent = node.parent
+    while isinstance(parent, exp.Add | exp.Sub | exp.Paren):
+        if isinstance(parent, exp.Sub) and parent.this is child:
+            other = parent.expression
+            while isinstance(other, exp.Cast | exp.Paren):
+                other = other.this
+            if isinstance(other, exp.Column):
+                return True
+        child, parent = parent, parent.parent
+    return False
 
 
 def marks_read(stmt: exp.Expression) -> list[str]:

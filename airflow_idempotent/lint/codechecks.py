@@ -13,10 +13,10 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector, builds_task
-from airflow_idempotent.lint.dagargs import taking_dag
+from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
-from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
+from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
@@ -43,6 +43,7 @@ from airflow_idempotent.lint.pyfacts import (
 from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
+from airflow_idempotent.lint.rowwrites import append_mode, client_append, python_write, refused_by_key
 from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
 from airflow_idempotent.lint.scope import (
     Scope,
@@ -58,13 +59,10 @@ from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqltext import prepare_sql
 from airflow_idempotent.lint.syntax import (
     dotted,
-    keywords,
     last_name,
     main_guard,
-    module_function,
     walk_no_defs,
 )
-from airflow_idempotent.lint.texts import standing_name
 from airflow_idempotent.lint.transfers import ROW_WRITES
 from airflow_idempotent.lint.uidefaults import only_manual_params
 
@@ -216,15 +214,17 @@ def check_code(check: TaskCheck) -> None:
             method = last_name(name)
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
+                before = len(facts.writes)
                 for located in value_at(fn, arg, node, scope).strings(arg):
                     if looks_like_sql(located.text):
                         check_sql(check, located, project=False)
+                refused_by_key(check, facts.writes[before:], node, parent_of)
                 continue
             if method in ROW_WRITES:
-                _python_write(check, node, method, scope, file)
+                python_write(check, node, method, scope, file)
                 continue
-            if (mode := _append_mode(node)) is not None:
-                _client_append(check, node, name, mode, scope, file)
+            if (mode := append_mode(node)) is not None:
+                client_append(check, node, name, mode, scope, file)
                 continue
             if method in SIDE_EFFECT_CALLS and isinstance(node.func, ast.Attribute | ast.Name):
                 if method in ("post", "put", "patch") and not isinstance(node.func, ast.Attribute):
@@ -300,60 +300,6 @@ def _state_use(
     elif not flag_only(node, parent_of) and clock_use(node, fn, parent_of) in ("used", "relative", "stamp"):
         check.facts.state_reads.append(use)
     return True
-
-
-def _python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
-    """hook.insert_rows(table, rows[, replace=True]), DataFrame.to_sql(name, con, if_exists=...) and
-    pandas-gbq's DataFrame.to_gbq(destination_table, .., if_exists=...) (or ``pandas_gbq.to_gbq(df,
-    destination_table, ..)``): the same ``if_exists`` modes, so 'append' adds the frame's rows again
-    on every retry or rerun ('fail', the default, and 'replace' do not)."""
-    kwargs = keywords(node)
-    name_arg = {"to_sql": "name", "to_gbq": "destination_table"}.get(method, "table")  # insert_rows*
-    position = 1 if method == "to_gbq" and module_function(node, ("pandas_gbq", "pd_gbq", "gbq")) else 0
-    positional = node.args[position] if len(node.args) > position else None
-    table = scope.literal(positional if positional is not None else kwargs.get(name_arg))
-    shown = table if isinstance(table, str) else "<table>"
-    if method.startswith("insert_rows"):  # BigQuery's streaming inserts have no replace: appends
-        replace = scope.literal(kwargs.get("replace")) is True
-        how, detail = ("upsert", f"{method}({shown}, replace=True)") if replace else ("append", "")
-        detail = detail or f"{method}({shown})"
-    else:
-        schema = scope.literal(kwargs.get("schema"))
-        if isinstance(schema, str) and isinstance(table, str):
-            shown = f"{schema}.{table}"
-        mode = scope.literal(kwargs.get("if_exists"))
-        how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
-        detail = f"{method}({shown}, if_exists={mode!r})" if how != "create" else f"{method}({shown})"
-    named = positional if positional is not None else kwargs.get(name_arg)  # ``to_sql(name=names[i])``
-    within = scope.literal(kwargs.get("schema"))
-    stands_for = standing_name(named, within) if named is not None and not isinstance(table, str) else ""
-    check.facts.writes.append(
-        Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit, stands_for=stands_for)
-    )
-
-
-#: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery
-#: ``WriteDisposition.WRITE_APPEND``): the call adds rows to what the target holds
-_APPEND_MODES = frozenset({"APPEND", "WRITE_APPEND"})
-
-
-def _append_mode(call: ast.Call) -> str | None:
-    """The argument of `call` that selects appending (``UpdateMethod.APPEND``, ``"WRITE_APPEND"``)."""
-    for value in [*call.args, *(k.value for k in call.keywords)]:
-        if isinstance(value, ast.Attribute) and value.attr in _APPEND_MODES:
-            return dotted(value)
-        if isinstance(value, ast.Constant) and value.value == "WRITE_APPEND":
-            return "'WRITE_APPEND'"
-    return None
-
-
-def _client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope: Scope, file: str) -> None:
-    """A client call told to append (``domo.datasets.data_import(id, csv, UpdateMethod.APPEND)``): an
-    append into its first argument (a dataset or table id), named when it is a constant."""
-    target = scope.literal(node.args[0]) if node.args else None
-    shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
-    detail = f"{name}(.., {mode})"
-    check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
 
 
 def _module_function(
@@ -471,6 +417,8 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     context = None  # a module variable named start_date that is a report's window
                 use = clock_use(node, body, parent_of)
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                if context == PARAM_CONTEXT and dag is None:
+                    dag = taking_params(node, collector.dags, scope)  # params=dag_params, **dag_config
                 # a params default is the window of every scheduled run (round 26: pass Culture's
                 # `updated_since` = today - 1 on a daily DAG); on a DAG run by hand, a UI default
                 if context == PARAM_CONTEXT and (dag is None or not runs_on_schedule(dag)):

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 from airflow_idempotent.lint.scope import FunctionNode, Scope
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["factory_arguments", "is_dag_call", "taking_dag", "unpacked_kwargs"]
+__all__ = ["factory_arguments", "is_dag_call", "taking_dag", "taking_params", "unpacked_kwargs"]
 
 
 def unpacked_kwargs(call: ast.Call, scope: Scope) -> dict[str, ast.expr]:
@@ -125,4 +125,19 @@ def taking_dag(node: ast.AST, dags: Sequence[D]) -> D | None:
             given = dag.kwargs.get(key)
             if given is not None and any(sub is node for sub in ast.walk(given)):
                 return dag
+    return None
+
+
+def taking_params(node: ast.AST, dags: Sequence[D], scope: Scope) -> D | None:
+    """The DAG whose ``params`` holds `node` (a clock read in a ``Param`` default) outside its call:
+    ``dag_params = {"month": Param(today() - 1 month)}`` handed on as ``params=dag_params`` or in
+    ``dag_config = {"params": dag_params}`` that ``@dag(**dag_config)`` unpacks (round 28, orca's
+    scheduled DAGs): that DAG's scheduled runs take the default as their window."""
+    for dag in dags:
+        given = dag.kwargs.get("params")
+        if given is None:
+            continue
+        values = [given, *scope.mapping(given).values()]  # a name's dict, a dict's ``**other`` entries
+        if any(sub is node for value in values for sub in ast.walk(value)):
+            return dag
     return None

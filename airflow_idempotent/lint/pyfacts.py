@@ -457,8 +457,11 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
     )
 
 
-#: What only a duration has (``timedelta.total_seconds()``): a datetime shifted by a span has none.
-_DURATION_ATTRS = frozenset({"total_seconds", "seconds", "microseconds"})
+#: What only a duration has (``timedelta.total_seconds()``, ``.days``; pendulum's ``in_days()``): a
+#: datetime shifted by a span has none (it has ``.day``), so ``(now() - parsed).days`` is an age.
+_DURATION_ATTRS = frozenset(
+    {"total_seconds", "seconds", "microseconds", "days", "in_days", "in_hours", "in_minutes", "in_seconds"}
+)
 
 
 def _duration(binop: ast.BinOp, body: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -522,7 +525,12 @@ def looks_like_sql(text: str) -> bool:
 #: A function that deletes, expires or archives what is older than a cutoff (``_cleanup_old_backups``).
 _RETENTION_NAME = re.compile(r"clean_?up|purge|prune|retention|housekeep|expire|(?:delete|remove)_old", re.I)
 #: A function whose work is a chat message (``info_slack``): the clock dates a report, no data.
-_MESSAGE_NAME = re.compile(r"slack", re.I)
+#: Round 28b: or whose name composes or sends one (``generate_top_downloads_message``, whose
+#: ``today - hours`` only names the day in the Slack text); never one that consumes messages.
+_MESSAGE_NAME = re.compile(
+    r"slack|^(?:generate|build|make|format|compose|create|prepare|render|send|post)_(?:\w+_)?(?:message|msg)$",
+    re.I,
+)
 
 
 def clock_owner_purpose(fn: ast.AST) -> str | None:

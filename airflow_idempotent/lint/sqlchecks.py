@@ -89,6 +89,15 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     "run is started for the span it reads",
                 )
                 continue
+            if read.age and not stmt.writes:
+                check.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"{text} minus a column is an age (the time since each row's date) in the query's "
+                    "output, not the bound of a window: it chooses no rows, and the statement writes none",
+                )
+                continue
             if read.relative and read.cutoff:
                 check.info(
                     "IDEM004",

@@ -86,6 +86,7 @@ class ClockRead:
     column: str | None = None  # the column the read is written to, when it is that value itself
     cutoff: bool = False  # shifted, and only the upper bound of a column: "older than N" (retention)
     tableless: bool = False  # the statement is a SELECT of no table (``SELECT GETDATE()``)
+    age: bool = False  # clock minus a column in the output: days since a row's date (`benign.age_of`)
 
 
 @dataclass(frozen=True)
@@ -499,7 +500,8 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
         )
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
         cutoff, written = relative and benign.older_than(node), benign.written_column(node)
-        reads.append(ClockRead(finding, offset, relative, filtering, written, cutoff, bare))
+        age = finding.kind == "clock" and benign.age_of(node)
+        reads.append(ClockRead(finding, offset, relative, filtering, written, cutoff, bare, age))
     return reads
 
 

@@ -1,0 +1,110 @@
+"""Python calls that write rows (a hook's ``insert_rows``, pandas' ``to_sql``, a client told to
+append), and a SQL insert whose duplicate-key error the task catches.
+
+Split from `codechecks` (which reads the code and hands each call here): what the call writes, and
+how a rerun's repeat of it lands, is decided from its arguments and the ``try`` around it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from airflow_idempotent.lint.facts import Write
+from airflow_idempotent.lint.findings import TaskCheck
+from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import dotted, keywords, last_name, module_function
+from airflow_idempotent.lint.texts import standing_name
+
+__all__ = ["append_mode", "client_append", "python_write", "refused_by_key"]
+
+#: Errors a database raises when a row repeats a unique key (psycopg's ``UniqueViolation``, the
+#: DB-API's and SQLAlchemy's ``IntegrityError``, pymongo's ``DuplicateKeyError``).
+_DUPLICATE_ERRORS = frozenset({"UniqueViolation", "IntegrityError", "DuplicateKeyError"})
+
+
+def refused_by_key(
+    check: TaskCheck, writes: list[Write], call: ast.Call, parent_of: dict[ast.AST, ast.AST]
+) -> None:
+    """Round 28 (CityofToronto's GTFS feed, labelled false): ``try: cur.execute("INSERT ..") except
+    UniqueViolation: raise AirflowSkipException(..)``. Catching the duplicate-key error around the
+    insert says a unique key on the table refuses a repeated row: a rerun's insert fails there and adds
+    none. The appends `call` ran become ``dedup`` and are said as information. An insert outside the
+    ``try`` body, or a ``try`` catching other errors only, stays an append."""
+    caught = _caught_duplicate(call, parent_of)
+    if caught is None:
+        return
+    for write in writes:
+        if write.how == "append":
+            write.how = "dedup"
+            write.detail = f"{write.detail} (in a try whose except catches {caught})"
+            check.info(
+                "IDEM002", write.file, write.line, f"{write.detail}: a unique key refuses a rerun's rows"
+            )
+
+
+def _caught_duplicate(call: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> str | None:
+    """The duplicate-key error a handler of a ``try`` whose body holds `call` catches, if any."""
+    child, parent = call, parent_of.get(call)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        if isinstance(parent, ast.Try) and child in parent.body:
+            for handler in parent.handlers:
+                kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                for kind in kinds:
+                    if kind is not None and last_name(dotted(kind)) in _DUPLICATE_ERRORS:
+                        return dotted(kind)
+        child, parent = parent, parent_of.get(parent)
+    return None
+
+
+def python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
+    """hook.insert_rows(table, rows[, replace=True]), DataFrame.to_sql(name, con, if_exists=...) and
+    pandas-gbq's DataFrame.to_gbq(destination_table, .., if_exists=...) (or ``pandas_gbq.to_gbq(df,
+    destination_table, ..)``): the same ``if_exists`` modes, so 'append' adds the frame's rows again
+    on every retry or rerun ('fail', the default, and 'replace' do not)."""
+    kwargs = keywords(node)
+    name_arg = {"to_sql": "name", "to_gbq": "destination_table"}.get(method, "table")  # insert_rows*
+    position = 1 if method == "to_gbq" and module_function(node, ("pandas_gbq", "pd_gbq", "gbq")) else 0
+    positional = node.args[position] if len(node.args) > position else None
+    table = scope.literal(positional if positional is not None else kwargs.get(name_arg))
+    shown = table if isinstance(table, str) else "<table>"
+    if method.startswith("insert_rows"):  # BigQuery's streaming inserts have no replace: appends
+        replace = scope.literal(kwargs.get("replace")) is True
+        how, detail = ("upsert", f"{method}({shown}, replace=True)") if replace else ("append", "")
+        detail = detail or f"{method}({shown})"
+    else:
+        schema = scope.literal(kwargs.get("schema"))
+        if isinstance(schema, str) and isinstance(table, str):
+            shown = f"{schema}.{table}"
+        mode = scope.literal(kwargs.get("if_exists"))
+        how = {"append": "append", "replace": "replace"}.get(mode if isinstance(mode, str) else "", "create")
+        detail = f"{method}({shown}, if_exists={mode!r})" if how != "create" else f"{method}({shown})"
+    named = positional if positional is not None else kwargs.get(name_arg)  # ``to_sql(name=names[i])``
+    within = scope.literal(kwargs.get("schema"))
+    stands_for = standing_name(named, within) if named is not None and not isinstance(table, str) else ""
+    check.facts.writes.append(
+        Write(shown.lower(), how, detail, file, node.lineno, check.conn, check.unit, stands_for=stands_for)
+    )
+
+
+#: a client method's argument that selects appending (Domo ``UpdateMethod.APPEND``, BigQuery
+#: ``WriteDisposition.WRITE_APPEND``): the call adds rows to what the target holds
+_APPEND_MODES = frozenset({"APPEND", "WRITE_APPEND"})
+
+
+def append_mode(call: ast.Call) -> str | None:
+    """The argument of `call` that selects appending (``UpdateMethod.APPEND``, ``"WRITE_APPEND"``)."""
+    for value in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(value, ast.Attribute) and value.attr in _APPEND_MODES:
+            return dotted(value)
+        if isinstance(value, ast.Constant) and value.value == "WRITE_APPEND":
+            return "'WRITE_APPEND'"
+    return None
+
+
+def client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope: Scope, file: str) -> None:
+    """A client call told to append (``domo.datasets.data_import(id, csv, UpdateMethod.APPEND)``): an
+    append into its first argument (a dataset or table id), named when it is a constant."""
+    target = scope.literal(node.args[0]) if node.args else None
+    shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
+    detail = f"{name}(.., {mode})"
+    check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
