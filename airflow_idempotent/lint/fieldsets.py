@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.resubmit import assigned_values
+from airflow_idempotent.lint.syntax import assigned_values
 
 __all__ = ["sets_fields"]
 

@@ -10,7 +10,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.syntax import asserts_only, dotted, last_name
+from airflow_idempotent.lint.syntax import asserts_only, assigned_values, dotted, last_name
 from airflow_idempotent.lint.textuse import (
     as_text,
     assigned_name,
@@ -447,11 +447,7 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
         return _clock_call_name(dotted(other.func)) is not None
     if not isinstance(other, ast.Name):
         return False
-    bound = [
-        s.value
-        for s in ast.walk(body)
-        if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == other.id for t in s.targets)
-    ]
+    bound = assigned_values(body, other.id)
     return bool(bound) and all(
         isinstance(v, ast.Call) and _clock_call_name(dotted(v.func)) is not None for v in bound
     )

@@ -15,8 +15,9 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.syntax import assigned_values
 
-__all__ = ["REPLACES_TEXT", "assigned_values", "replaces_interval", "triggers_keyed_run"]
+__all__ = ["REPLACES_TEXT", "replaces_interval", "triggers_keyed_run"]
 
 REPLACES_TEXT = (
     "the body is an ingestion that replaces its interval (REPLACE .. OVERWRITE, appendToExisting "
@@ -63,15 +64,6 @@ def _builds(root: ast.AST, scope: Scope, depth: int) -> bool:
             if found is not None and found[0] is not root and _builds(found[0], found[1], depth + 1):
                 return True
     return False
-
-
-def assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
-    """The values `fn` assigns to the local name `name`."""
-    return [
-        n.value
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-    ]
 
 
 def replaces_interval(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["dotted", "keywords", "last_name", "post_order_calls", "walk_no_defs"]
+__all__ = ["assigned_values", "dotted", "keywords", "last_name", "post_order_calls", "walk_no_defs"]
 
 
 def dotted(node: ast.AST) -> str:
@@ -32,6 +32,15 @@ def self_attr(node: ast.AST | None) -> str | None:
 def last_name(name: str) -> str:
     """The last part of a dotted name: `task` of `airflow.sdk.task`."""
     return name.rsplit(".", 1)[-1]
+
+
+def assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
+    """The values `fn` assigns to the local name `name` (plain `name = value` statements)."""
+    return [
+        n.value
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
 
 
 def keywords(call: ast.Call) -> dict[str, ast.expr]:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.resubmit import assigned_values
-from airflow_idempotent.lint.syntax import dotted, keywords
+from airflow_idempotent.lint.syntax import assigned_values, dotted, keywords
 
 __all__ = ["TEAM_MAIL_TEXT", "team_recipients"]
 
