@@ -71,7 +71,9 @@ $(VENV)/.installed: pyproject.toml
 # e054f32's 44 min 12 s (every group 1.1x): 8.5, then the DAG runs 7.9 and the Celery and load files
 # 7.1 beside Spark, 22.9 for the three, and 10.7 min; 3acafeb's 44 min 5 s: 10.1 (a helper's linter
 # evaluation beside it), then the DAG runs 7.7, the Celery and load files 7.2 and end to end 14.4
-# one after another beside Spark, 31.5 for the four;
+# one after another beside Spark, 31.5 for the four; ed3cdbd's 41 min 16 s, make test 39.4: 9.1, then
+# the DAG runs 7.7, the Celery and load files 5.2 (the load test at 60 windows) and end to end 13.6
+# beside Spark, 30.2 for the four;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
