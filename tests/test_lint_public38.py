@@ -1,0 +1,130 @@
+"""Round 29b (issue 35, lint38, docs/lint-evaluation.md): round 29's batch is tuning data now; the
+general shapes behind its false IDEM006 findings and its SQLAlchemy Core miss, tested with small
+hand-written DAG files. What each test asserts is what a reviewer reading the file would say; each case
+fails on main 1f917ea (checked against main's package), and its guards (what must stay raised) are
+raised there too.
+
+- a (IDEM006): a PUT to a URL naming one resource at run time (``{base}/coveragestores/{store}/
+  file.geotiff``, ``{base}/layers/ws:{layer}``, ``records/{uuid}/ownership``) replaces that resource:
+  information. A PUT to a collection (``/items``, ``{id}/items``) or to ``{base}/{x}`` stays raised.
+- b (IDEM006): a POST whose body carries a password and whose response is read only for a token logs
+  in: no send. One whose response is read for an ``id`` (a user it created) stays raised.
+- c (IDEM006): an upload whose parameters say ``uuidProcessing="OVERWRITE"`` (or ``overwrite=True``)
+  replaces the record of the same id: information. ``GENERATEUUID`` stays raised.
+- d (IDEM006): a POST to an endpoint named for getting (``/get-files-paths``) is a read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_idempotent.lint import LintReport
+from tests.lintfiles import lint_files
+
+_HTTP_DAG = """\
+from datetime import datetime
+
+import requests
+from airflow.sdk import dag, task
+
+BASE = "https://geo.example.org/rest"
+
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def publish():
+    @task(retries=2)
+    def push(layer: str, data: bytes, user: str, secret: str):
+{body}
+
+    push("x", b"", "u", "p")
+
+
+publish()
+"""
+
+
+def _http(tmp_path: Path, body: str) -> LintReport:
+    text = _HTTP_DAG.format(body="\n".join("        " + line for line in body.splitlines()))
+    return lint_files(tmp_path, {"dags/publish.py": text})
+
+
+def _raised(report: LintReport, rule: str = "IDEM006") -> list[int]:
+    return [f.line for f in report.findings if f.rule == rule]
+
+
+def _said(report: LintReport, text: str, rule: str = "IDEM006") -> list[int]:
+    return [f.line for f in report.information if f.rule == rule and text in f.message]
+
+
+def test_a_put_to_a_named_resource_replaces_it(tmp_path: Path) -> None:
+    for body in (
+        'url = f"{BASE}/workspaces/ws/coveragestores/{layer}/file.geotiff"\n'
+        'requests.put(url, data=data, params={"configure": "all"})',
+        'requests.put(f"{BASE}/layers/ws:{layer}", data=f"<layer><name>{layer}</name></layer>")',
+        'requests.put(f"{BASE}/records/{layer}/ownership", params={"userIdentifier": user})',
+    ):
+        report = _http(tmp_path, body)
+        assert not _raised(report), (body, report.findings)
+        assert _said(report, "names one resource"), (body, report.information)
+
+
+def test_a_guard_a_put_to_a_collection_stays_raised(tmp_path: Path) -> None:
+    for body in (
+        'requests.put(f"{BASE}/items", data=data)',
+        'requests.put(f"{BASE}/layers/{layer}/items", data=data)',
+        'requests.put(f"{BASE}/{layer}", data=data)',
+        'requests.put(f"{BASE}/layers/{layer}/send", data=data)',
+    ):
+        report = _http(tmp_path, body)
+        assert _raised(report), (body, report.information)
+
+
+def test_b_a_post_that_only_fetches_a_token_writes_nothing(tmp_path: Path) -> None:
+    body = (
+        'creds = {"username": user, "password": secret}\n'
+        "response = requests.post(layer, json=creds)\n"
+        "response.raise_for_status()\n"
+        "obj = response.json()\n"
+        'return [obj["accessToken"], obj["xsrfToken"], obj["setCookieHeader"]]'
+    )
+    report = _http(tmp_path, body)
+    assert not _raised(report), report.findings
+
+
+def test_b_guard_a_post_with_a_password_read_for_an_id_stays_raised(tmp_path: Path) -> None:
+    for body in (
+        'r = requests.post(layer, json={"username": user, "password": secret})\nreturn r.json()["id"]',
+        'r = requests.post(layer, json={"username": user, "name": secret})\nreturn r.json()["token"]',
+        'r = requests.post(layer, json={"username": user, "password": secret})\nreturn r.json()',
+    ):
+        report = _http(tmp_path, body)
+        assert _raised(report), (body, report.information)
+
+
+def test_c_an_upload_that_says_it_overwrites_replaces_the_record(tmp_path: Path) -> None:
+    for body in (
+        'params = {"uuidProcessing": "OVERWRITE"}\n'
+        'requests.post(f"{BASE}/records", files={"file": data}, params=params)',
+        'requests.post(f"{BASE}/upload", files={"file": data}, data={"overwrite": True})',
+    ):
+        report = _http(tmp_path, body)
+        assert not _raised(report), (body, report.findings)
+        assert _said(report, "says it overwrites"), (body, report.information)
+
+
+def test_c_guard_an_upload_that_makes_a_new_id_stays_raised(tmp_path: Path) -> None:
+    for body in (
+        'requests.post(f"{BASE}/records", files={"file": data}, params={"uuidProcessing": "GENERATEUUID"})',
+        'requests.post(f"{BASE}/upload", files={"file": data}, data={"overwrite": False})',
+    ):
+        report = _http(tmp_path, body)
+        assert _raised(report), (body, report.information)
+
+
+def test_d_a_post_to_a_get_endpoint_is_a_read(tmp_path: Path) -> None:
+    url = "https://api.example.org/geo-files-locator/get-files-paths"
+    body = f'r = requests.post("{url}", json=[{{"a": 1}}])\nreturn r.json()'
+    report = _http(tmp_path, body)
+    assert not _raised(report), report.findings
+    guard = _http(tmp_path, 'requests.post("https://api.example.org/targets", json=[{"a": 1}])')
+    assert _raised(guard), guard.information
