@@ -128,3 +128,65 @@ def test_d_a_post_to_a_get_endpoint_is_a_read(tmp_path: Path) -> None:
     assert not _raised(report), report.findings
     guard = _http(tmp_path, 'requests.post("https://api.example.org/targets", json=[{"a": 1}])')
     assert _raised(guard), guard.information
+
+
+_CORE_DAG = """\
+from datetime import datetime
+
+from airflow.sdk import dag, task
+from sqlalchemy import MetaData, Table, create_engine
+from sqlalchemy.orm import Session
+
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def missions():
+    @task(retries=1)
+    def create_mission(fire_id: int, name: str):
+        engine = create_engine("postgresql://db/ops")
+        session = Session(engine)
+        metadata = MetaData()
+{body}
+        session.commit()
+
+    create_mission(1, "x")
+
+
+missions()
+"""
+
+
+def _core(tmp_path: Path, body: str) -> LintReport:
+    text = _CORE_DAG.format(body="\n".join("        " + line for line in body.splitlines()))
+    return lint_files(tmp_path, {"dags/missions.py": text})
+
+
+_TABLE = "mission = Table('mss_mission', metadata, schema='missions', autoload_with=engine)\n"
+
+
+def test_e_a_core_table_insert_executed_is_an_append(tmp_path: Path) -> None:
+    for body in (
+        _TABLE + "stmt = mission.insert().values({'name': name})\nsession.execute(stmt)",
+        _TABLE + "with engine.begin() as conn:\n    conn.execute(mission.insert().values(name=name))",
+    ):
+        report = _core(tmp_path, body)
+        raised = [f for f in report.findings if f.rule == "IDEM002"]
+        assert raised and "missions.mss_mission" in raised[0].message, (body, report.findings)
+
+
+def test_e_guard_a_replace_a_lookup_or_a_conflict_clause_is_no_append(tmp_path: Path) -> None:
+    for body in (
+        _TABLE + "session.execute(mission.delete().where(mission.c.fire_id == fire_id))\n"
+        "session.execute(mission.insert().values({'name': name, 'fire_id': fire_id}))",
+        _TABLE + "found = session.execute(f'SELECT id FROM missions.mss_mission WHERE fire_id = {fire_id}')"
+        ".fetchone()\nif found:\n    return found[0]\nsession.execute(mission.insert().values(name=name))",
+        _TABLE + "session.execute(mission.insert().values(name=name).on_conflict_do_nothing())",
+    ):
+        report = _core(tmp_path, body)
+        assert not [f for f in report.findings if f.rule == "IDEM002"], (body, report.findings)
+    # a lookup of another table, with no return, guards nothing
+    body = (
+        _TABLE + "row = session.execute('SELECT status_id FROM missions.initial_status').fetchone()\n"
+        "status = row.status_id if row else 1\n"
+        "session.execute(mission.insert().values(name=name, status_id=status))"
+    )
+    assert [f for f in _core(tmp_path, body).findings if f.rule == "IDEM002"]
