@@ -12,6 +12,13 @@ raised there too.
 - c (IDEM006): an upload whose parameters say ``uuidProcessing="OVERWRITE"`` (or ``overwrite=True``)
   replaces the record of the same id: information. ``GENERATEUUID`` stays raised.
 - d (IDEM006): a POST to an endpoint named for getting (``/get-files-paths``) is a read.
+- e (IDEM002, a miss): ``Table("mss_mission", metadata, schema="missions", autoload_with=engine)
+  .insert().values(..)`` executed by a session or connection is an append into
+  ``missions.mss_mission``; a delete of the same table first, a conflict clause, or a return when a
+  lookup of it found the row (get or create) guard it.
+- f (IDEM004): a Variable named for a message (``mensaje_final``), no mark or time word in its name,
+  holds the last message handed on, not where a window stops: information. ``last_message`` and
+  ``message_ts`` stay raised.
 """
 
 from __future__ import annotations
@@ -190,3 +197,39 @@ def test_e_guard_a_replace_a_lookup_or_a_conflict_clause_is_no_append(tmp_path: 
         "session.execute(mission.insert().values(name=name, status_id=status))"
     )
     assert [f for f in _core(tmp_path, body).findings if f.rule == "IDEM002"]
+
+
+_STATE_DAG = """\
+import json
+from datetime import datetime
+
+import requests
+from airflow.models import Variable
+from airflow.sdk import dag, task
+
+
+@dag(schedule="*/5 * * * *", start_date=datetime(2024, 1, 1), catchup=False)
+def poll():
+    @task
+    def poll_kafka():
+        previous = json.loads(Variable.get("{key}", "{{}}"))
+        path = previous.get("value", {{}}).get("path", "")
+        record = {{"original": f"https://minio/{{path}}"}}
+        requests.post("https://api.example.org/observations", json=record)
+        Variable.set("{key}", json.dumps({{"value": {{"path": "x"}}}}))
+
+    poll_kafka()
+
+
+poll()
+"""
+
+
+def test_f_a_variable_named_for_a_message_is_no_watermark(tmp_path: Path) -> None:
+    report = lint_files(tmp_path, {"dags/poll.py": _STATE_DAG.format(key="mensaje_final")})
+    assert not [f for f in report.findings if f.rule == "IDEM004"], report.findings
+    assert [f for f in report.information if f.rule == "IDEM004" and "a message handed on" in f.message]
+    # a message's mark (the last one seen, its time) is where the next poll starts
+    for key in ("last_message", "message_ts"):
+        guard = lint_files(tmp_path / key, {"dags/poll.py": _STATE_DAG.format(key=key)})
+        assert [f for f in guard.findings if f.rule == "IDEM004"], (key, guard.information)
