@@ -21,6 +21,9 @@ Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send n
 - **A login named by its URL's variable** (lint30): a POST to a URL known only at run time whose name
   says it issues credentials (``token_endpoint``, ``TOKEN_URL``, ``login_url``, ``oauth_url``;
   Amsterdam's scooter feed, round 18's batch), as a resolved ``/token`` path already was.
+- **A login told by its body** (round 29b, `overwrites.fetches_token`): a POST to a URL held in a
+  connection whose body carries a password and whose response is read only for tokens (GeoNetwork's
+  credentials POST); and a POST to an endpoint named for getting (``/get-files-paths``) is a read.
 
 Principle (IDEM006, round 13): two more requests are sent again but change nothing more the second
 time; they are listed as information (`path_repeat`), since the request is still sent:
