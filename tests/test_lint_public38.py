@@ -81,6 +81,8 @@ def test_a_guard_a_put_to_a_collection_stays_raised(tmp_path: Path) -> None:
         'requests.put(f"{BASE}/layers/{layer}/items", data=data)',
         'requests.put(f"{BASE}/{layer}", data=data)',
         'requests.put(f"{BASE}/layers/{layer}/send", data=data)',
+        # a dict of fields a parameter fills: `fieldsets` keeps a read-modify-write raised
+        'requests.put(f"{BASE}/bug/{layer}", data={"whiteboard": user})',
     ):
         report = _http(tmp_path, body)
         assert _raised(report), (body, report.information)
