@@ -19,6 +19,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.fieldsets import sets_fields
+from airflow_idempotent.lint.overwrites import replaces_named, says_overwrite
 from airflow_idempotent.lint.reads import request_repeat
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.scope import Scope
@@ -75,9 +76,16 @@ def notice_call(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
 def repeat_is_safe(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> str | None:
     """Why sending `call` again is safe (information, not a defect), or None: its body replaces an
     interval (`resubmit`), it is a notice or an e-mail to the team's own list (`teammail`), it ends
-    a job or rebuilds a cache (`reads.path_repeat`), or it sets named fields of one object (`fieldsets`)."""
+    a job or rebuilds a cache (`reads.path_repeat`), it sets named fields of one object (`fieldsets`),
+    or it PUTs a named resource or says it overwrites (`overwrites`)."""
     if replaces_interval(call, fn, scope):
         return REPLACES_TEXT
     if notice_call(call, method, fn, scope):
         return NOTICE_TEXT
-    return team_recipients(call, method, fn) or request_repeat(call, scope) or sets_fields(call, method, fn)
+    return (
+        team_recipients(call, method, fn)
+        or request_repeat(call, scope)
+        or sets_fields(call, method, fn)
+        or replaces_named(call, method, fn)
+        or says_overwrite(call, fn)
+    )

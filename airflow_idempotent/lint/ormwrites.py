@@ -21,6 +21,7 @@ deletes the vendor file row it then adds again, a false IDEM002 of round 21).
 from __future__ import annotations
 
 import ast
+import re
 
 from airflow_idempotent.lint.facts import TaskFacts, Write
 from airflow_idempotent.lint.scope import Scope
@@ -47,6 +48,13 @@ def orm_write(
     """Record the write `node` makes when it is a SQLAlchemy insert or session add of a repository
     model (into ``facts.writes``, with the model's keys into ``facts.declared``); False otherwise."""
     func = node.func
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("insert", "delete")
+        and not node.args
+        and (core := _core_table(func.value, scope)) is not None
+    ):
+        return _core_write(facts, node, func.attr, core, parent_of, file, conn, scope)
     if _is_sqlalchemy_insert(func, scope) and len(node.args) == 1:
         table = _table(node.args[0], scope)
         if table is None:
@@ -88,6 +96,87 @@ def orm_write(
             found = True
         return found
     return False
+
+
+def _core_write(
+    facts: TaskFacts,
+    node: ast.Call,
+    method: str,
+    core: tuple[str, TableKeys, str, str],
+    parent_of: dict[ast.AST, ast.AST],
+    file: str,
+    conn: str | None,
+    scope: Scope,
+) -> bool:
+    """Round 29b: ``table.insert().values(..)`` / ``table.delete()`` of a Core ``Table(..)`` the code
+    builds (reflected with ``autoload_with=engine`` too): an append, an upsert when a conflict clause
+    follows or a lookup through the same table found nothing first, a delete of its rows."""
+    name, keys, shown, variable = core
+    if method == "delete":
+        facts.writes.append(Write(name, "delete", f"{variable}.delete() of {shown}", file, node.lineno, conn))
+        return True
+    chain = _chain(node, parent_of)
+    looked = _looked_up_first(node, variable, parent_of) or _returned_when_found(node, name, parent_of)
+    how = "upsert" if looked or any(m in _UPSERTS for m, _ in chain) else "append"
+    columns = next((_columns(call, scope) for m, call in chain if m == "values"), ())
+    detail = f"{variable}.insert() into {shown}" + ("" if how == "append" else " .. on conflict or looked up")
+    facts.declared.append(keys)
+    facts.writes.append(Write(name, how, detail, file, node.lineno, conn, columns=columns))
+    return True
+
+
+def _returned_when_found(node: ast.AST, table: str, parent_of: dict[ast.AST, ast.AST]) -> bool:
+    """Before `node`, its function returns when a lookup of `table`, or of another table it builds a
+    ``Table(..)`` of and inserts into, found a row: ``found = session.execute("SELECT .. FROM
+    s.mission ..").fetchone()`` then ``if found: .. return`` (get or create: a rerun finds the mission
+    and returns before inserting it or the rows that hang on it)."""
+    fn: ast.AST | None = node
+    while fn is not None and not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+        fn = parent_of.get(fn)
+    if fn is None:
+        return False
+    built = {
+        arg.value
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call) and last_name(dotted(c.func)) == "Table" and c.args
+        if isinstance(arg := c.args[0], ast.Constant) and isinstance(arg.value, str)
+    }
+    names = "|".join(re.escape(t) for t in sorted({table.split(".")[-1], *built}))
+    word = re.compile(rf"(?<!\w)(?:\w+\.)?(?:{names})(?!\w)", re.I)
+    found: set[str] = set()
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(c, ast.Constant) and isinstance(c.value, str) and word.search(c.value)
+            for c in ast.walk(stmt.value)
+        ):
+            found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    lineno = getattr(node, "lineno", 0)
+    return any(
+        isinstance(stmt, ast.If)
+        and stmt.lineno < lineno
+        and _absent_when(stmt.test, False) in found
+        and any(isinstance(n, ast.Return) for n in ast.walk(stmt))
+        and not any(n is node for n in ast.walk(stmt))
+        for stmt in ast.walk(fn)
+    )
+
+
+def _core_table(node: ast.expr, scope: Scope) -> tuple[str, TableKeys, str, str] | None:
+    """The table a name assigned ``Table("name", metadata, .., schema="s")`` names (schema-qualified),
+    its declared keys, how it is shown, and the name; None for anything else."""
+    if not isinstance(node, ast.Name):
+        return None
+    value, at = scope.value(node)
+    if not (isinstance(value, ast.Call) and last_name(dotted(value.func)) == "Table"):
+        return None
+    table = _table(node, scope)
+    if table is None:
+        return None
+    name, keys, shown = table
+    schema = at.literal(keywords(value).get("schema"))
+    if isinstance(schema, str) and schema:
+        name, shown = f"{schema.lower()}.{name}", f"{schema}.{shown}"
+    return name, keys, shown, node.id
 
 
 def _deleted(node: ast.Call, scope: Scope) -> tuple[str, TableKeys, str] | None:

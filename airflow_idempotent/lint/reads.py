@@ -21,6 +21,9 @@ Principle (IDEM006, round 12): an HTTP verb is not the effect. Two shapes send n
 - **A login named by its URL's variable** (lint30): a POST to a URL known only at run time whose name
   says it issues credentials (``token_endpoint``, ``TOKEN_URL``, ``login_url``, ``oauth_url``;
   Amsterdam's scooter feed, round 18's batch), as a resolved ``/token`` path already was.
+- **A login told by its body** (round 29b, `overwrites.fetches_token`): a POST to a URL held in a
+  connection whose body carries a password and whose response is read only for tokens (GeoNetwork's
+  credentials POST); and a POST to an endpoint named for getting (``/get-files-paths``) is a read.
 
 Principle (IDEM006, round 13): two more requests are sent again but change nothing more the second
 time; they are listed as information (`path_repeat`), since the request is still sent:
@@ -47,6 +50,7 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.overwrites import fetches_token
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, last_name
 
@@ -62,6 +66,8 @@ CACHE_TEXT = (
 _READ_PATH = re.compile(
     r"/(?:_?search|_msearch|_count|query|queries|lookup|find|reports?)(?:/[\w.-]*)?/?(?:[?#]|$)", re.I
 )
+#: a last segment named for getting (``/get-files-paths``, ``/getRecords``, ``/list_jobs``), round 29b
+_GET_PATH = re.compile(r"/(?:[gG]et|[fF]etch|[lL]ist)(?:[-_][\w-]+|[A-Z][\w-]*)/?(?:[?#]|$)")
 #: a path that ends by asking to end a job
 _ENDING_PATH = re.compile(r"/(?:cancel|abort|stop|kill|terminate|shutdown)/?(?:[?#]|$)", re.I)
 #: a path whose last or second-to-last segment names a cache
@@ -96,8 +102,10 @@ def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> b
     text = _text(url, scope)
     if text is None and url is not None and _LOGIN_NAME.search(last_name(dotted(url) or "")):
         return True
-    if text is not None and (_READ_PATH.search(text) or _LOGIN_PATH.search(text)):
+    if text is not None and (_READ_PATH.search(text) or _GET_PATH.search(text) or _LOGIN_PATH.search(text)):
         return True
+    if fetches_token(call, fn):
+        return True  # `overwrites`: a secret sent, only a token read back
     graphql = text is not None and _GRAPHQL.search(text)
     return bool(graphql) and _query_body(call) and "mutation" not in scope.source.text
 

@@ -33,10 +33,14 @@ _MARK_TOKENS = frozenset(
 _CONFIG_WORDS = frozenset({"id", "name", "config", "conf", "token", "url", "path", "schema", "table", "view"})
 #: the last word of a saved set of keys (``known_ids``): the previous run's snapshot to diff with
 _KEY_SET_WORDS = frozenset({"ids", "keys"})
+#: words of a key naming a message the task hands on (round 29b: ``mensaje_final``, the last consumed
+#: Kafka message passed to the producer), not where a window stops
+_MESSAGE_WORDS = frozenset({"message", "messages", "msg", "mensaje", "payload", "event"})
 
 
 def _kind_of_key(key: str) -> str | None:
-    """``"config"`` or ``"keys"`` when a saved key is named as configuration or as a set of keys (its
+    """``"config"``, ``"keys"`` or ``"message"`` when a saved key is named as configuration, as a set of
+    keys or as a message with no mark word (``mensaje_final``; not ``last_message``) (its
     last word, the word before it not a mark's: ``city_dynamic_asset_id``, ``city_known_ids``, not
     ``orders_max_id``); None for anything else."""
     if _TIME_WORDS.search(key):
@@ -46,6 +50,8 @@ def _kind_of_key(key: str) -> str | None:
         return None
     if words[-1] in _CONFIG_WORDS:
         return "config"
+    if set(words) & _MESSAGE_WORDS and not set(words) & _MARK_TOKENS:
+        return "message"
     return "keys" if words[-1] in _KEY_SET_WORDS else None
 
 
@@ -88,6 +94,15 @@ def check_watermarks(checks: Sequence[TaskCheck]) -> None:
                     f"the task reads {_describe(read)} saved by {by}: the keys the previous run saw "
                     "(a snapshot to diff with, e.g. to find deleted rows), not a time window; a rerun "
                     "diffs the same source again",
+                )
+                continue
+            if named == "message":
+                check.info(
+                    "IDEM004",
+                    read.file,
+                    read.line,
+                    f"the task reads {_describe(read)} saved by {by}: a message handed on (named so, "
+                    "no mark or time in its name), not where a window stops; a rerun hands it on again",
                 )
                 continue
             if read.kind != "xcom" and _BATCH_CURSOR.search(read.key) and not _TIME_WORDS.search(read.key):
