@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.syntax import assigned_values
+from airflow_idempotent.lint.syntax import dict_literal, request_body, request_url
 
 __all__ = ["sets_fields"]
 
@@ -36,9 +36,8 @@ def sets_fields(call: ast.Call, method: str, fn: ast.AST) -> str | None:
     """Why sending `call` again sets the same fields (module doc), or None."""
     if method not in ("patch", "put"):
         return None
-    url = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
-    id_name = _object_id(url)
-    body = next((k.value for k in call.keywords if k.arg in ("json", "data")), None)
+    id_name = _object_id(request_url(call))
+    body = request_body(call)
     if id_name is None or body is None:
         return None
     fields = _field_dict(body, fn)
@@ -76,14 +75,11 @@ def _object_id(url: ast.expr | None) -> str | None:
 
 
 def _field_dict(body: ast.expr, fn: ast.AST) -> ast.Dict | None:
-    """The dict literal the body is: written in the call, or the one value a local name is assigned."""
-    if isinstance(body, ast.Dict):
-        return body
-    if not isinstance(body, ast.Name):
+    """The dict literal the body is (`dict_literal`), unless it is a local name grown in place."""
+    fields = dict_literal(body, fn)
+    if fields is None or (isinstance(body, ast.Name) and _grown({body.id}, fn)):
         return None
-    assigned = assigned_values(fn, body.id)
-    only = assigned[0] if len(assigned) == 1 else None
-    return only if isinstance(only, ast.Dict) and not _grown({body.id}, fn) else None
+    return fields
 
 
 def _plain(fields: ast.Dict, fn: ast.AST) -> bool:

@@ -23,7 +23,7 @@ from airflow_idempotent.lint.overwrites import replaces_named, says_overwrite
 from airflow_idempotent.lint.reads import request_repeat
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.syntax import dotted
+from airflow_idempotent.lint.syntax import dotted, request_url
 from airflow_idempotent.lint.teammail import team_recipients
 
 __all__ = ["NOTICE_CALLEE", "NOTICE_TEXT", "notice_call", "notice_operator", "repeat_is_safe"]
@@ -59,7 +59,7 @@ def notice_call(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
     receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
     if receiver is not None and _CHAT_NAME.search(dotted(receiver) or ast.unparse(receiver)):
         return True
-    url = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
+    url = request_url(call)
     if url is None:
         return False
     if isinstance(url, ast.Name) and _CHAT_NAME.search(url.id):

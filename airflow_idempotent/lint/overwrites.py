@@ -28,7 +28,13 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.syntax import assigned_values
+from airflow_idempotent.lint.syntax import (
+    BODY_KEYWORDS,
+    assigned_values,
+    dict_literal,
+    request_body,
+    request_url,
+)
 
 __all__ = ["fetches_token", "replaces_named", "says_overwrite"]
 
@@ -50,10 +56,10 @@ def replaces_named(call: ast.Call, method: str, fn: ast.AST) -> str | None:
     """Why sending this PUT again leaves the same resource (module doc), or None."""
     if method != "put":
         return None
-    body = next((k.value for k in call.keywords if k.arg in ("json", "data")), None)
-    if body is not None and _dict_of(body, fn) is not None:
+    body = request_body(call)
+    if body is not None and dict_literal(body, fn) is not None:
         return None  # a dict of fields: `fieldsets` decides, with its read-modify-write guards
-    url = _url(call)
+    url = request_url(call)
     built = assigned_values(fn, url.id) if isinstance(url, ast.Name) else [url]
     shown = [_named_segment(u) for u in built]
     named = shown[0] if shown and all(shown) else None
@@ -68,9 +74,9 @@ def replaces_named(call: ast.Call, method: str, fn: ast.AST) -> str | None:
 def says_overwrite(call: ast.Call, fn: ast.AST) -> str | None:
     """The overwrite instruction the request's parameters or body carry (module doc), or None."""
     for kw in call.keywords:
-        if kw.arg not in ("params", "data", "json"):
+        if kw.arg != "params" and kw.arg not in BODY_KEYWORDS:
             continue
-        fields = _dict_of(kw.value, fn)
+        fields = dict_literal(kw.value, fn)
         if fields is None:
             continue
         for key, value in zip(fields.keys, fields.values, strict=True):
@@ -92,8 +98,8 @@ def says_overwrite(call: ast.Call, fn: ast.AST) -> str | None:
 
 def fetches_token(call: ast.Call, fn: ast.AST) -> bool:
     """This POST sends a secret and its response is read only for a token (module doc)."""
-    body = next((k.value for k in call.keywords if k.arg in ("json", "data")), None)
-    fields = _dict_of(body, fn) if body is not None else None
+    body = request_body(call)
+    fields = dict_literal(body, fn) if body is not None else None
     if fields is None or not any(
         isinstance(k, ast.Constant) and isinstance(k.value, str) and _SECRET_KEY.search(k.value)
         for k in fields.keys
@@ -102,10 +108,6 @@ def fetches_token(call: ast.Call, fn: ast.AST) -> bool:
     names = _response_names(call, fn)
     keys = _read_keys(fn, names)
     return bool(keys) and all(_TOKEN_KEY.search(k) for k in keys)
-
-
-def _url(call: ast.Call) -> ast.expr | None:
-    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
 
 
 def _named_segment(url: ast.expr | None) -> str | None:
@@ -127,17 +129,6 @@ def _named_segment(url: ast.expr | None) -> str | None:
         return None
     shown = "/".join([before, segments[last_valued].replace("\0", "{..}"), *after])
     return shown
-
-
-def _dict_of(node: ast.expr, fn: ast.AST) -> ast.Dict | None:
-    """The dict literal `node` is: written in the call, or the one value a local name is assigned."""
-    if isinstance(node, ast.Dict):
-        return node
-    if isinstance(node, ast.Name):
-        values = assigned_values(fn, node.id)
-        if len(values) == 1 and isinstance(values[0], ast.Dict):
-            return values[0]
-    return None
 
 
 def _response_names(call: ast.Call, fn: ast.AST) -> set[str]:

@@ -52,7 +52,7 @@ import re
 
 from airflow_idempotent.lint.overwrites import fetches_token
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.syntax import dotted, last_name
+from airflow_idempotent.lint.syntax import BODY_KEYWORDS, dotted, last_name, request_url
 
 __all__ = ["CACHE_TEXT", "ENDS_TEXT", "REFRESH_TEXT", "changes_nothing", "path_repeat", "request_repeat"]
 
@@ -94,11 +94,11 @@ _SIGNING_CALLS = frozenset({"generate_presigned_url", "generate_signed_url", "pr
 def changes_nothing(call: ast.Call, method: str, fn: ast.AST, scope: Scope) -> bool:
     """`call` (a ``.post``/``.put``) only reads, or writes a whole object to its key: no send."""
     if method == "put":
-        whole = any(k.arg == "Body" for k in call.keywords) or _signed_url(_url(call), fn, scope)
+        whole = any(k.arg == "Body" for k in call.keywords) or _signed_url(request_url(call), fn, scope)
         return whole or _file_copy(call, fn)
     if method != "post":
         return False
-    url = _url(call)
+    url = request_url(call)
     text = _text(url, scope)
     if text is None and url is not None and _LOGIN_NAME.search(last_name(dotted(url) or "")):
         return True
@@ -124,11 +124,7 @@ def path_repeat(path: str | None) -> str | None:
 
 def request_repeat(call: ast.Call, scope: Scope) -> str | None:
     """`path_repeat` of the URL a ``.post``/``.put``/``.patch`` call sends to."""
-    return path_repeat(_text(_url(call), scope))
-
-
-def _url(call: ast.Call) -> ast.expr | None:
-    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
+    return path_repeat(_text(request_url(call), scope))
 
 
 def _text(url: ast.expr | None, scope: Scope) -> str | None:
@@ -140,13 +136,13 @@ def _query_body(call: ast.Call) -> bool:
     """The request's JSON body is a GraphQL document: a dict with a ``query`` key, written in the call
     or in the name it passes."""
     for k in call.keywords:
-        if k.arg in ("json", "data") and any(
+        if k.arg in BODY_KEYWORDS and any(
             isinstance(n, ast.Dict)
             and any(isinstance(key, ast.Constant) and key.value == "query" for key in n.keys)
             for n in ast.walk(k.value)
         ):
             return True
-        if k.arg in ("json", "data") and isinstance(k.value, ast.Name):
+        if k.arg in BODY_KEYWORDS and isinstance(k.value, ast.Name):
             return True  # json=payload: the dict is built elsewhere in the function
     return False
 

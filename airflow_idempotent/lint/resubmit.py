@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.syntax import assigned_values
+from airflow_idempotent.lint.syntax import assigned_values, request_body, request_url
 
 __all__ = ["REPLACES_TEXT", "replaces_interval", "triggers_keyed_run"]
 
@@ -23,7 +23,6 @@ REPLACES_TEXT = (
     "the body is an ingestion that replaces its interval (REPLACE .. OVERWRITE, appendToExisting "
     "false): a second send rewrites the same interval"
 )
-_BODY_KEYWORDS = ("data", "json")
 _MAX_DEPTH = 3
 
 
@@ -68,7 +67,7 @@ def _builds(root: ast.AST, scope: Scope, depth: int) -> bool:
 
 def replaces_interval(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:
     """The request's body is built as an interval-replacing ingestion (see the module's principle)."""
-    body = next((k.value for k in request.keywords if k.arg in _BODY_KEYWORDS), None)
+    body = request_body(request)
     if body is None:
         return False
     if isinstance(body, ast.Name):
@@ -105,12 +104,10 @@ def triggers_keyed_run(request: ast.Call, fn: ast.AST, scope: Scope) -> bool:
     of one DAG with the same logical date or run id, so a retried trigger creates nothing. The URL is
     the request's own (first argument or ``url=``) as the scope reads it, or, when it is only known
     at run time (``self.api_endpoint``), a string of the same module naming ``/dagRuns``."""
-    body = next((k.value for k in request.keywords if k.arg in _BODY_KEYWORDS), None)
+    body = request_body(request)
     if body is None or not _names_run(body, fn, scope):
         return False
-    url = (
-        request.args[0] if request.args else next((k.value for k in request.keywords if k.arg == "url"), None)
-    )
+    url = request_url(request)
     located = scope.string(url) if isinstance(url, ast.expr) else None
     if located is not None and _DAG_RUNS in located.text:
         return True

@@ -5,7 +5,21 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["assigned_values", "dotted", "keywords", "last_name", "post_order_calls", "walk_no_defs"]
+__all__ = [
+    "BODY_KEYWORDS",
+    "assigned_values",
+    "dict_literal",
+    "dotted",
+    "keywords",
+    "last_name",
+    "post_order_calls",
+    "request_body",
+    "request_url",
+    "walk_no_defs",
+]
+
+#: the keywords an HTTP client's call (requests, httpx) carries its body in
+BODY_KEYWORDS = ("json", "data")
 
 
 def dotted(node: ast.AST) -> str:
@@ -41,6 +55,27 @@ def assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
         for n in ast.walk(fn)
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
     ]
+
+
+def dict_literal(node: ast.expr, fn: ast.AST) -> ast.Dict | None:
+    """The dict literal `node` is: written in place, or the one value `fn` assigns the local name."""
+    if isinstance(node, ast.Dict):
+        return node
+    if isinstance(node, ast.Name):
+        values = assigned_values(fn, node.id)
+        if len(values) == 1 and isinstance(values[0], ast.Dict):
+            return values[0]
+    return None
+
+
+def request_url(call: ast.Call) -> ast.expr | None:
+    """The URL an HTTP client's call sends to: its first argument, or ``url=``."""
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
+
+
+def request_body(call: ast.Call) -> ast.expr | None:
+    """The body an HTTP client's call sends: its first ``json=`` or ``data=`` keyword."""
+    return next((k.value for k in call.keywords if k.arg in BODY_KEYWORDS), None)
 
 
 def keywords(call: ast.Call) -> dict[str, ast.expr]:
