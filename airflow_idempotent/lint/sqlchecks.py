@@ -146,7 +146,7 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     "touched): it changes no row a window holds and no value a report reads",
                 )
                 continue
-            if not read.filtering and read.column and any(w.how == "dedup" for w in stmt.writes):
+            if hit.kind == "clock" and not read.filtering and read.column and stmt.only_missing:
                 check.info(
                     "IDEM001",
                     file,
