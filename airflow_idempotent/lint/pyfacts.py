@@ -523,10 +523,11 @@ _RETENTION_NAME = re.compile(r"clean_?up|purge|prune|retention|housekeep|expire|
 #: A function whose work is a chat message (``info_slack``): the clock dates a report, no data.
 #: Round 28b: or whose name composes or sends one (``generate_top_downloads_message``, whose
 #: ``today - hours`` only names the day in the Slack text); never one that consumes messages.
-#: Round 30b: or an e-mail (``send_email``, whose ``now() - 1 day`` heads the mail's text).
+#: Round 30b: or an e-mail or notification (``send_email``, whose ``now() - 1 day`` heads the mail's
+#: text; ``send_etl_notification``, whose ``now()`` dates the subject).
 _MESSAGE_NAME = re.compile(
     r"slack|^(?:generate|build|make|format|compose|create|prepare|render|send|post)_(?:\w+_)?"
-    r"(?:message|msg|e?mail)$",
+    r"(?:message|msg|e?mail|notification)$",
     re.I,
 )
 
