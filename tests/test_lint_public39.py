@@ -1,9 +1,9 @@
 """Round 30b (issue 35, lint39, docs/lint-evaluation.md): round 30's batch is tuning data now; the
 general shapes behind its false findings and its miss, tested with small hand-written DAG files. What
-each test asserts is what a reviewer reading the file would say; 8 of its 11 tests fail on main
-46293b7 (checked against main's package): the six cases, and two guards whose figure main gets wrong
-too (a marked file's syntax error placed on line 1, the aliased table named ``c``); the other three
-guards pass there.
+each test asserts is what a reviewer reading the file would say; 9 of its 13 tests fail on main
+46293b7 (checked against main's package): the seven cases, and two guards whose figure main gets
+wrong too (a marked file's syntax error placed on line 1, the aliased table named ``c``); the other
+four guards pass there.
 
 - a (IDEM000, a miss): a DAG file that opens with a UTF-8 byte-order mark is valid Python (Python and
   Airflow skip the mark): it is read, and its tasks are checked. A real syntax error stays IDEM000.
@@ -13,10 +13,13 @@ guards pass there.
   t.k IS NULL`` inside ``WITH c AS (..)``) adds nothing on a rerun. A CTE with no anti-join stays.
 - d (IDEM001): the clock stamped on rows such an insert adds is written once per row: information.
   The same stamp on a plain append stays IDEM001.
-- e (IDEM004): ``now() - 1 day`` in a task named ``send_email`` only heads the mail. The same read in
-  a task named for loading stays raised.
+- e (IDEM004): ``now() - 1 day`` in a task named ``send_email`` (or ``send_etl_notification``) only
+  heads the mail. The same read in a task named for loading stays raised.
 - f (IDEM007's text): the other writer's file is named from the linted folder (``dags/b.py``), not
   from the working directory (``../../tmp/..``), when the linted tree lies outside it.
+- g (IDEM003): a clock value that only reaches a log writer named in Spanish (``registrar_log(..)``),
+  and every clock read inside a function named for writing a log, stamps the job's own log. A helper
+  named for anything else (``registrar_ventas``) stays raised.
 """
 
 from __future__ import annotations
@@ -166,9 +169,10 @@ def test_e_a_date_heading_an_email_is_no_window(tmp_path: Path) -> None:
         'html = f"<h2>For {yesterday}</h2>{rows}"\n        '
         'EmailOperator(task_id="mail", to=["a@b.c"], subject="Daily", html_content=html).execute(context={})'
     )
-    report = lint_files(tmp_path, {"dags/mail.py": _MAIL_DAG.format(name="send_email", use=use)})
-    assert not _raised(report, "IDEM004"), report.findings
-    assert _said(report, "IDEM004", "e-mail") == ["send_email"], report.information
+    for name in ("send_email", "send_etl_notification"):
+        report = lint_files(tmp_path, {"dags/mail.py": _MAIL_DAG.format(name=name, use=use)})
+        assert not _raised(report, "IDEM004"), report.findings
+        assert _said(report, "IDEM004", "e-mail") == [name], report.information
 
 
 def test_e_guard_the_same_read_in_a_loading_task_stays_raised(tmp_path: Path) -> None:
@@ -185,3 +189,62 @@ def test_f_the_other_writer_is_named_from_the_linted_folder(tmp_path: Path) -> N
     texts = [f.message for f in [*report.findings, *report.information] if f.rule == "IDEM007"]
     assert texts, report.findings
     assert all("(dags/nightly.py:" in t and "../" not in t for t in texts), texts
+
+
+_LOG_DAG = """\
+from datetime import datetime
+
+from airflow.sdk import dag, task
+
+from common.audit import {writer}
+
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def etl():
+    @task
+    def load():
+        started = datetime.now()
+        rows = 10
+        {writer}(package="etl", rows=rows, started=started, ended=datetime.now())
+
+    load()
+
+
+etl()
+"""
+
+_LOG_HELPER = """\
+import os
+from datetime import datetime
+
+
+def {writer}(package, rows, started, ended):
+    stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+    with open(os.path.join("/logs", f"etl_{{package}}_{{stamp}}.txt"), "a") as f:
+        f.write(f"[{{datetime.now()}}] {{package}} {{rows}} {{started}} {{ended}}\\n")
+"""
+
+
+def test_g_a_clock_that_only_reaches_a_spanish_named_log_writer_is_information(tmp_path: Path) -> None:
+    report = lint_files(
+        tmp_path,
+        {
+            "dags/etl.py": _LOG_DAG.format(writer="registrar_log"),
+            "dags/common/__init__.py": "",
+            "dags/common/audit.py": _LOG_HELPER.format(writer="registrar_log"),
+        },
+    )
+    assert not _raised(report, "IDEM003"), report.findings
+    assert "load" in _said(report, "IDEM003", "log"), report.information
+
+
+def test_g_guard_a_helper_named_for_something_else_stays_raised(tmp_path: Path) -> None:
+    report = lint_files(
+        tmp_path,
+        {
+            "dags/etl.py": _LOG_DAG.format(writer="registrar_ventas"),
+            "dags/common/__init__.py": "",
+            "dags/common/audit.py": _LOG_HELPER.format(writer="registrar_ventas"),
+        },
+    )
+    assert _raised(report, "IDEM003") == ["load"], report.findings
