@@ -179,8 +179,8 @@ def check_code(check: TaskCheck) -> None:
                             "is a retention cutoff (the function cleans up or expires what is older): a "
                             "late run removes as much, and what one run leaves the next one takes"
                             if purpose == "retention"
-                            else "only dates a chat message: a rerun posts about another day, and "
-                            "writes nothing"
+                            else "only dates a chat message or e-mail: a rerun sends it about another "
+                            "day, and writes nothing"
                         ),
                     )
                 elif use == "relative" and gates_only(node, fn, parent_of, callers.get(id(fn))):

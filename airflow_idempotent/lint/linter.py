@@ -269,6 +269,7 @@ def lint_paths(
     ignored = tuple(sorted({rid for token in ignore if (rid := rule_id(token)) is not None}))
     linter = Linter(dialect, catchup_default, follow_callables)
     found = [(Path(raw).resolve(), dag_files([raw])) for raw in paths]  # every path exists, or nothing runs
+    linter.workspace.roots = [a if a.is_dir() else a.parent for a, _ in found]
     for argument, files in found:
         for path in files:
             linter.lint_file(path, repository_of(path.resolve(), argument))

@@ -523,8 +523,11 @@ _RETENTION_NAME = re.compile(r"clean_?up|purge|prune|retention|housekeep|expire|
 #: A function whose work is a chat message (``info_slack``): the clock dates a report, no data.
 #: Round 28b: or whose name composes or sends one (``generate_top_downloads_message``, whose
 #: ``today - hours`` only names the day in the Slack text); never one that consumes messages.
+#: Round 30b: or an e-mail or notification (``send_email``, whose ``now() - 1 day`` heads the mail's
+#: text; ``send_etl_notification``, whose ``now()`` dates the subject).
 _MESSAGE_NAME = re.compile(
-    r"slack|^(?:generate|build|make|format|compose|create|prepare|render|send|post)_(?:\w+_)?(?:message|msg)$",
+    r"slack|^(?:generate|build|make|format|compose|create|prepare|render|send|post)_(?:\w+_)?"
+    r"(?:message|msg|e?mail|notification)$",
     re.I,
 )
 
@@ -532,7 +535,7 @@ _MESSAGE_NAME = re.compile(
 def clock_owner_purpose(fn: ast.AST) -> str | None:
     """Why a clock read in `fn` decides no data window, from the function's name: ``"retention"``
     (it cleans up or expires what is older than a cutoff: a late run deletes as much, and what one
-    run leaves the next one takes) or ``"message"`` (it posts a chat report); else None."""
+    run leaves the next one takes) or ``"message"`` (it posts a chat report or mails one); else None."""
     name = getattr(fn, "name", "")
     if _RETENTION_NAME.search(name):
         return "retention"

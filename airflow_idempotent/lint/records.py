@@ -13,6 +13,8 @@ Principles (IDEM003, round 13; tuning evidence in docs/lint-evaluation.md):
   a log entry (``log_error_message(..)``, ``write_to_execution_logs(..)``, ``save_pipeline_log(..)``):
   a rerun adds its own entry with its own time, which is what a log is for. Calls that read or move
   logs (``fetch_logs``, ``load_logs``, ``export_logs``) are data and are not read as log writes.
+- **A log writer.** Round 30b: every clock read in a function named for writing a log entry
+  (``escribir_log_txt``, whose ``now()`` stamps the line and names the file) stamps that entry.
 - **A backup.** A clock read in a function named for archiving or backing up
   (``_archive_runtime_path``) names the copy by when it was taken: a rerun takes another copy.
 
@@ -45,8 +47,13 @@ ARCHIVE_TEXT = (
 )
 
 #: A call that writes an entry to a log: ``log_`` as its verb, or a writing verb whose object is a log.
+#: Round 30b: Spanish and Portuguese verbs too (``registrar_log(..)``, ``escribir_log_txt(..)``), and
+#: a log named with its medium after it (``_txt``, ``_file``, ``_entry``).
 _LOG_WRITER = re.compile(
-    r"^_?log_[a-z]|^_?(?:write|save|insert|add|record|append|put|store|push)(?:_\w+)?_logs?$", re.I
+    r"^_?log_[a-z]|^_?(?:write|save|insert|add|record|append|put|store|push|register|registrar|guardar"
+    r"|insertar|escribir|grabar|gravar|salvar|escrever|inserir)(?:_\w+)?_logs?(?:_(?:txt|text|file|entry"
+    r"|line|row))?$",
+    re.I,
 )
 #: A function that keeps a copy of something as it is now.
 _ARCHIVE_NAME = re.compile(r"archive|backup|back_up", re.I)
@@ -115,6 +122,8 @@ def _log_argument(use: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 def own_record(node: ast.AST, fn: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
     """Why the clock read `node` in `fn` only stamps a record the job keeps about itself (the text of
     the information entry), or None (the principles above)."""
+    if _LOG_WRITER.search(getattr(fn, "name", "")):
+        return LOG_TEXT  # the function writes a log entry: its clock stamps the entry
     uses = _uses(node, fn, parents)
     if uses is None:
         return None

@@ -144,14 +144,25 @@ def keeps_first(stmt: exp.Expression, dialect: str) -> bool:
 
 
 def inserts_missing(stmt: exp.Expression) -> bool:
-    """An ``INSERT .. SELECT`` whose rows are only those its own target does not hold yet (module doc)."""
-    if not isinstance(stmt, exp.Insert) or not isinstance(stmt.expression, exp.Select):
+    """An ``INSERT .. SELECT`` whose rows are only those its own target does not hold yet (module doc);
+    round 30b: or whose CTE selects them (``WITH c AS (.. LEFT JOIN target t .. WHERE t.k IS NULL)
+    INSERT INTO target .. FROM c``)."""
+    if not isinstance(stmt, exp.Insert):
         return False
     target = stmt.this.this if isinstance(stmt.this, exp.Schema) else stmt.this
-    where = stmt.expression.args.get("where")
-    if not isinstance(target, exp.Table) or where is None:
+    if not isinstance(target, exp.Table):
         return False
-    joins = stmt.expression.args.get("joins") or []
+    ctes = stmt.args.get("with_")
+    queries = [stmt.expression, *(c.this for c in (ctes.expressions if ctes else []))]
+    return any(_selects_missing(q, target) for q in queries if isinstance(q, exp.Select))
+
+
+def _selects_missing(select: exp.Select, target: exp.Table) -> bool:
+    """`select` keeps only rows `target` does not hold: an anti-join on it (`inserts_missing`)."""
+    where = select.args.get("where")
+    if where is None:
+        return False
+    joins = select.args.get("joins") or []
     aliases = {
         j.this.alias_or_name.lower()
         for j in joins

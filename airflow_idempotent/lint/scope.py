@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from airflow_idempotent.lint.pysyntax import parse_module
-from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path
+from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path, root_relative
 from airflow_idempotent.lint.syntax import dotted, keywords
 from airflow_idempotent.lint.texts import text_of
 
@@ -46,15 +46,19 @@ class Workspace:
     def __init__(self) -> None:
         self.sources: dict[Path, Source] = {}
         self.scopes: dict[Path, Scope | None] = {}
+        #: the folders linted (a file argument's folder), which messages name other files from
+        self.roots: list[Path] = []
 
     def source(self, path: Path) -> Source | None:
-        """The file's text (read once); None when it cannot be read."""
+        """The file's text (read once); None when it cannot be read. A UTF-8 byte-order mark is no
+        text: Python and Airflow skip it, so a DAG file that opens with one is read, not a syntax error."""
         path = path.resolve()
         if path not in self.sources:
             try:
-                self.sources[path] = Source(path, path.read_text(encoding="utf-8", errors="replace"))
+                self.sources[path] = Source(path, path.read_text(encoding="utf-8-sig", errors="replace"))
             except OSError:
                 return None
+            self.sources[path].named = root_relative(path, self.roots)
         return self.sources[path]
 
     def scope(self, path: Path) -> Scope | None:

@@ -267,7 +267,7 @@ def check_shared_targets(
                 continue
             conflicting = [o for o in others if not _benign((task, write), o, facts_of, clears)]
             shown_others = conflicting or others
-            names = ", ".join(f"{task_label(t)} ({t.scope.source.display}:{t.line})" for t, _ in shown_others)
+            names = ", ".join(f"{task_label(t)} ({t.scope.source.named}:{t.line})" for t, _ in shown_others)
             facts_of[id(task)].shared.append(
                 f"{table} is also written by {', '.join(task_label(t) for t, _ in shown_others)}"
             )

@@ -29,6 +29,7 @@ __all__ = [
     "is_project_file",
     "is_unresolved",
     "module_path",
+    "root_relative",
     "shown",
 ]
 
@@ -46,12 +47,24 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def root_relative(path: Path, roots: Sequence[Path]) -> str:
+    """`path` named from the linted folder that holds it (the innermost path argument), so a message
+    naming another file reads ``mg/dag.py``, not ``../../../tmp/tree/mg/dag.py``, wherever the run
+    started; a file under no argument keeps its working-directory name."""
+    holders = [r for r in roots if path.is_relative_to(r)]
+    if not holders:
+        return _display(path)
+    return path.relative_to(max(holders, key=lambda r: len(r.parts))).as_posix()
+
+
 class Source:
     """One file read from disk: its text, lines and acknowledgements."""
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
         self.display = _display(path)
+        #: the name other files' messages give it: relative to the linted folder (`Workspace.source`)
+        self.named = self.display
         self.text = text
         self.lines = text.splitlines()
         starts, at = [0], 0

@@ -146,6 +146,16 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     "touched): it changes no row a window holds and no value a report reads",
                 )
                 continue
+            if hit.kind == "clock" and not read.filtering and read.column and stmt.only_missing:
+                check.info(
+                    "IDEM001",
+                    file,
+                    line,
+                    f"{text} is written to {read.column} of rows the insert adds only when its target "
+                    "lacks them (an anti-join on the target): a rerun adds none of them again, so the "
+                    "first run's value stands",
+                )
+                continue
             if hit.kind == "random" and not (read.filtering or acked):
                 written = [w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop")]
                 why = reloads.benign_randomness(

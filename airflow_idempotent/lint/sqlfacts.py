@@ -318,9 +318,10 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
             if (name := _table_name(t)) is not None:
                 result.writes.append(SqlWrite(name, "truncate", f"TRUNCATE {name}", result.offset))
     elif isinstance(stmt, exp.Update):
-        table = _table_name(stmt.this)
+        target = _update_target(stmt)
+        table = _table_name(target)
         if table:
-            found = accumulating(stmt.expressions, target_names(stmt.this, table), stmt.args.get("where"))
+            found = accumulating(stmt.expressions, target_names(target, table), stmt.args.get("where"))
             sets = set_columns(stmt.expressions)
             if found:
                 result.writes.append(
@@ -342,6 +343,20 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
     result.constants, result.keeps_first = reloads.constants_written(stmt), reloads.keeps_first(stmt, dialect)
     result.only_missing = reloads.inserts_missing(stmt)
     return result
+
+
+def _update_target(stmt: exp.Update) -> exp.Expression:
+    """The table an UPDATE writes. T-SQL's ``UPDATE c SET .. FROM [s].[t] AS c JOIN ..`` names an alias
+    of its FROM clause, not a table: the write is to ``s.t`` (three such updates of three tables are
+    not one table ``c`` written three times)."""
+    this = stmt.this
+    source = stmt.args.get("from_")
+    if not isinstance(this, exp.Table) or this.args.get("db") or source is None:
+        return this
+    for table in source.find_all(exp.Table):
+        if table.alias and table.alias.lower() == this.name.lower() and table is not this:
+            return table
+    return this
 
 
 def _alter_delete(stmt: exp.Alter, dialect: str) -> tuple[str, str] | None:
@@ -456,10 +471,20 @@ def _merge(stmt: exp.Merge, result: SqlStatement, dialect: str) -> None:
 
 def _dedup(stmt: exp.Insert, table: str) -> bool:
     """The INSERT skips rows the target already has: ``NOT EXISTS (SELECT .. FROM target ..)``,
-    ``NOT IN (SELECT .. FROM target)``, ``LEFT JOIN target t .. WHERE t.x IS NULL``, ``EXCEPT``."""
-    query = stmt.expression
-    if not isinstance(query, exp.Expression):
+    ``NOT IN (SELECT .. FROM target)``, ``LEFT JOIN target t .. WHERE t.x IS NULL``, ``EXCEPT``; also
+    inside a CTE of the INSERT (T-SQL's ``WITH c AS (.. LEFT JOIN target t .. WHERE t.x IS NULL)
+    INSERT INTO target .. FROM c``), where the rows the target lacks are chosen one step away."""
+    if not isinstance(stmt.expression, exp.Expression):
         return False
+    ctes = stmt.args.get("with_")
+    return any(
+        _skips_held(query, table)
+        for query in (stmt.expression, *(c.this for c in (ctes.expressions if ctes else [])))
+    )
+
+
+def _skips_held(query: exp.Expression, table: str) -> bool:
+    """`query` keeps only rows `table` does not hold (`_dedup`'s shapes)."""
 
     def reads_target(node: exp.Expression | None) -> bool:
         return node is not None and any(_same_table(_table_name(t), table) for t in node.find_all(exp.Table))
