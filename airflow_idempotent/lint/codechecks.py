@@ -57,6 +57,7 @@ from airflow_idempotent.lint.scope import (
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqltext import prepare_sql
+from airflow_idempotent.lint.startdates import start_date_taker
 from airflow_idempotent.lint.syntax import (
     dotted,
     last_name,
@@ -417,6 +418,9 @@ def check_dag_code_clock(recorder: Recorder, scope: Scope, collector: Collector)
                     context = None  # a module variable named start_date that is a report's window
                 use = clock_use(node, body, parent_of)
                 dag = next((d for d in collector.dags if d.line <= node.lineno <= d.end_line), None)
+                taker = start_date_taker(node, parent_of, collector) if context is None else None
+                if taker is not None and dag is None:
+                    context, dag = START_DATE_CONTEXT, taker  # a variable only given as start_date
                 if context == PARAM_CONTEXT and dag is None:
                     dag = taking_params(node, collector.dags, scope)  # params=dag_params, **dag_config
                 # a params default is the window of every scheduled run (round 26: pass Culture's

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_idempotent.lint import factorycalls as calls
+from airflow_idempotent.lint.branches import static_truth
 from airflow_idempotent.lint.callables import task_callable
 from airflow_idempotent.lint.customops import operator_classes
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
@@ -226,6 +227,8 @@ class Collector:
             return ctx
         if main_guard(stmt):
             return ctx  # never runs when Airflow parses or runs the file (syntax.main_guard)
+        if isinstance(stmt, ast.If) and (taken := static_truth(stmt.test, ctx.scope)) is not None:
+            return self._body(stmt.body if taken else stmt.orelse, ctx)  # a row filter (branches.py)
         if isinstance(stmt, ast.If | ast.While | ast.Try):
             test = getattr(stmt, "test", None)
             if isinstance(test, ast.expr):

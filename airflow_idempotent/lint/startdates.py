@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import Collector
+from airflow_idempotent.lint.collect import Collector, DagDef
 from airflow_idempotent.lint.findings import Recorder
 from airflow_idempotent.lint.pyfacts import clock_call
 from airflow_idempotent.lint.syntax import dotted
 
-__all__ = ["check_start_date_helpers"]
+__all__ = ["check_start_date_helpers", "start_date_taker"]
 
 
 def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
@@ -42,3 +42,46 @@ def check_start_date_helpers(recorder: Recorder, collector: Collector) -> None:
             False,
             start_date=True,
         )
+
+
+def start_date_taker(
+    node: ast.AST, parents_of: dict[ast.AST, ast.AST], collector: Collector
+) -> DagDef | None:
+    """The DAG whose ``start_date`` (or ``end_date``) a module variable holding this clock read is,
+    when every use of the variable is such an argument or ``default_args`` entry (round 31:
+    ``START_DATE_LOCAL = pendulum.now(tz).replace(hour=0).subtract(days=1)``, given only as
+    ``start_date=``): a start date that moves with the clock (IDEM003's), no window a task reads. None
+    when the variable is used anywhere else (a window, a file name) or no DAG takes it."""
+    stmt = node
+    while stmt in parents_of and not isinstance(stmt, ast.stmt):
+        stmt = parents_of[stmt]
+    target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+    if not isinstance(target, ast.Name):
+        return None
+    name, top = target.id, stmt
+    while top in parents_of:
+        top = parents_of[top]
+    uses = [n for n in ast.walk(top) if isinstance(n, ast.Name) and n.id == name]
+    uses = [n for n in uses if isinstance(n.ctx, ast.Load)]
+    if not uses or not all(_date_slot(n, parents_of) for n in uses):
+        return None
+    for dag in collector.dags:
+        for key in _DATE_KEYS:
+            given = dag.kwargs.get(key) or dag.default_args.get(key)
+            if isinstance(given, ast.Name) and given.id == name:
+                return dag
+    return None
+
+
+_DATE_KEYS = ("start_date", "end_date")
+
+
+def _date_slot(name: ast.Name, parents_of: dict[ast.AST, ast.AST]) -> bool:
+    """`name` is given as a ``start_date=``/``end_date=`` keyword or such a dict entry."""
+    parent = parents_of.get(name)
+    if isinstance(parent, ast.keyword):
+        return parent.arg in _DATE_KEYS
+    if isinstance(parent, ast.Dict) and name in parent.values:
+        key = parent.keys[parent.values.index(name)]
+        return isinstance(key, ast.Constant) and key.value in _DATE_KEYS
+    return False
