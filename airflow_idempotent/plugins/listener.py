@@ -55,6 +55,7 @@ from airflow.sdk.plugins_manager import AirflowPlugin
 
 from airflow_idempotent.guard.pause import pause_backfill
 from airflow_idempotent.plugins.guard_middleware import BackfillGuardMiddleware
+from airflow_idempotent.plugins.preload import preload_for_forks
 from airflow_idempotent.plugins.ui.views import EXTERNAL_VIEWS
 from airflow_idempotent.window import to_utc_datetime
 
@@ -528,6 +529,11 @@ def _pause_guard(hook: str, dag_run: Any, event: str, msg: str | None) -> None:
 
 class HistoryListener:
     """Airflow listener (pluggy hook implementations) writing the run history."""
+
+    # A scheduler or DAG processor starting: the operators imported once for the children it forks.
+    @hookimpl
+    def on_starting(self, component: Any) -> None:
+        preload_for_forks(component)
 
     # DAG runs: scheduler (ORM DagRun, scheduler session: read only), API server for manual marks.
     @hookimpl
