@@ -181,6 +181,16 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) of one process and of its children it has waited for, from
+    /proc (0 when it is gone): a worker's ended executors are in its children's share."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def _group_pids(pgid: int) -> list[int]:
     """Every live process of process group `pgid` (from /proc)."""
     pids = []
@@ -223,6 +233,9 @@ class Daemon:
     def rss_kib(self) -> int:
         return sum(_rss_kib(pid) for pid in _group_pids(self.proc.pid))
 
+    def cpu_seconds(self) -> float:
+        return sum(_cpu_seconds(pid) for pid in _group_pids(self.proc.pid))
+
     def signal(self, sig: int) -> None:
         """Signal the whole group (started with start_new_session: led by the process)."""
         with contextlib.suppress(ProcessLookupError):
@@ -262,6 +275,8 @@ class SparkCluster:
     restarts: int = 0
     #: how the Connect server is started: one of `CONNECT_MODES`
     connect_mode: str = "server"
+    #: options for every JVM of the cluster (`start`'s `java_options`)
+    java_options: tuple[str, ...] = ()
 
     @property
     def master_url(self) -> str:
@@ -290,11 +305,14 @@ class SparkCluster:
         extra_conf: dict[str, str] | None = None,
         jars: Sequence[str | Path] = (),
         connect_mode: str = "server",
+        java_options: Sequence[str] = (),
     ) -> SparkCluster:
         """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it.
 
         `jars` go on the Connect server's and its executors' class path (`--jars`); with Delta's
-        (`delta_jars`), pass `extra_conf=DELTA_CONF`. `connect_mode`: one of `CONNECT_MODES`."""
+        (`delta_jars`), pass `extra_conf=DELTA_CONF`. `connect_mode`: one of `CONNECT_MODES`.
+        `java_options` go to every JVM: the master and workers, the Connect server and the
+        executors (none by default, so the benches' figures are the JVM's defaults')."""
         if connect_mode not in CONNECT_MODES:
             raise ClusterError(f"connect_mode {connect_mode!r}: use one of {', '.join(CONNECT_MODES)}")
         base = Path(base_dir).resolve()
@@ -305,6 +323,7 @@ class SparkCluster:
             connect_port=free_port(),
             warehouse_dir=base / "warehouse",
             connect_mode=connect_mode,
+            java_options=tuple(java_options),
         )
         try:
             cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {}, jars)
@@ -326,7 +345,7 @@ class SparkCluster:
             # The JVMs' temporary files (Hive's per-session `<uuid>_resources`, Connect's
             # `artifacts-*`, native libraries unpacked) go under the cluster's directory, not /tmp,
             # where each start left a few behind.
-            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
+            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={self.base_dir / 'tmp'}{self._java_options()}",
         )
         java = java_home()
         if java:
@@ -337,6 +356,10 @@ class SparkCluster:
         for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
             env.pop(name, None)
         return env
+
+    def _java_options(self) -> str:
+        """`java_options` as a suffix of a JVM's options (each after a space)."""
+        return "".join(f" {option}" for option in self.java_options)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
         log = self.base_dir / "logs" / f"{name}.log"
@@ -416,9 +439,11 @@ class SparkCluster:
             # The GC log says, after a slow run, whether the driver was short of heap.
             "spark.driver.extraJavaOptions": (
                 f"-Dderby.system.home={metastore} -Xlog:gc:file={self.base_dir / 'logs' / 'connect-gc.log'}"
-                f" -Djava.io.tmpdir={self.base_dir / 'tmp'}"
+                f" -Djava.io.tmpdir={self.base_dir / 'tmp'}{self._java_options()}"
             ),
-            "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
+            "spark.executor.extraJavaOptions": (
+                f"-Djava.io.tmpdir={self.base_dir / 'tmp'}{self._java_options()}"
+            ),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.memory": driver_memory,
@@ -500,6 +525,10 @@ class SparkCluster:
     def rss_mib(self) -> dict[str, float]:
         """Resident memory of each process group (executors counted with their worker), in MiB."""
         return {d.name: round(d.rss_kib() / 1024, 1) for d in self.daemons}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds each process group has used so far (executors counted with their worker)."""
+        return {d.name: round(d.cpu_seconds(), 1) for d in self.daemons}
 
     def gc_pauses(self) -> tuple[int, float]:
         """The Connect server's garbage-collection pauses since it (re)started: count, seconds."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -91,13 +92,23 @@ def spark_cluster(
     # `server`: Spark's own launcher, the isolating server most deployments run; `plugin`: sessions
     # sharing compiled code (the bench's default, docs/engines.md): the operators must pass on both
     mode = os.environ.get("IDEM_SPARK_CONNECT_MODE") or "server"
-    cluster = SparkCluster.start(base, extra_conf=conf, jars=jars, connect_mode=mode)
+    java_options = os.environ.get("IDEM_SPARK_JAVA_OPTIONS", "").split()
+    cluster = SparkCluster.start(
+        base, extra_conf=conf, jars=jars, connect_mode=mode, java_options=java_options
+    )
     say = figures_line(request.config)
+    say(f"spark cluster JVM options: {java_options}")
     say(f"spark cluster started in {time.monotonic() - began:.1f} s {cluster.start_seconds}")
     try:
         yield cluster
     finally:
         say(f"spark cluster RSS at the end (MiB): {cluster.rss_mib()}")
+        cpu = cluster.cpu_seconds()
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        say(
+            f"spark cluster CPU seconds at the end: {cpu}, {sum(cpu.values()):.1f} in all;"
+            f" pytest's own {own.ru_utime + own.ru_stime:.1f}"
+        )
         count, seconds = cluster.gc_pauses()
         say(f"spark connect server GC pauses since its last start: {count}, {seconds} s in all")
         stop_began = time.monotonic()
