@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.spark.cluster import (
     DELTA_CONF,
+    JVM_ROLES,
     SPARK_JARS_DIR,
     SparkCluster,
     catalog_plugin,
@@ -51,6 +52,16 @@ SPARK_CONN_ID = "spark_warehouse"
 SMALL_DATA_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: The test cluster's JVM options by role (`JVM_ROLES`; IDEM_SPARK_JAVA_OPTIONS_<ROLE> replaces a role's,
+#: empty for the JVM's defaults). The executors and daemons compile with C1 only: on small data their
+#: C2 compilations cost more than the code they sped up. On the Delta, overwrite and guard files (29
+#: tests; other sessions on the machine, load 5) C1 everywhere took the workers and their executors
+#: from 279 to 174 CPU-s and the master from 10 to 6, but the Connect server from 441 to 534 (its
+#: analyzer and optimizer run hot), 715 CPU-s in all against 731: the server keeps C2.
+JAVA_OPTIONS: dict[str, list[str]] = {
+    "executor": ["-XX:TieredStopAtLevel=1"],
+    "daemon": ["-XX:TieredStopAtLevel=1"],
 }
 #: Seconds a Spark test may take (the longest took 70 s in a clean-clone run). The thread method:
 #: a Spark Connect client stuck in a lock never runs a signal handler (SIGALRM, SIGINT), so the
@@ -92,7 +103,12 @@ def spark_cluster(
     # `server`: Spark's own launcher, the isolating server most deployments run; `plugin`: sessions
     # sharing compiled code (the bench's default, docs/engines.md): the operators must pass on both
     mode = os.environ.get("IDEM_SPARK_CONNECT_MODE") or "server"
-    java_options = os.environ.get("IDEM_SPARK_JAVA_OPTIONS", "").split()
+    java_options = {
+        role: os.environ.get(
+            f"IDEM_SPARK_JAVA_OPTIONS_{role.upper()}", " ".join(JAVA_OPTIONS.get(role, []))
+        ).split()
+        for role in JVM_ROLES
+    }
     cluster = SparkCluster.start(
         base, extra_conf=conf, jars=jars, connect_mode=mode, java_options=java_options
     )
