@@ -58,7 +58,9 @@ SMALL_DATA_CONF = {
 #: C2 compilations cost more than the code they sped up. On the Delta, overwrite and guard files (29
 #: tests; other sessions on the machine, load 5) C1 everywhere took the workers and their executors
 #: from 279 to 174 CPU-s and the master from 10 to 6, but the Connect server from 441 to 534 (its
-#: analyzer and optimizer run hot), 715 CPU-s in all against 731: the server keeps C2.
+#: analyzer and optimizer run hot), 715 CPU-s in all against 731: the server keeps C2. Like
+#: SMALL_DATA_CONF, off under IDEM_SPARK_CODEGEN=1 (`make reliability`), and the benches' clusters
+#: keep the JVM's defaults.
 JAVA_OPTIONS: dict[str, list[str]] = {
     "executor": ["-XX:TieredStopAtLevel=1"],
     "daemon": ["-XX:TieredStopAtLevel=1"],
@@ -103,9 +105,10 @@ def spark_cluster(
     # `server`: Spark's own launcher, the isolating server most deployments run; `plugin`: sessions
     # sharing compiled code (the bench's default, docs/engines.md): the operators must pass on both
     mode = os.environ.get("IDEM_SPARK_CONNECT_MODE") or "server"
+    small = os.environ.get("IDEM_SPARK_CODEGEN") != "1"  # `make reliability`: codegen and C2 as deployed
     java_options = {
         role: os.environ.get(
-            f"IDEM_SPARK_JAVA_OPTIONS_{role.upper()}", " ".join(JAVA_OPTIONS.get(role, []))
+            f"IDEM_SPARK_JAVA_OPTIONS_{role.upper()}", " ".join(JAVA_OPTIONS.get(role, []) if small else [])
         ).split()
         for role in JVM_ROLES
     }
