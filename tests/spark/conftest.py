@@ -59,7 +59,8 @@ SMALL_DATA_CONF = {
 #: tests; other sessions on the machine, load 4-5.5) C1 everywhere took the workers and their
 #: executors from 279 to 174 CPU-s and the master from 10 to 6, but the Connect server from 441 to 534
 #: (its analyzer and optimizer run hot; wall 809 s against 769): the server keeps C2. So (executors
-#: and daemons C1 only) the cluster used 495 CPU-s against 731, 438 s of wall time against 769. Like
+#: and daemons C1 only) the cluster used 495 CPU-s against 731 and 679 (two runs with the defaults),
+#: 438 s of wall time against 769 and 567. Like
 #: SMALL_DATA_CONF, off under IDEM_SPARK_CODEGEN=1 (`make reliability`), and the benches' clusters
 #: keep the JVM's defaults.
 JAVA_OPTIONS: dict[str, list[str]] = {
