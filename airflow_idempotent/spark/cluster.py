@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +42,7 @@ __all__ = [
     "CONNECT_MODES",
     "DELTA_CONF",
     "ICEBERG_CATALOG",
+    "JVM_ROLES",
     "ClusterError",
     "SparkCluster",
     "delta_jars",
@@ -85,6 +86,9 @@ DELTA_CONF = {
 ICEBERG_CATALOG = "ice"
 #: Iceberg's SQL (MERGE INTO, DELETE, time travel by snapshot id, CALL) on Spark.
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: The cluster's JVMs by role, for `SparkCluster.start`'s `java_options`: the Connect server (the
+#: driver of every session), the executors, the master and workers (`SPARK_DAEMON_JAVA_OPTS`).
+JVM_ROLES = ("driver", "executor", "daemon")
 #: Where `make spark-jars` puts the pinned jars (tools/spark-jars/pom.xml), from the repository root.
 SPARK_JARS_DIR = ".cache/spark-jars"
 #: The `plugin` mode's driver script, submitted as the application.
@@ -181,6 +185,16 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) of one process and of its children it has waited for, from
+    /proc (0 when it is gone): a worker's ended executors are in its children's share."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def _group_pids(pgid: int) -> list[int]:
     """Every live process of process group `pgid` (from /proc)."""
     pids = []
@@ -223,6 +237,9 @@ class Daemon:
     def rss_kib(self) -> int:
         return sum(_rss_kib(pid) for pid in _group_pids(self.proc.pid))
 
+    def cpu_seconds(self) -> float:
+        return sum(_cpu_seconds(pid) for pid in _group_pids(self.proc.pid))
+
     def signal(self, sig: int) -> None:
         """Signal the whole group (started with start_new_session: led by the process)."""
         with contextlib.suppress(ProcessLookupError):
@@ -262,6 +279,8 @@ class SparkCluster:
     restarts: int = 0
     #: how the Connect server is started: one of `CONNECT_MODES`
     connect_mode: str = "server"
+    #: JVM options by role (`start`'s `java_options`)
+    java_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def master_url(self) -> str:
@@ -290,11 +309,17 @@ class SparkCluster:
         extra_conf: dict[str, str] | None = None,
         jars: Sequence[str | Path] = (),
         connect_mode: str = "server",
+        java_options: Mapping[str, Sequence[str]] | None = None,
     ) -> SparkCluster:
         """Start everything under `base_dir` (logs, warehouse, metastore, work dirs) and wait for it.
 
         `jars` go on the Connect server's and its executors' class path (`--jars`); with Delta's
-        (`delta_jars`), pass `extra_conf=DELTA_CONF`. `connect_mode`: one of `CONNECT_MODES`."""
+        (`delta_jars`), pass `extra_conf=DELTA_CONF`. `connect_mode`: one of `CONNECT_MODES`.
+        `java_options`: extra options of the JVMs of each role in `JVM_ROLES` (none by default, so
+        the benches' figures are the JVM's defaults')."""
+        unknown = set(java_options or {}) - set(JVM_ROLES)
+        if unknown:
+            raise ClusterError(f"java_options for {sorted(unknown)}: roles are {', '.join(JVM_ROLES)}")
         if connect_mode not in CONNECT_MODES:
             raise ClusterError(f"connect_mode {connect_mode!r}: use one of {', '.join(CONNECT_MODES)}")
         base = Path(base_dir).resolve()
@@ -305,6 +330,7 @@ class SparkCluster:
             connect_port=free_port(),
             warehouse_dir=base / "warehouse",
             connect_mode=connect_mode,
+            java_options={role: tuple(options) for role, options in (java_options or {}).items()},
         )
         try:
             cluster._start(workers, worker_memory, driver_memory, ready_timeout, extra_conf or {}, jars)
@@ -313,8 +339,12 @@ class SparkCluster:
             raise
         return cluster
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, role: str = "daemon") -> dict[str, str]:
+        """The environment of a JVM of `role`: Spark's launcher gives SPARK_DAEMON_JAVA_OPTS to the
+        Connect server too (a special class to it, as the Thrift server), so the daemons' options
+        go there only for the master and workers."""
         env = dict(os.environ)
+        options = self._java_options("daemon") if role == "daemon" else ""
         home = spark_home()
         env.update(
             SPARK_HOME=str(home),
@@ -326,7 +356,7 @@ class SparkCluster:
             # The JVMs' temporary files (Hive's per-session `<uuid>_resources`, Connect's
             # `artifacts-*`, native libraries unpacked) go under the cluster's directory, not /tmp,
             # where each start left a few behind.
-            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
+            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={self.base_dir / 'tmp'}{options}",
         )
         java = java_home()
         if java:
@@ -337,6 +367,10 @@ class SparkCluster:
         for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
             env.pop(name, None)
         return env
+
+    def _java_options(self, role: str) -> str:
+        """The role's `java_options` as a suffix of its JVMs' options (each after a space)."""
+        return "".join(f" {option}" for option in self.java_options.get(role, ()))
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
         log = self.base_dir / "logs" / f"{name}.log"
@@ -416,9 +450,11 @@ class SparkCluster:
             # The GC log says, after a slow run, whether the driver was short of heap.
             "spark.driver.extraJavaOptions": (
                 f"-Dderby.system.home={metastore} -Xlog:gc:file={self.base_dir / 'logs' / 'connect-gc.log'}"
-                f" -Djava.io.tmpdir={self.base_dir / 'tmp'}"
+                f" -Djava.io.tmpdir={self.base_dir / 'tmp'}{self._java_options('driver')}"
             ),
-            "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.base_dir / 'tmp'}",
+            "spark.executor.extraJavaOptions": (
+                f"-Djava.io.tmpdir={self.base_dir / 'tmp'}{self._java_options('executor')}"
+            ),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.memory": driver_memory,
@@ -442,7 +478,7 @@ class SparkCluster:
         args.append("spark-internal" if self.connect_mode == "server" else str(PLUGIN_DRIVER))
         self.connect_args = args
         connect_began = time.monotonic()
-        connect = self._spawn("connect", args, env, metastore)
+        connect = self._spawn("connect", args, self._env("driver"), metastore)
         connect.wait_ready(CONNECT_READY, timeout)
         self.start_seconds["connect"] = time.monotonic() - connect_began
         self.start_seconds["total"] = time.monotonic() - began
@@ -484,9 +520,8 @@ class SparkCluster:
                     break
                 except OSError:
                     time.sleep(0.2)
-        self._spawn("connect", self.connect_args, self._env(), self.base_dir / "metastore").wait_ready(
-            CONNECT_READY, timeout
-        )
+        connect = self._spawn("connect", self.connect_args, self._env("driver"), self.base_dir / "metastore")
+        connect.wait_ready(CONNECT_READY, timeout)
         self.restarts += 1
         return time.monotonic() - began
 
@@ -500,6 +535,10 @@ class SparkCluster:
     def rss_mib(self) -> dict[str, float]:
         """Resident memory of each process group (executors counted with their worker), in MiB."""
         return {d.name: round(d.rss_kib() / 1024, 1) for d in self.daemons}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds each process group has used so far (executors counted with their worker)."""
+        return {d.name: round(d.cpu_seconds(), 1) for d in self.daemons}
 
     def gc_pauses(self) -> tuple[int, float]:
         """The Connect server's garbage-collection pauses since it (re)started: count, seconds."""

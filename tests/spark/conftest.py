@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ import sqlalchemy as sa
 from airflow_idempotent.history import HistoryStore
 from airflow_idempotent.spark.cluster import (
     DELTA_CONF,
+    JVM_ROLES,
     SPARK_JARS_DIR,
     SparkCluster,
     catalog_plugin,
@@ -50,6 +52,20 @@ SPARK_CONN_ID = "spark_warehouse"
 SMALL_DATA_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: The test cluster's JVM options by role (`JVM_ROLES`; IDEM_SPARK_JAVA_OPTIONS_<ROLE> replaces a role's,
+#: empty for the JVM's defaults). The executors and daemons compile with C1 only: on small data their
+#: C2 compilations cost more than the code they sped up. On the Delta, overwrite and guard files (29
+#: tests; other sessions on the machine, load 4-5.5) C1 everywhere took the workers and their
+#: executors from 279 to 174 CPU-s and the master from 10 to 6, but the Connect server from 441 to 534
+#: (its analyzer and optimizer run hot; wall 809 s against 769): the server keeps C2. So (executors
+#: and daemons C1 only) the cluster used 495 CPU-s against 731 and 679 (two runs with the defaults),
+#: 438 s of wall time against 769 and 567. Like
+#: SMALL_DATA_CONF, off under IDEM_SPARK_CODEGEN=1 (`make reliability`), and the benches' clusters
+#: keep the JVM's defaults.
+JAVA_OPTIONS: dict[str, list[str]] = {
+    "executor": ["-XX:TieredStopAtLevel=1"],
+    "daemon": ["-XX:TieredStopAtLevel=1"],
 }
 #: Seconds a Spark test may take (the longest took 70 s in a clean-clone run). The thread method:
 #: a Spark Connect client stuck in a lock never runs a signal handler (SIGALRM, SIGINT), so the
@@ -91,13 +107,29 @@ def spark_cluster(
     # `server`: Spark's own launcher, the isolating server most deployments run; `plugin`: sessions
     # sharing compiled code (the bench's default, docs/engines.md): the operators must pass on both
     mode = os.environ.get("IDEM_SPARK_CONNECT_MODE") or "server"
-    cluster = SparkCluster.start(base, extra_conf=conf, jars=jars, connect_mode=mode)
+    small = os.environ.get("IDEM_SPARK_CODEGEN") != "1"  # `make reliability`: codegen and C2 as deployed
+    java_options = {
+        role: os.environ.get(
+            f"IDEM_SPARK_JAVA_OPTIONS_{role.upper()}", " ".join(JAVA_OPTIONS.get(role, []) if small else [])
+        ).split()
+        for role in JVM_ROLES
+    }
+    cluster = SparkCluster.start(
+        base, extra_conf=conf, jars=jars, connect_mode=mode, java_options=java_options
+    )
     say = figures_line(request.config)
+    say(f"spark cluster JVM options: {java_options}")
     say(f"spark cluster started in {time.monotonic() - began:.1f} s {cluster.start_seconds}")
     try:
         yield cluster
     finally:
         say(f"spark cluster RSS at the end (MiB): {cluster.rss_mib()}")
+        cpu = cluster.cpu_seconds()
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        say(
+            f"spark cluster CPU seconds at the end: {cpu}, {sum(cpu.values()):.1f} in all;"
+            f" pytest's own {own.ru_utime + own.ru_stime:.1f}"
+        )
         count, seconds = cluster.gc_pauses()
         say(f"spark connect server GC pauses since its last start: {count}, {seconds} s in all")
         stop_began = time.monotonic()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.spark
@@ -56,3 +59,41 @@ def test_a_new_session_compiles_again_only_on_an_isolating_server(spark_cluster)
         assert compiled[1] == 0, compiled
     else:
         assert compiled[1] > 0, compiled
+
+
+def jvm_options(pgid: int) -> dict[str, list[str]]:
+    """The JVM options (the arguments before the main class) of each Java process of group `pgid`,
+    by main class: read from /proc, not from the cluster's own bookkeeping."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or os.getpgid(int(entry.name)) != pgid:
+                continue
+            argv = (entry / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, ProcessLookupError):
+            continue
+        if argv and argv[0].endswith("/java"):
+            main = next(i for i, arg in enumerate(argv) if arg.startswith("org.apache.spark."))
+            found[argv[main]] = argv[1:main]
+    return found
+
+
+def test_each_jvm_gets_its_roles_options_only(spark_cluster, spark) -> None:
+    # Spark's launcher gives the daemons' options (SPARK_DAEMON_JAVA_OPTS) to the Connect server too:
+    # the cluster keeps them to the master and workers, so a C1-only daemon leaves the server on C2.
+    spark.sql("SELECT count(*) FROM range(0, 100, 1, 2)").collect()  # the executors are up
+    by_class = {}
+    for daemon in spark_cluster.daemons:
+        by_class.update(jvm_options(daemon.proc.pid))
+    roles = {
+        "org.apache.spark.deploy.master.Master": "daemon",
+        "org.apache.spark.deploy.worker.Worker": "daemon",
+        "org.apache.spark.deploy.SparkSubmit": "driver",
+        "org.apache.spark.executor.CoarseGrainedExecutorBackend": "executor",
+    }
+    assert set(by_class) == set(roles), by_class
+    everyone = {option for options in spark_cluster.java_options.values() for option in options}
+    for main, options in by_class.items():
+        own = set(spark_cluster.java_options.get(roles[main], ()))
+        assert own <= set(options), (main, options)
+        assert not (everyone - own) & set(options), (main, options)
