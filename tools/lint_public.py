@@ -22,7 +22,8 @@ its tree), as ``airflow-idempotent lint TREE`` would.
 
 A finding matches a label when repository, path, rule and task agree and the lines are within
 LINE_TOLERANCE (of ``line`` or of an ``also_lines`` entry: another line spelling the same cause, as a
-helper's write a task's call runs); a finding no label matches is ``unlabelled`` (``--unlabelled``
+helper's write a task's call runs; an ``also_at`` "path:line" is such a place in another file, as a
+submitted Spark script's write); a finding no label matches is ``unlabelled`` (``--unlabelled``
 lists them to be labelled). Per rule: the findings raised, the share a reviewer would act on (useful /
 labelled), and recall (problems matched by a raised finding of the same rule at the same place /
 problems).
@@ -128,10 +129,15 @@ def lint_repository(
 
 
 def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
-    if (label["repo"], label["path"], label["rule"]) != (f.repo, f.path, f.rule):
+    if (label["repo"], label["rule"]) != (f.repo, f.rule):
         return False
-    lines = [int(label["line"]), *(int(x) for x in label.get("also_lines", ()))]
-    if all(abs(line - f.line) > LINE_TOLERANCE for line in lines):
+    # ``also_at``: "path:line" places in another file spelling the same cause (a submitted script's write)
+    places = [
+        (label["path"], int(label["line"])),
+        *((label["path"], int(x)) for x in label.get("also_lines", ())),
+    ]
+    places += [(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in label.get("also_at", ())]
+    if all(path != f.path or abs(line - f.line) > LINE_TOLERANCE for path, line in places):
         return False
     if not task_too:
         return True

@@ -24,6 +24,7 @@ from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, shown
+from airflow_idempotent.lint.sparkapps import attach_submitted_script
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
@@ -66,6 +67,7 @@ def check_task(task: TaskDef, recorder: Recorder, workspace: Workspace, dialect:
     SQL (into `recorder`); `task_findings` adds the findings that need every task read first."""
     facts = TaskFacts()
     scope = task.scope
+    attach_submitted_script(task)  # a submitted PySpark script is the task's code (`sparkapps`)
     retries = task.kwargs.get("retries")
     if retries is None and task.dag is not None:
         retries = task.dag.default_args.get("retries")

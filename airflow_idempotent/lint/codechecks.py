@@ -43,7 +43,13 @@ from airflow_idempotent.lint.pyfacts import (
 from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
-from airflow_idempotent.lint.rowwrites import append_mode, client_append, python_write, refused_by_key
+from airflow_idempotent.lint.rowwrites import (
+    append_mode,
+    client_append,
+    python_write,
+    refused_by_key,
+    spark_write,
+)
 from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
 from airflow_idempotent.lint.scope import (
     Scope,
@@ -224,6 +230,8 @@ def check_code(check: TaskCheck) -> None:
             if method in ROW_WRITES:
                 python_write(check, node, method, scope, file)
                 continue
+            if spark_write(check, node, scope, file):
+                continue  # ``df.write.mode("append").jdbc(..)`` (a submitted script's: `sparkapps`)
             if (mode := append_mode(node)) is not None:
                 client_append(check, node, name, mode, scope, file)
                 continue

@@ -15,7 +15,7 @@ from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.syntax import dotted, keywords, last_name, module_function
 from airflow_idempotent.lint.texts import standing_name
 
-__all__ = ["append_mode", "client_append", "python_write", "refused_by_key"]
+__all__ = ["append_mode", "client_append", "python_write", "refused_by_key", "spark_write"]
 
 #: Errors a database raises when a row repeats a unique key (psycopg's ``UniqueViolation``, the
 #: DB-API's and SQLAlchemy's ``IntegrityError``, pymongo's ``DuplicateKeyError``).
@@ -108,3 +108,60 @@ def client_append(check: TaskCheck, node: ast.Call, name: str, mode: str, scope:
     shown = target.lower() if isinstance(target, str) else f"<{last_name(name)} target>"
     detail = f"{name}(.., {mode})"
     check.facts.writes.append(Write(shown, "append", detail, file, node.lineno, check.conn, check.unit))
+
+
+#: a Spark DataFrameWriter's calls that write (``df.write.mode(..).<sink>(..)``), and the argument
+#: naming the target (a table, else the path)
+_SPARK_SINKS = {
+    "jdbc": ("table", 1),
+    "saveAsTable": ("name", 0),
+    "insertInto": ("tableName", 0),
+    "save": ("path", 0),
+    "parquet": ("path", 0),
+    "csv": ("path", 0),
+    "json": ("path", 0),
+    "orc": ("path", 0),
+}
+_SPARK_MODES = {"append": "append", "overwrite": "replace"}
+
+
+def spark_write(check: TaskCheck, node: ast.Call, scope: Scope, file: str) -> bool:
+    """A PySpark ``df.write.mode("append").jdbc(..)`` / ``.saveAsTable(t)`` / ``.insertInto(t)``
+    (which appends unless ``overwrite=True``): each run adds the frame's rows to the target again.
+    ``overwrite`` replaces it; the default mode (``error``) fails on an existing target: no write
+    is said. False when `node` is no DataFrameWriter sink."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _SPARK_SINKS:
+        return False
+    kwargs = keywords(node)
+    mode = scope.literal(kwargs.get("mode"))
+    dbtable, writer, link = None, False, func.value
+    while isinstance(link, ast.Attribute | ast.Call):
+        if isinstance(link, ast.Attribute):
+            if link.attr == "write":
+                writer = True
+                break
+            link = link.value
+            continue
+        if not isinstance(link.func, ast.Attribute):
+            break  # ``spark.table("t")``: the chain's start, no writer
+        first = scope.literal(link.args[0]) if link.args else None
+        if link.func.attr == "mode" and mode is None:
+            mode = first
+        elif link.func.attr == "option" and first == "dbtable" and len(link.args) == 2:
+            dbtable = scope.literal(link.args[1])
+        link = link.func.value
+    if not writer:
+        return False
+    if func.attr == "insertInto" and mode is None:
+        mode = "overwrite" if scope.literal(kwargs.get("overwrite")) is True else "append"
+    how = _SPARK_MODES.get(mode.lower() if isinstance(mode, str) else "")
+    if how is None:
+        return True
+    name, position = _SPARK_SINKS[func.attr]
+    target = node.args[position] if len(node.args) > position else kwargs.get(name)
+    table = dbtable if dbtable is not None else scope.literal(target)
+    shown = table.lower() if isinstance(table, str) else "<table>"
+    detail = f"DataFrame.write.mode({mode!r}).{func.attr}({shown})"
+    check.facts.writes.append(Write(shown, how, detail, file, node.lineno, check.conn, check.unit))
+    return True
