@@ -73,7 +73,8 @@ $(VENV)/.installed: pyproject.toml
 # evaluation beside it), then the DAG runs 7.7, the Celery and load files 7.2 and end to end 14.4
 # one after another beside Spark, 31.5 for the four; ed3cdbd's 41 min 16 s, make test 39.4: 9.1, then
 # the DAG runs 7.7, the Celery and load files 5.2 (the load test at 60 windows) and end to end 13.6
-# beside Spark, 30.2 for the four;
+# beside Spark, 30.2 for the four; fc25628's 41 min 2 s, make test 39.1: 9.7, then the DAG runs
+# 6.0, the Celery and load files 4.2 and end to end 14.4 beside Spark (C1-only executors), 29.2 for the four;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
