@@ -13,6 +13,7 @@ import ast
 from typing import Any
 
 from airflow_idempotent.lint.scope import Bound, Scope
+from airflow_idempotent.lint.syntax import compared, decided
 
 _UNKNOWN = object()
 
@@ -32,8 +33,8 @@ def _known(node: ast.expr, scope: Scope) -> Any:
     return value.value if isinstance(value, ast.Constant) else _UNKNOWN
 
 
-def _compare(test: ast.Compare, scope: Scope) -> bool | None:
-    if len(test.ops) != 1:
+def _compare(test: ast.expr, scope: Scope) -> bool | None:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     op, right = test.ops[0], test.comparators[0]
     left = _known(test.left, scope)
@@ -43,31 +44,12 @@ def _compare(test: ast.Compare, scope: Scope) -> bool | None:
         if not isinstance(right, ast.Tuple | ast.List | ast.Set):
             return None
         items = [_known(e, scope) for e in right.elts]
-        if any(i is _UNKNOWN for i in items):
-            return None
-        return (left in items) == isinstance(op, ast.In)
+        return None if any(i is _UNKNOWN for i in items) else compared(left, op, items)
     value = _known(right, scope)
-    if value is _UNKNOWN:
-        return None
-    if isinstance(op, ast.Eq | ast.Is):
-        return bool(left == value)
-    if isinstance(op, ast.NotEq | ast.IsNot):
-        return bool(left != value)
-    return None
+    return None if value is _UNKNOWN else compared(left, op, value)
 
 
 def static_truth(test: ast.expr, scope: Scope) -> bool | None:
     """Whether `test` holds, read from constants and literal rows alone; None when anything else
     decides it (then the caller walks both branches)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = static_truth(test.operand, scope)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        parts = [static_truth(v, scope) for v in test.values]
-        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
-        if decisive in parts:
-            return decisive
-        return None if None in parts else not decisive
-    if isinstance(test, ast.Compare):
-        return _compare(test, scope)
-    return None
+    return decided(test, lambda part: _compare(part, scope))

@@ -15,7 +15,7 @@ import ast
 
 from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.scope import method_of, parameters
-from airflow_idempotent.lint.syntax import self_attr
+from airflow_idempotent.lint.syntax import compared, decided, self_attr
 
 __all__ = ["constructor_values", "dead_nodes"]
 
@@ -82,15 +82,11 @@ def _defaults(fn: ast.FunctionDef) -> dict[str, ast.expr]:
 
 def _truth(test: ast.expr, values: Values) -> bool | None:
     """Whether `test` holds for the task's `values`; None when it depends on anything else."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _truth(test.operand, values)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        parts = [_truth(v, values) for v in test.values]
-        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
-        if decisive in parts:
-            return decisive
-        return None if None in parts else not decisive
+    return decided(test, lambda part: _leaf_truth(part, values))
+
+
+def _leaf_truth(test: ast.expr, values: Values) -> bool | None:
+    """A test of one ``self`` attribute: its truth, or its comparison with constants."""
     if self_attr(test) in values:  # ``if self.batch_ind:`` (round 18): the literal's truth
         return bool(values[self_attr(test) or ""])
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
@@ -101,16 +97,10 @@ def _truth(test: ast.expr, values: Values) -> bool | None:
     attr = self_attr(left)
     if attr not in values:
         return None
-    value = values[attr]
     if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
         if not all(isinstance(e, ast.Constant) for e in right.elts):
             return None
-        inside = value in [e.value for e in right.elts if isinstance(e, ast.Constant)]
-        return inside if isinstance(op, ast.In) else not inside
+        return compared(values[attr], op, [e.value for e in right.elts if isinstance(e, ast.Constant)])
     if not isinstance(right, ast.Constant):
         return None
-    if isinstance(op, ast.Eq | ast.Is):
-        return bool(value == right.value)
-    if isinstance(op, ast.NotEq | ast.IsNot):
-        return bool(value != right.value)
-    return None
+    return compared(values[attr], op, right.value)

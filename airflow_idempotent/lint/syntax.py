@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = [
     "BODY_KEYWORDS",
@@ -153,3 +154,31 @@ def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
             if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
         ]
         stack.extend(reversed(children))
+
+
+def decided(test: ast.expr, leaf: Callable[[ast.expr], bool | None]) -> bool | None:
+    """Whether an ``if`` test holds, in three values: ``not``, ``and`` and ``or`` combined from what
+    `leaf` says of each other part (True, False, or None when unknown); None when an unknown part
+    decides, so the caller walks both branches."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = decided(test.operand, leaf)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [decided(v, leaf) for v in test.values]
+        is_or = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
+        if is_or in parts:
+            return is_or
+        return None if None in parts else not is_or
+    return leaf(test)
+
+
+def compared(value: Any, op: ast.cmpop, other: Any) -> bool | None:
+    """``value <op> other`` for the comparisons an ``if`` of constants makes: ``==``/``is`` and
+    ``!=``/``is not`` with one value, ``in``/``not in`` with a list of values; None otherwise."""
+    if isinstance(op, ast.In | ast.NotIn):
+        return None if not isinstance(other, list) else (value in other) == isinstance(op, ast.In)
+    if isinstance(op, ast.Eq | ast.Is):
+        return bool(value == other)
+    if isinstance(op, ast.NotEq | ast.IsNot):
+        return bool(value != other)
+    return None
