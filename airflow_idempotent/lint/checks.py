@@ -23,7 +23,7 @@ from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, ke
 from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
-from airflow_idempotent.lint.source import Located, deployed_path, shown
+from airflow_idempotent.lint.source import Located, deployed_path, found_file, shown
 from airflow_idempotent.lint.sparkapps import attach_submitted_script
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
 from airflow_idempotent.lint.sqlfacts import TableKeys
@@ -225,8 +225,6 @@ def _find_sql_file(task: TaskDef, name: str) -> Path | None:
     """A ``.sql`` file next to the DAG file or on the DAG's template_searchpath, also where a deployed
     path (``/usr/local/airflow/include/...``, ``$AIRFLOW_HOME/...``) lands in the DAG's checkout."""
     here = task.scope.source.path
-    if Path(name).is_absolute():
-        return deployed_path(name, here)
     roots = [here.parent]
     if task.dag is not None:
         paths = task.dag.scope.strings(task.dag.kwargs.get("template_searchpath"))
@@ -239,11 +237,7 @@ def _find_sql_file(task: TaskDef, name: str) -> Path | None:
                     roots.append(found)
             else:
                 roots.append(here.parent / entry.text)
-    for root in roots:
-        candidate = (root / name).resolve()
-        if candidate.is_file():
-            return candidate
-    return None
+    return found_file(name, roots, here)
 
 
 _SAFE_VERBS = frozenset({"GET", "HEAD", "OPTIONS"})

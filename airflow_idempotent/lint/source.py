@@ -26,6 +26,7 @@ __all__ = [
     "Source",
     "dag_files",
     "deployed_path",
+    "found_file",
     "is_project_file",
     "is_unresolved",
     "module_path",
@@ -297,4 +298,16 @@ def deployed_path(path: str, near: Path) -> Path | None:
             candidate = base.joinpath(*tail)
             if candidate.exists():
                 return candidate
+    return None
+
+
+def found_file(name: str, roots: Sequence[Path], near: Path) -> Path | None:
+    """A file a DAG file `near` names, in its checkout: an absolute (deployed) path where it lands
+    (`deployed_path`), a relative one under the first of `roots` that holds it."""
+    if Path(name).is_absolute():
+        return deployed_path(name, near)
+    for root in roots:
+        candidate = (root / name).resolve()
+        if candidate.is_file():
+            return candidate
     return None

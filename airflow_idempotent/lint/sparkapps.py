@@ -16,7 +16,7 @@ from pathlib import Path
 
 from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.source import deployed_path
+from airflow_idempotent.lint.source import deployed_path, found_file
 
 __all__ = ["attach_submitted_script"]
 
@@ -60,10 +60,7 @@ def _script_path(text: str, scope: Scope) -> Path | None:
     """The script's file in the checkout: beside the DAG file, below a linted root, or where a
     deployed (or working-directory-relative) path lands (`deployed_path`)."""
     here = scope.source.path
-    if not posixpath.isabs(text):
-        for root in [here.parent, *scope.workspace.roots]:
-            candidate = (root / text).resolve()
-            if candidate.is_file():
-                return candidate
-    found = deployed_path(text if posixpath.isabs(text) else "/" + text, here)
+    found = found_file(text, [here.parent, *scope.workspace.roots], here)
+    if found is None and not posixpath.isabs(text):
+        found = deployed_path("/" + text, here)
     return found if found is not None and found.is_file() else None
