@@ -4,7 +4,7 @@ Round 32b (issue 35): cern-sis/bi-dags writes every table through a decorator of
 ``def sqlalchemy_task(conn_id): def decorator(func): @task(..) def populate_database(*args, **kwargs):
 session = get_session(conn_id); func(*args, session=session, **kwargs); session.commit() ..; return
 populate_database; return decorator``. Calling the decorated function in a DAG adds the inner
-``@task``, whose work is the decorated function's body; the linter saw a plain function, so 11 DAGs
+``@task``, whose work is the decorated function's body; the linter saw a plain function, so 9 DAGs
 had no writing task (a false IDEM005: a DAG with catchup whose only task reads ``context["ds"]``, and
 every ORM write missed). A decorator (or a factory of one) defined in the repository whose inner
 ``@task`` function calls the function it wraps makes the decorated function a task; its keywords are
