@@ -29,6 +29,7 @@ from airflow_idempotent.lint.syntax import (
     post_order_calls,
     walk_no_defs,
 )
+from airflow_idempotent.lint.taskwrappers import wrapped_task
 
 __all__ = ["Collector", "DagDef", "TaskDef", "builds_task"]
 
@@ -295,7 +296,7 @@ class Collector:
             self._expanding.pop()
 
     def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
-        taskflow = _task_decorator(stmt)
+        taskflow = _task_decorator(stmt) or wrapped_task(stmt, ctx.scope)  # a repository's own, round 32b
         if taskflow is not None:
             self.taskflow[stmt.name] = (stmt, taskflow[0], taskflow[1], ctx.scope)
             return ctx
@@ -533,7 +534,7 @@ class Collector:
         found = ctx.scope.module_function(module, attr) if module else ctx.scope.function(name)
         if found is None or isinstance(found[0], ast.Lambda) or not is_project_file(found[1].source.path):
             return None
-        decorated = _task_decorator(found[0])
+        decorated = _task_decorator(found[0]) or wrapped_task(found[0], found[1])
         return None if decorated is None else (found[0], decorated[0], decorated[1], found[1])
 
     def _function_call(self, name: str, call: ast.Call, ctx: _Ctx, overrides: dict[str, ast.expr]) -> None:
