@@ -240,7 +240,11 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
     for child in descendants:  # those in sessions of their own
         with contextlib.suppress(psutil.Error):
             child.kill()
-    psutil.wait_procs(descendants, timeout=5)
+    # A descendant gone between the listing and the wait is what is waited for; psutil's wait may
+    # then raise the pidfd's FileNotFoundError instead of NoSuchProcess (a teardown error in the e2e
+    # group's run of 9e575ef+6e71ae3, every test passed).
+    with contextlib.suppress(psutil.Error, OSError):
+        psutil.wait_procs(descendants, timeout=5)
 
 
 @dataclass
