@@ -46,6 +46,7 @@ from tests.e2e.conftest import (
     free_port,
     kill_group,
     pg_admin,
+    pytest_sessionfinish,  # noqa: F401 - a hook: drops the metadata templates this process made
 )
 
 RESULTS_ENV = "IDEM_RELIABILITY_RESULTS"
@@ -303,12 +304,7 @@ def reliability_cluster(
         with admin.connect() as conn:
             for db in (name, history_db):
                 conn.execute(sa.text(f'CREATE DATABASE "{db}"'))
-        migrate = subprocess.run(
-            [AIRFLOW, "db", "migrate"], env=cluster.env, capture_output=True, text=True, timeout=300
-        )
-        assert migrate.returncode == 0, (
-            f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}"
-        )
+        cluster.migrate()
         for service in SERVICES:
             cluster.start(service)
         cluster.wait_serving()
