@@ -16,12 +16,13 @@ from pathlib import Path
 from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
 from airflow_idempotent.lint.collect import TaskDef
-from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write
+from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write, same_table
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator
 from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, keyed
 from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.scope import Workspace
+from airflow_idempotent.lint.sendernames import is_sensor, names_service
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, deployed_path, found_file, shown
 from airflow_idempotent.lint.sparkapps import attach_submitted_script
@@ -271,14 +272,16 @@ def _own_http_verb(task: TaskDef) -> str | None:
 def _operator_effect(check: TaskCheck) -> None:
     """An operator that sends something (EmailOperator, HttpOperator other than GET...), keyed or not."""
     task = check.task
+    sensor = is_sensor(task.operator, task.scope)
     for marker, what in SIDE_EFFECT_OPERATORS:
-        if marker.lower() in task.operator.lower():
+        if names_service(task.operator, marker):
             line = task.line
+            if sensor and marker not in ("Http", "MSGraph"):
+                return  # a sensor waits: its name's service is what it polls, not what it sends
             if marker in ("Http", "MSGraph"):
                 method_node = task.kwargs.get("method")
                 method = task.scope.literal(method_node)
                 # HttpOperator sends POST unless told; HttpSensor polls with GET unless told
-                sensor = task.operator.endswith("Sensor")
                 default = "POST" if marker == "Http" and not sensor else "GET"
                 if method is None and task.classes:  # the repository's own operator: its code's verbs
                     default = _own_http_verb(task) or default
@@ -309,8 +312,9 @@ def task_findings(
     for write in facts.writes:
         if write.how in ("delete", "truncate", "drop"):
             continue
-        if write.how == "append" and (
-            (write.table, write.unit) in cleared or (write.stands_for, write.unit) in cleared
+        if write.how == "append" and any(
+            unit == write.unit and (same_table(table, write.table) or table == write.stands_for)
+            for table, unit in cleared
         ):
             write.how = "overwrite"
             write.detail = f"deletes its window of {shown(write.table)}, then inserts it, in one task"
