@@ -98,6 +98,8 @@ class WindowRef:
 
     kind: str  # run, param, clock, relative, target
     text: str
+    #: False for a value that chooses no data (randomness makes ids): catch-up does not count it
+    picks_data: bool = True
 
 
 @dataclass
