@@ -379,36 +379,52 @@ def task_findings(
                 cause=write.table,
             )
     if retries:
-        alert = _failure_alert(check.task)
-        for effect in facts.effects:
-            if effect.keyed:
-                continue
-            if alert is not None:
-                check.info(
-                    "IDEM006",
-                    effect.file,
-                    effect.line,
-                    f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
-                    f"but it is a failure alert ({alert}): a second copy of an alert is harmless",
-                )
-                continue
-            if effect.replaces is not None:
-                check.info(
-                    "IDEM006",
-                    effect.file,
-                    effect.line,
-                    f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
-                    f"but {effect.replaces}",
-                )
-                continue
-            check.add(
+        _retried_effects(check, retries)
+
+
+def _send_kind(effect: Effect) -> str:
+    """The kind of send (``an email``) of an effect's text (``an email (send_email(...))``)."""
+    return effect.what.partition(" (")[0]
+
+
+def _retried_effects(check: TaskCheck, retries: int) -> None:
+    """IDEM006 for each kind of send the task makes with no key (information for an alert or a send
+    that replaces what it sent).
+
+    Principle (round 33, a partner-report e-mail): one finding per task and kind of send. An
+    operator named for e-mail, the helper its ``execute`` calls (``send_email(..)``) and the SES
+    client call inside it are one e-mail, spelled at three places; the first place (the task's
+    operator, else the outermost call) is reported and the others are named in its message."""
+    alert = _failure_alert(check.task)
+    sent = [e for e in check.facts.effects if not e.keyed and alert is None and e.replaces is None]
+    for effect in check.facts.effects:
+        if effect.keyed:
+            continue
+        if alert is not None or effect.replaces is not None:
+            why = f"it is a failure alert ({alert}): a second copy of an alert is harmless"
+            check.info(
                 "IDEM006",
                 effect.file,
                 effect.line,
-                f"the task sends {effect.what} with no idempotency key and has retries={retries}: a "
-                "failure after the send (or a crash before the task is marked done) sends it again",
-                cause=f"{effect.what} at {effect.line}",
+                f"the task sends {effect.what} with no idempotency key and has retries={retries}, "
+                f"but {why if alert is not None else effect.replaces}",
             )
+            continue
+        same = [e for e in sent if _send_kind(e) == _send_kind(effect)]
+        if same[0] is not effect:
+            continue  # named in the first one's message
+        also = ""
+        if len(same) > 1:
+            places = ", ".join(f"{e.file}:{e.line}" for e in same[1:4]) + (", .." if len(same) > 4 else "")
+            also = f"; {_send_kind(effect)} is also spelled in its code at {places}"
+        check.add(
+            "IDEM006",
+            effect.file,
+            effect.line,
+            f"the task sends {effect.what} with no idempotency key and has retries={retries}: a "
+            f"failure after the send (or a crash before the task is marked done) sends it again{also}",
+            cause=_send_kind(effect),
+        )
 
 
 def _failure_alert(task: TaskDef) -> str | None:
