@@ -54,5 +54,5 @@ def partition_writes(stmt: exp.Expression) -> list[tuple[str, str, str]]:
         if cleared is not None:
             found.append((cleared, "delete", f"{name.upper()}('{cleared}', ..)"))
         if filled is not None:
-            found.append((filled, spec[2], f"{name.upper()}(.., '{filled}')"))
+            found.append((filled, spec[2], f"swaps the range's partitions into {filled} ({name.upper()})"))
     return found
