@@ -210,5 +210,55 @@ def test_one_email_spelled_at_three_places_is_one_finding(tmp_path: Path) -> Non
     )
     files = {"dags/partners.py": dag, "dags/mail_operator.py": _MAIL_OPERATOR}
     rows = [r for r in finding_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
-    # the operator's call (line 8) is reported; main reports it, the helper's call and SES's
-    assert rows == [("IDEM006", "partners.py", 8, "mail")]
+    # the SES call (mail_operator.py line 7) is the send; main also reports the operator's call
+    # (partners.py line 8) and execute's call of the helper (line 18)
+    assert rows == [("IDEM006", "mail_operator.py", 7, "mail")]
+
+
+_ISSUES_OPERATOR = """\
+from airflow.models import BaseOperator
+from airflow.utils.email import send_email
+
+
+class IssuesEmailOperator(BaseOperator):
+    def execute(self, context):
+        issues = self.hook.get_records("select id, title from issues where created = %s", [context["ds"]])
+        for issue in issues:
+            send_email(to="tickets@example.com", subject=issue[1], html_content=str(issue[0]))
+        send_email(to="team@example.com", subject="summary", html_content=str(len(issues)))
+"""
+
+
+def test_two_sends_the_code_spells_stay_two_and_the_name_adds_none(tmp_path: Path) -> None:
+    """An operator named for e-mail whose execute sends one e-mail per issue (line 9) and a summary
+    (line 10): two findings, at those lines; the class name's guess (main's third, at the task's
+    line 8) is one of them, not a third send."""
+    dag = _HEAD + (
+        "from issues_operator import IssuesEmailOperator\n\n"
+        "with DAG('issues', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False,\n"
+        "         default_args={'retries': 1}):\n"
+        "    IssuesEmailOperator(task_id='mail_issues')\n"
+    )
+    files = {"dags/issues.py": dag, "dags/issues_operator.py": _ISSUES_OPERATOR}
+    rows = [r for r in finding_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
+    assert rows == [
+        ("IDEM006", "issues_operator.py", 9, "mail_issues"),
+        ("IDEM006", "issues_operator.py", 10, "mail_issues"),
+    ]
+
+
+def test_guard_a_clock_read_shifted_into_itself_then_compared_is_the_last_n_days(tmp_path: Path) -> None:
+    """Guard (passes on main too): ``after = now(); after = after - timedelta(days=10)`` and files
+    kept when modified after it is "the last 10 days" (IDEM004 at line 9), not a poll timer."""
+    dag = _HEAD + (
+        "from airflow.sdk import task\n\n\n"
+        "@task\n"
+        "def pick(files):\n"
+        "    after = datetime.now()\n"
+        "    after = after - timedelta(days=10)\n"
+        "    return [f for f in files if f.modified > after]\n\n\n"
+        "with DAG('files', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
+        "    pick(['a'])\n"
+    )
+    rows = finding_rows(lint_files(tmp_path, {"dags/files.py": dag}))
+    assert [r for r in rows if r[0] in ("IDEM003", "IDEM004")] == [("IDEM004", "files.py", 9, "pick")]

@@ -140,10 +140,12 @@ def check_code(check: TaskCheck) -> None:
                 continue
             name = dotted(node.func)
             made = object_method(node, scope)  # `instances`: a method of an object the code makes
+            followed: ast.AST | None = None  # the repository's own function the call runs, read next
             if isinstance(node.func, ast.Name):
                 found = scope.function(node.func.id)
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
+                    followed = helper
                     callers.setdefault(id(helper), []).append((node, fn))
                     guards.setdefault(id(helper), []).append(absent_after_lookup(node, fn, parent_of, scope))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
@@ -159,6 +161,7 @@ def check_code(check: TaskCheck) -> None:
                     (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
                 )
             elif (module_fn := _module_function(node.func, scope)) is not None:
+                followed = module_fn[0]
                 queue.append(
                     (
                         module_fn[0],
@@ -240,6 +243,8 @@ def check_code(check: TaskCheck) -> None:
                     continue
                 if changes_nothing(node, method, fn, scope):
                     continue  # `reads`: a read sent by POST, a whole object PUT to its key
+                if followed is not None and _sends(followed):
+                    continue  # the repository's own ``send_email(..)``: its send is where it is spelled
                 again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
@@ -561,3 +566,12 @@ def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt
 def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
     """The nodes of `fn`'s body, not of the functions, lambdas or classes it defines."""
     return [n for stmt in _own_statements(fn) for n in walk_no_defs(stmt)]
+
+
+def _sends(helper: ast.AST) -> bool:
+    """Principle (round 33, a partner-report e-mail): a call of the repository's own function named
+    like a send (``send_email(..)``) whose body spells a send itself (``client.send_email(..)``) is
+    that one send, read through: it is reported where the helper spells it, not twice."""
+    return any(
+        isinstance(n, ast.Call) and last_name(dotted(n.func)) in SIDE_EFFECT_CALLS for n in ast.walk(helper)
+    )

@@ -112,6 +112,8 @@ class Effect:
     line: int
     #: why sending it again is safe (`resubmit.replaces_interval`, `notices`: information), or None
     replaces: str | None = None
+    #: known only from the operator's class name (``EmailSQLResultsOperator``), not from its code
+    by_name: bool = False
 
 
 @dataclass(frozen=True)

@@ -316,10 +316,13 @@ def _value_use(
         )
         and (not isinstance(parent, ast.Assign) or len(parent.targets) == 1)
     ):
-        uses = [use for use in name_loads(body, target.id) if not _self_shift(use, parents)]
+        loads = name_loads(body, target.id)
+        uses = [use for use in loads if not _self_shift(use, parents)]
         if not uses:
             return "unused"
         found = {_value_use(use, body, parents, _depth + 1, text) for use in uses}
+        if len(uses) < len(loads) and "used" in found:
+            found.add("relative")  # ``after = after - timedelta(days=n)``, then compared: the last n days
         for verdict in ("relative", "used", "rendered", "label"):
             if verdict in found:
                 return verdict
@@ -472,7 +475,8 @@ def _self_shift(use: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     """Principle (round 33, Singular's report poll): a name read only to move itself by a span
     (``started_at = started_at + timedelta(seconds=wait)``) hands its value to nobody else: the
     name's other reads decide what the value does (``(utcnow() - started_at).total_seconds() >
-    timeout`` times a poll; it is no window)."""
+    timeout`` times a poll; it is no window). Read as data (``mod_time > after`` once ``after =
+    after - timedelta(days=10)``), the shifted value is "the last N" (`_value_use`)."""
     binop = parents.get(use)
     assign = parents.get(binop) if binop is not None else None
     return (
