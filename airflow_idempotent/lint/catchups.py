@@ -157,15 +157,24 @@ def _takes_run_window(check: TaskCheck) -> bool:
 
 def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
     """The DAG's tasks whose data comes from the clock, a relative window or a saved mark (and the
-    DAG file's module-level clock reads), by name."""
+    DAG file's module-level clock reads), by name.
+
+    Principle (round 33): only reads that choose the data count. A clock value only written as a
+    stamp (``updated_at = now()``) or randomness made into ids leaves each caught-up run writing its
+    own window; a timer (``now() - started > timeout``) is no finding at all (`pyfacts`)."""
     tasks = {(c.task.dag_id, c.task.task_id) for c in pending.checks}
     named = {
         f.task_id or "module-level code"
         for f in recorder.findings
         if f.rule in _CLOCK_RULES
+        and (f.file, f.line) not in recorder.picks_no_data
         and ((f.dag_id, f.task_id) in tasks or (f.task_id is None and f.file == pending.dag.file))
     }
-    named.update(c.task.task_id for c in pending.checks if any(w.kind in _NOT_RUN for w in c.facts.windows))
+    named.update(
+        c.task.task_id
+        for c in pending.checks
+        if any(w.kind in _NOT_RUN and w.picks_data for w in c.facts.windows)
+    )
     return sorted(named)
 
 

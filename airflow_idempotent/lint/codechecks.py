@@ -140,10 +140,12 @@ def check_code(check: TaskCheck) -> None:
                 continue
             name = dotted(node.func)
             made = object_method(node, scope)  # `instances`: a method of an object the code makes
+            followed: tuple[ast.AST, Scope] | None = None  # the repository's own function the call runs
             if isinstance(node.func, ast.Name):
                 found = scope.function(node.func.id)
                 if found is not None and (found[1].source is scope.source or _own_module(found[1])):
                     helper, def_scope = found
+                    followed = (helper, def_scope)
                     callers.setdefault(id(helper), []).append((node, fn))
                     guards.setdefault(id(helper), []).append(absent_after_lookup(node, fn, parent_of, scope))
                     queue.append((helper, def_scope.child(bind_arguments(helper, node, scope, def_scope))))
@@ -159,6 +161,7 @@ def check_code(check: TaskCheck) -> None:
                     (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
                 )
             elif (module_fn := _module_function(node.func, scope)) is not None:
+                followed = module_fn
                 queue.append(
                     (
                         module_fn[0],
@@ -240,6 +243,8 @@ def check_code(check: TaskCheck) -> None:
                     continue
                 if changes_nothing(node, method, fn, scope):
                     continue  # `reads`: a read sent by POST, a whole object PUT to its key
+                if followed is not None and _sends(*followed):
+                    continue  # the repository's own ``send_email(..)``: its send is where it is spelled
                 again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
@@ -561,3 +566,24 @@ def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt
 def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
     """The nodes of `fn`'s body, not of the functions, lambdas or classes it defines."""
     return [n for stmt in _own_statements(fn) for n in walk_no_defs(stmt)]
+
+
+def _sends(helper: ast.AST, scope: Scope, depth: int = 0) -> bool:
+    """Principle (round 33, a partner-report e-mail): a call of the repository's own function named
+    like a send (``send_email(..)``) whose body spells a send itself (``client.send_email(..)``),
+    directly or through the repository's functions it calls (``send_email_ses(..)``), is that one
+    send, read through: it is reported where the send is spelled, not twice."""
+    for node in ast.walk(helper):
+        if not isinstance(node, ast.Call):
+            continue
+        method = last_name(dotted(node.func))
+        own = scope.function(node.func.id) if isinstance(node.func, ast.Name) else None
+        if own is not None and (own[1].source is scope.source or _own_module(own[1])):
+            if own[0] is not helper and depth < 3 and _sends(own[0], own[1], depth + 1):
+                return True  # the repository's own function it calls sends
+        elif method in SIDE_EFFECT_CALLS and (isinstance(node.func, ast.Attribute) or method not in _VERBS):
+            return True
+    return False
+
+
+_VERBS = frozenset({"post", "put", "patch"})  # a bare ``post(..)`` is nobody's HTTP request

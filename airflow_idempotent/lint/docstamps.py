@@ -205,6 +205,7 @@ def check_document_stamps(check: TaskCheck, marks: set[str]) -> None:
             )
             continue
         check.facts.unstable.append(f"{stamp.text} (the clock)")
+        check.recorder.picks_no_data.add((stamp.file, stamp.line))
         check.add(
             "IDEM003",
             stamp.file,

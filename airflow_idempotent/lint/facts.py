@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from airflow_idempotent.lint.source import is_unresolved
 from airflow_idempotent.lint.sqlfacts import TableKeys
 
-__all__ = ["CONTEXT_FETCH", "RUN_NAMES", "Effect", "Stamp", "StateUse", "TaskFacts", "WindowRef", "Write"]
+__all__ = [
+    "CONTEXT_FETCH",
+    "RUN_NAMES",
+    "Effect",
+    "Stamp",
+    "StateUse",
+    "TaskFacts",
+    "WindowRef",
+    "Write",
+    "same_table",
+]
 
 #: The window answer of a task whose code fetches the run's context (``get_current_context()``):
 #: it may read the window from it, or only the DAG's id for a message (`catchups` tells them apart).
@@ -37,6 +47,19 @@ RUN_NAMES = frozenset(
         "partition_date",
     }
 )
+
+
+def same_table(a: str, b: str) -> bool:
+    """`a` and `b` name one table: equal, or the shorter one is the longer one's last parts
+    (``dbo.t`` and ``db.dbo.t``: the database or schema left out is the connection's default).
+
+    Two names that both spell a part and disagree on it (``a.dbo.t``, ``b.dbo.t``; ``s.t``, ``u.t``)
+    are different tables: only parts one name leaves out are taken as agreeing (round 33, a
+    SQLAlchemy connection's ``delete from WTProperty.dbo.t`` before ``insert into dbo.t``)."""
+    if a == b:
+        return True
+    short, long = sorted((a.split("."), b.split(".")), key=len)
+    return len(short) < len(long) and all(short) and long[len(long) - len(short) :] == short
 
 
 @dataclass
@@ -75,6 +98,8 @@ class WindowRef:
 
     kind: str  # run, param, clock, relative, target
     text: str
+    #: False for a value that chooses no data (randomness makes ids): catch-up does not count it
+    picks_data: bool = True
 
 
 @dataclass
@@ -87,6 +112,8 @@ class Effect:
     line: int
     #: why sending it again is safe (`resubmit.replaces_interval`, `notices`: information), or None
     replaces: str | None = None
+    #: known only from the operator's class name (``EmailSQLResultsOperator``), not from its code
+    by_name: bool = False
 
 
 @dataclass(frozen=True)

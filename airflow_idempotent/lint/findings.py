@@ -34,6 +34,9 @@ class Recorder:
         self.information: list[RuleFinding] = []
         self.notes: dict[int, list[str]] = {}
         self._causes: set[tuple[object, ...]] = set()
+        #: (file, line) of clock and randomness reads reported that choose no data: an id made of
+        #: randomness, a stamp of when a record was written; catch-up (IDEM005) does not count them
+        self.picks_no_data: set[tuple[str, int]] = set()
 
     def add(
         self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
@@ -144,7 +147,9 @@ class Recorder:
                 f"{name} in {where} reads {kind}: a rerun of the same run gets a different value than the "
                 "first run did"
             )
-            ref = WindowRef("clock", f"The clock: {name} in {where} (line {line}).")
+            ref = WindowRef("clock", f"The clock: {name} in {where} (line {line}).", kind == "the clock")
+            if kind == "randomness":
+                self.picks_no_data.add((file, line))
         self.add(
             rule,
             file,

@@ -316,10 +316,13 @@ def _value_use(
         )
         and (not isinstance(parent, ast.Assign) or len(parent.targets) == 1)
     ):
-        uses = name_loads(body, target.id)
+        loads = name_loads(body, target.id)
+        uses = [use for use in loads if not _self_shift(use, parents)]
         if not uses:
             return "unused"
         found = {_value_use(use, body, parents, _depth + 1, text) for use in uses}
+        if len(uses) < len(loads) and "used" in found:
+            found.add("relative")  # ``after = after - timedelta(days=n)``, then compared: the last n days
         for verdict in ("relative", "used", "rendered", "label"):
             if verdict in found:
                 return verdict
@@ -449,7 +452,42 @@ def _elapsed(binop: ast.BinOp, node: ast.AST, body: ast.AST) -> bool:
         return False
     bound = assigned_values(body, other.id)
     return bool(bound) and all(
-        isinstance(v, ast.Call) and _clock_call_name(dotted(v.func)) is not None for v in bound
+        (isinstance(v, ast.Call) and _clock_call_name(dotted(v.func)) is not None)
+        or _shifts_itself(v, other.id)
+        for v in bound
+    )
+
+
+def _shifts_itself(value: ast.AST, name: str) -> bool:
+    """`value` is ``name +/- span``: what ``name = name + timedelta(seconds=wait)`` assigns (a timer
+    moved on, as a poll loop restarts its clock): the name keeps the kind of value it had."""
+    return (
+        isinstance(value, ast.BinOp)
+        and isinstance(value.op, ast.Add | ast.Sub)
+        and any(isinstance(side, ast.Name) and side.id == name for side in (value.left, value.right))
+        and _span(
+            value, value.left if isinstance(value.left, ast.Name) and value.left.id == name else value.right
+        )
+    )
+
+
+def _self_shift(use: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Principle (round 33, Singular's report poll): a name read only to move itself by a span
+    (``started_at = started_at + timedelta(seconds=wait)``) hands its value to nobody else: the
+    name's other reads decide what the value does (``(utcnow() - started_at).total_seconds() >
+    timeout`` times a poll; it is no window). Read as data (``mod_time > after`` once ``after =
+    after - timedelta(days=10)``), the shifted value is "the last N" (`_value_use`)."""
+    binop = parents.get(use)
+    assign = parents.get(binop) if binop is not None else None
+    return (
+        isinstance(use, ast.Name)
+        and isinstance(binop, ast.BinOp)
+        and isinstance(assign, ast.Assign)
+        and assign.value is binop
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0], ast.Name)
+        and assign.targets[0].id == use.id
+        and _shifts_itself(binop, use.id)
     )
 
 

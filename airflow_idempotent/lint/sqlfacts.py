@@ -19,6 +19,7 @@ from sqlglot import exp
 from airflow_idempotent.errors import SqlParseError
 from airflow_idempotent.lint import benign, reloads
 from airflow_idempotent.lint.parsing import DIALECTS, FALLBACK_DIALECTS, START_KEY, parse_statements_at
+from airflow_idempotent.lint.partitionfuncs import partition_writes
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql, restore_jinja
@@ -334,6 +335,8 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
                 )
                 result.writes.append(update)
     elif isinstance(stmt, exp.Select | exp.Union):
+        for table, how, detail in partition_writes(stmt):
+            result.writes.append(SqlWrite(table, how, detail, result.offset))
         for select in stmt.find_all(exp.Select):
             if any(isinstance(e, exp.Max) or e.find(exp.Max) for e in select.expressions):
                 result.max_of.extend(t for t in (_table_name(x) for x in select.find_all(exp.Table)) if t)

@@ -89,6 +89,7 @@ def check_stamps(check: TaskCheck, marks: set[str]) -> None:
             )
             continue
         facts.unstable.append(f"{stamp.text} (the clock)")
+        check.recorder.picks_no_data.add((stamp.file, stamp.line))
         why = (
             f"and {mark} is read as a mark (compared by order or taken the MAX of): a rerun re-stamps "
             "the rows, so an increment that selects by it takes them again or misses them"
