@@ -21,9 +21,14 @@ from tests.spark.test_spark_crash_matrix import V2, go, measure, start_writer
 pytestmark = pytest.mark.spark
 
 
-def writer(conn_id: str, table: str, step: str, action: str, slow: bool = False) -> subprocess.Popen[bytes]:
+#: Seconds the zombie's staging SELECT is held on the server (`crash_writer.slow_sql`); its task is
+#: SIGKILLed 4 s after sending it.
+ZOMBIE_SECONDS = 12
+
+
+def writer(conn_id: str, table: str, step: str, action: str, slow: float = 0) -> subprocess.Popen[bytes]:
     """The crash writer, importing while the test sets the table up; it writes on `go(proc)`."""
-    return start_writer(conn_id, table, step, action, *(["slow"] if slow else []))
+    return start_writer(conn_id, table, step, action, *([f"slow={slow:g}"] if slow else []))
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
@@ -52,7 +57,7 @@ def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
     the retry interrupts it (in the dead attempt's session) before it stages anything, so the
     zombie neither lands staged files nor competes with the retry."""
     table = "payouts_zombie"
-    proc = writer(spark_conn, table, "recorded", "after=4", slow=True)
+    proc = writer(spark_conn, table, "recorded", "after=4", slow=ZOMBIE_SECONDS)
     create_payouts(spark, table)
     insert_month(spark, table, "v1")
     began = time.monotonic()
@@ -74,7 +79,8 @@ def test_zombie_statement_of_a_killed_attempt_does_not_race_the_retry(
     counts = [int(m.split()[1]) for m in interrupted if re.match(r"interrupted \d+ operation", m)]
     assert len(counts) == 1 and counts[0] in (1, 2), interrupted
     assert result["row_count"] == 60000 and all_days(spark, table) == V2
-    time.sleep(3.0)  # had the zombie gone on, its staged files would appear now or never
+    # had the zombie gone on, its staged files would appear now or never: 3 s after its SELECT's end
+    time.sleep(max(3.0, began + ZOMBIE_SECONDS + 3.0 - time.monotonic()))
     zombie = Path(dead[0].location.removeprefix("file:"))
     assert not list(zombie.rglob("*.parquet")), sorted(zombie.rglob("*.parquet"))[:3]
     after = measure(spark, table)

@@ -118,14 +118,19 @@ def check_then_rerun(spark: Any, conn_id: str, made: dict[str, str]) -> dict[str
     return out
 
 
+#: Seconds the commit statement of the kill during the commit is held on the server (`slow_sql`):
+#: the task is SIGKILLed 4 s after it sent it, so the kill lands with 8 s to spare.
+DURING_COMMIT = 12
+
+
 @pytest.mark.parametrize(("point", "step", "action", "slow"), [
-    ("sigkill_after_commit", "committed", "kill", False),
-    ("sigkill_during_commit", "checked", "after=4", True),
+    ("sigkill_after_commit", "committed", "kill", 0),
+    ("sigkill_during_commit", "checked", "after=4", DURING_COMMIT),
 ])  # fmt: skip
 def test_sigkill_of_the_task_around_the_commit_then_rerun(
-    spark, spark_conn, reliability, point: str, step: str, action: str, slow: bool
+    spark, spark_conn, reliability, point: str, step: str, action: str, slow: int
 ) -> None:
-    extra = ["slow"] if slow else []
+    extra = [f"slow={slow}"] if slow else []
     writers = {fmt: start_writer(spark_conn, t, step, action, *extra) for fmt, t in names(point).items()}
     made = tables(spark, point)  # while the writers import Airflow and the provider
     for fmt, (code, err) in run_together(writers).items():
@@ -139,11 +144,12 @@ def test_sigkill_of_the_task_around_the_commit_then_rerun(
 
 #: Where the one server kill catches each format's writer: parquet's partition switch paused after
 #: its first day (the point where a dead server could leave a window half switched), Delta's and
-#: Iceberg's commit statements running (a slow SELECT keeps them on the server).
+#: Iceberg's commit statements running (a SELECT held 60 s keeps them on the server until the kill,
+#: which comes a second after the later of the two reached its commit).
 SERVER_KILL = {
     "parquet": ("server_sigkill_mid_switch", "switched_one", "pause", ()),
-    "delta": ("server_sigkill_during_commit", "checked", "mark", ("slow",)),
-    "iceberg": ("server_sigkill_during_commit", "checked", "mark", ("slow",)),
+    "delta": ("server_sigkill_during_commit", "checked", "mark", ("slow=60",)),
+    "iceberg": ("server_sigkill_during_commit", "checked", "mark", ("slow=60",)),
 }
 
 
