@@ -18,6 +18,7 @@ starts the task); acknowledged findings are listed, not failed.
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import re
@@ -45,7 +46,6 @@ from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, Task
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
-from airflow_idempotent.lint.sinks import clock_destination
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.stamps import check_stamps, marks_of
@@ -56,8 +56,6 @@ from airflow_idempotent.lint.widths import check_window_width
 __all__ = ["Linter", "jinja_tag", "lint_paths", "repository_of"]
 
 #: A Jinja tag where the parser stops: ``{% raw %}``, ``{{ dependencies }}``, ``{# note #}``.
-#: a plain clock read's finding (`findings.Recorder.clock_read`): no start_date, window or randomness
-_PLAIN_CLOCK = " reads the clock: a rerun of the same run gets a different value"
 _JINJA_TAG = re.compile(r"\{%-?\s*\w.*?-?%\}|\{\{.*?\}\}|\{#.*?#\}")
 _TEMPLATE = (
     "a Jinja template with a .py suffix ({tag} at line {line} is Jinja, not Python): a template that "
@@ -104,6 +102,7 @@ class Linter:
         self._intervals: dict[Path, DataIntervals] = {}
         self.workspace = Workspace()
         self.recorder = Recorder()
+        self.recorder.trees = self._tree_of
         self.checks: list[tuple[TaskCheck, Path]] = []
         self.dags: list[DagDef] = []
         #: explicit catchup=True, decided once every task is checked (`catchups.decide_catchups`)
@@ -159,6 +158,13 @@ class Linter:
             del self.checks[checks:], self.dags[dags:], self.catchups[catchups:]
             self._failed(src.display, exc)
 
+    def _tree_of(self, display: str) -> ast.Module | None:
+        """The syntax tree of a file read in this run, by the name reports show (IDEM003's severity
+        follows the clock's value in it: `findings.Recorder.clock_read`)."""
+        src = next((s for s in self.workspace.sources.values() if s.display == display), None)
+        scope = self.workspace.scope(src.path) if src is not None else None
+        return scope.tree if scope is not None else None
+
     def _catchup_default(self, repo: Path) -> CatchupDefault | None:
         if self.catchup_default is not None:
             return CatchupDefault(self.catchup_default, "--catchup-default")
@@ -204,33 +210,6 @@ class Linter:
             )
         for item in self.catchups:
             self._guarded(item.dag.file, functools.partial(decide_catchups, [item], self.recorder))
-        self._clock_destinations()
-
-    def _clock_destinations(self) -> None:
-        """IDEM003's severity (issue 35, lint46): a plain clock read whose value only stamps, logs or
-        times what the task writes is information, not a finding (`sinks.clock_destination`); one
-        whose value reaches a bound, a parameter, a path, a key or a mark stays a finding. A clock
-        based start_date, a window ("the last N", IDEM004) and randomness are judged where they are."""
-        by_display = {src.display: src for src in self.workspace.sources.values()}
-        kept: list[RuleFinding] = []
-        for f in self.recorder.findings:
-            src = by_display.get(f.file) if f.rule == "IDEM003" and _PLAIN_CLOCK in f.message else None
-            scope = self.workspace.scope(src.path) if src is not None else None
-            why = clock_destination(scope.tree, f.line) if scope is not None else None
-            if why is None:
-                kept.append(f)
-                continue
-            self.recorder.info(
-                "IDEM003",
-                f.file,
-                f.line,
-                f"{f.message.split(_PLAIN_CLOCK)[0]} reads the clock, but {why}: a rerun reads and writes "
-                "the same data, only stamped or logged at another time",
-                dag_id=f.dag_id,
-                task_id=f.task_id,
-                anchors=f.anchors,
-            )
-        self.recorder.findings = kept
 
     def _guarded(self, file: str, step: Callable[[], None]) -> None:
         try:

@@ -73,6 +73,9 @@ _SHOW = frozenset(
     }
 )  # fmt: skip
 
+#: calls that keep a value as state a later run or retry reads back: a stamped record kept so is data
+_STATE_CALLS = frozenset({"set", "xcom_push", "set_state", "setdefault"})
+
 _DEPTH = 4
 _BODIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 
@@ -110,13 +113,37 @@ def _enclosing(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> ast.AST:
     return current if current is not None else node
 
 
-def _follow(node: ast.AST, parent_of: dict[ast.AST, ast.AST], depth: int, seen: set[str]) -> str | None:
+def _follow(
+    node: ast.AST,
+    parent_of: dict[ast.AST, ast.AST],
+    depth: int,
+    seen: set[str],
+    stamp: str | None = None,
+) -> str | None:
     """Climb from `node` (the clock's value, or a name holding it) to where it goes: None when it
-    reaches data, else a short reason (stamp, log, timer)."""
+    reaches data, else a short reason (stamp, log, timer). `stamp`: the value is already a stamp
+    field of a record (the reason); the record is then data only where it is kept as state (Airflow's
+    task-state example: a stamped result saved with ``task_state_store.set``, read back on a retry)."""
     if depth > _DEPTH:
         return None
     current, parent = node, parent_of.get(node)
     while parent is not None:
+        if stamp is not None:
+            if isinstance(parent, ast.Call) and current is not parent.func:
+                return None if last_name(dotted(parent.func)) in _STATE_CALLS else stamp
+            if isinstance(parent, ast.Assign | ast.AnnAssign):
+                held: list[ast.expr] = (
+                    list(parent.targets) if isinstance(parent, ast.Assign) else [parent.target]
+                )
+                return _follow_targets(held, parent, parent_of, depth, seen, stamp)
+            if isinstance(parent, ast.keyword):
+                call = parent_of.get(parent)
+                stateful = isinstance(call, ast.Call) and last_name(dotted(call.func)) in _STATE_CALLS
+                return None if stateful else stamp
+            if isinstance(parent, ast.stmt):
+                return stamp
+            current, parent = parent, parent_of.get(parent)
+            continue
         if isinstance(parent, ast.Compare | ast.IfExp) or (
             isinstance(parent, ast.If | ast.While) and parent.test is current
         ):
@@ -132,7 +159,9 @@ def _follow(node: ast.AST, parent_of: dict[ast.AST, ast.AST], depth: int, seen: 
         if isinstance(parent, ast.Dict):
             key = _key_of(parent, current)
             if key is not None and _STAMP.search(key) and not _DATA.search(key):
-                return f"its value is only the {key!r} field, a stamp of the record written"
+                stamp = f"its value is only the {key!r} field, a stamp of the record written"
+                current, parent = parent, parent_of.get(parent)
+                continue
             if key is not None and _DATA.search(key):
                 return None
         elif isinstance(parent, ast.Call) and current is not parent.func:
@@ -171,19 +200,20 @@ def _follow_targets(
     parent_of: dict[ast.AST, ast.AST],
     depth: int,
     seen: set[str],
+    stamp: str | None = None,
 ) -> str | None:
     reasons: list[str] = []
     for target in targets:
         if isinstance(target, ast.Attribute | ast.Subscript):
             name = target.attr if isinstance(target, ast.Attribute) else _subscript_key(target)
-            if name is not None and _STAMP.search(name) and not _DATA.search(name):
+            if stamp is None and name is not None and _STAMP.search(name) and not _DATA.search(name):
                 reasons.append(f"its value is only {name}, a stamp of what is written")
                 continue
             return None
         if not isinstance(target, ast.Name):
             return None
         name = target.id
-        if _DATA.search(name):
+        if _DATA.search(name) and stamp is None:
             return None
         if name in seen:
             continue
@@ -198,7 +228,7 @@ def _follow_targets(
             reasons.append(f"its value ({name}) is never read")
             continue
         for use in uses:
-            verdict = _follow(use, parent_of, depth + 1, seen)
+            verdict = _follow(use, parent_of, depth + 1, seen, stamp)
             if verdict is None:
                 return None
             reasons.append(verdict)
