@@ -7,10 +7,10 @@ argument that is a date, period, path, key or mark (``target_date``, ``since``, 
 ``snapshot_id``), a call that sends or reads data (``execute``, ``get``, ``post``, ``Variable.set``,
 ``xcom_push``), or a value the DAG file hands to its tasks. Where every use only stamps (``*_at``,
 ``updated``, ``timestamp``), logs, times or titles, the rerun reads and writes the same data with a
-later stamp: information. ``generated_at`` counts as data, not a stamp: round 5's adapstory plans key their
-operation ids and paths by it. Across the labelled rounds 11-31 and the tuning half, such clock reads were
-labelled harmless about 96 times in 100; the useful ones all passed the value to a bound, a parameter,
-a path or a mark.
+later stamp: information. Decided in `findings.Recorder.clock_read`, where a plain clock read's
+IDEM003 is made. ``generated_at`` counts as data, not a stamp: round 5's adapstory plans key their
+operation ids and paths by it. Across the labelled rounds 11-31 and the tuning half, no stamp-only clock read
+was labelled useful; the useful ones pass the value to a bound, a parameter, a path, a key or a mark.
 """
 
 from __future__ import annotations
