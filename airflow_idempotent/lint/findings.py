@@ -8,6 +8,8 @@ one per window, however many statements spell it; the first place it is spelled 
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,7 @@ from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
 from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
+from airflow_idempotent.lint.sinks import clock_destination
 from airflow_idempotent.lint.source import Located
 
 __all__ = ["Anchors", "Recorder", "TaskCheck", "without_restated"]
@@ -33,6 +36,8 @@ class Recorder:
         #: a rule's condition that holds where a rerun is still safe: listed as information, not failed
         self.information: list[RuleFinding] = []
         self.notes: dict[int, list[str]] = {}
+        #: a file's syntax tree by its shown name (set by the linter): where a clock value goes
+        self.trees: Callable[[str], ast.Module | None] | None = None
         self._causes: set[tuple[object, ...]] = set()
         #: (file, line) of clock and randomness reads reported that choose no data: an id made of
         #: randomness, a stamp of when a record was written; catch-up (IDEM005) does not count them
@@ -150,6 +155,21 @@ class Recorder:
             ref = WindowRef("clock", f"The clock: {name} in {where} (line {line}).", kind == "the clock")
             if kind == "randomness":
                 self.picks_no_data.add((file, line))
+            tree = self.trees(file) if self.trees is not None and kind == "the clock" else None
+            why = clock_destination(tree, line) if tree is not None else None
+            if why is not None:  # IDEM003's severity (issue 35, lint46): the value only stamps or logs
+                self.picks_no_data.add((file, line))
+                self.info(
+                    "IDEM003",
+                    file,
+                    line,
+                    f"{name} in {where} reads the clock, but {why}: a rerun reads and writes the same "
+                    "data, only stamped or logged at another time",
+                    dag_id=owner.dag_id if owner is not None else None,
+                    task_id=task.task_id if task is not None else None,
+                    anchors=anchors,
+                )
+                return WindowRef("clock", f"The clock: {name} in {where} (line {line}), a stamp only.", False)
         self.add(
             rule,
             file,

@@ -18,6 +18,7 @@ starts the task); acknowledged findings are listed, not failed.
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import re
@@ -101,6 +102,7 @@ class Linter:
         self._intervals: dict[Path, DataIntervals] = {}
         self.workspace = Workspace()
         self.recorder = Recorder()
+        self.recorder.trees = self._tree_of
         self.checks: list[tuple[TaskCheck, Path]] = []
         self.dags: list[DagDef] = []
         #: explicit catchup=True, decided once every task is checked (`catchups.decide_catchups`)
@@ -155,6 +157,13 @@ class Linter:
         except Exception as exc:  # one file's failure is that file's finding; the run goes on
             del self.checks[checks:], self.dags[dags:], self.catchups[catchups:]
             self._failed(src.display, exc)
+
+    def _tree_of(self, display: str) -> ast.Module | None:
+        """The syntax tree of a file read in this run, by the name reports show (IDEM003's severity
+        follows the clock's value in it: `findings.Recorder.clock_read`)."""
+        src = next((s for s in self.workspace.sources.values() if s.display == display), None)
+        scope = self.workspace.scope(src.path) if src is not None else None
+        return scope.tree if scope is not None else None
 
     def _catchup_default(self, repo: Path) -> CatchupDefault | None:
         if self.catchup_default is not None:

@@ -1,0 +1,242 @@
+"""Where a clock value goes in Python code, and whether a rerun then reads or writes other data
+(IDEM003's severity, issue 35 round lint46; evidence in docs/lint-evaluation.md).
+
+Principle: a plain clock read (not shifted by a span, not a ``start_date``) is a finding only when its
+value reaches what the task reads or writes: a comparison or branch that selects data, a name or
+argument that is a date, period, path, key or mark (``target_date``, ``since``, ``prefix``, ``folder``,
+``snapshot_id``), a call that sends or reads data (``execute``, ``get``, ``post``, ``Variable.set``,
+``xcom_push``), or a value the DAG file hands to its tasks. Where every use only stamps (``*_at``,
+``updated``, ``timestamp``), logs, times or titles, the rerun reads and writes the same data with a
+later stamp: information. Decided in `findings.Recorder.clock_read`, where a plain clock read's
+IDEM003 is made. ``generated_at`` counts as data, not a stamp: round 5's adapstory plans key their
+operation ids and paths by it. Across the labelled rounds 11-31 and the tuning half, no stamp-only clock read
+was labelled useful; the useful ones pass the value to a bound, a parameter, a path, a key or a mark.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from airflow_idempotent.lint.pyfacts import clock_call, parents
+from airflow_idempotent.lint.syntax import dotted, last_name
+
+__all__ = ["clock_destination"]
+
+#: names (variables, keywords, dict keys, attributes) that say the value is a stamp, a timer or a
+#: log's: what a rerun changes is only when it ran
+_STAMP = re.compile(
+    r"(^|_)(at|ts|time|times|timestamp|stamp|stamped|created|updated|modified|inserted|loaded|"
+    r"processed|ingested|ingestion|fetched|scraped|harvested|observed|written|last_update|"
+    r"log|logs|logged|started|start_time|end_time|finished|elapsed|duration|took|runtime|"
+    r"message|msg|text|subject|title|body|caption|note|comment|report|alert|now|current)($|_)"
+    r"|^(created|updated|modified)[A-Z]|At$|Time$|Date$",
+)
+
+#: names that say the value is data the task reads or writes by: a bound, period, path, key or mark
+_DATA = re.compile(
+    r"(^|_)(date|dates|day|days|dt|ds|since|until|from|to|start|end|begin|period|month|year|week|"
+    r"window|range|partition|prefix|path|paths|folder|dir|file|files|filename|key|id|snapshot|"
+    r"version|target|filter|params|param|conf|mark|checkpoint|watermark|cursor|query|sql|url|endpoint|"
+    r"bucket|table|batch|load|generated)($|_)",
+    re.IGNORECASE,
+)
+
+#: calls that read or send data: the value as their argument decides what is read or written
+_DATA_CALLS = frozenset(
+    {
+        "execute", "run", "query", "read_sql", "read_sql_query", "get_records", "get_pandas_df",
+        "get_first", "get", "post", "put", "patch", "request", "urlopen", "download", "download_file",
+        "fetch", "load", "copy", "list_objects", "list_objects_v2", "list_keys", "list_blobs",
+        "read_csv", "read_parquet", "read_json", "where", "filter", "set", "xcom_push", "glob",
+        "listdir", "exists", "open", "callproc", "insert_rows", "bulk_load", "to_csv", "to_parquet",
+        "upload", "upload_file", "load_file", "put_object", "write",
+    }
+)  # fmt: skip
+
+#: calls that only carry the value on (a format, a conversion): the use is where the result goes
+_CARRY = frozenset(
+    {
+        "str", "int", "float", "strftime", "isoformat", "format", "date", "replace", "timestamp",
+        "to_date_string", "to_datetime_string", "to_iso8601_string", "in_timezone", "astimezone",
+        "combine", "join", "Timestamp", "to_datetime", "DateTime", "instance", "strptime", "upper",
+        "lower", "strip", "split",
+    }
+)  # fmt: skip
+
+#: calls that only show the value: a log line, a message, an exception's text
+_SHOW = frozenset(
+    {
+        "print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log",
+        "send_message", "chat_postMessage", "send_email", "send", "notify", "Exception", "ValueError",
+        "RuntimeError", "AirflowException", "AirflowSkipException", "AirflowFailException",
+    }
+)  # fmt: skip
+
+#: calls that keep a value as state a later run or retry reads back: a stamped record kept so is data
+_STATE_CALLS = frozenset({"set", "xcom_push", "set_state", "setdefault"})
+
+_DEPTH = 4
+_BODIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+
+
+def clock_destination(tree: ast.Module, line: int) -> str | None:
+    """Why a plain clock read at `line` of the module `tree` cannot change what a rerun reads or
+    writes, or None when its value reaches data (or no clock call is found there: the finding
+    stands)."""
+    parent_of = parents(tree)
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n, "lineno", 0) == line
+        and (name := clock_call(n, None)) is not None
+        and not name.startswith(("uuid", "random", "secrets", "os."))
+    ]
+    if not calls:
+        return None
+    shown: list[str] = []
+    for call in calls:
+        verdict = _follow(call, parent_of, 0, set())
+        if verdict is None:
+            return None
+        shown.append(verdict)
+    return shown[0]
+
+
+def _enclosing(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> ast.AST:
+    current = parent_of.get(node)
+    while current is not None and not isinstance(
+        current, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
+    ):
+        current = parent_of.get(current)
+    return current if current is not None else node
+
+
+def _follow(
+    node: ast.AST,
+    parent_of: dict[ast.AST, ast.AST],
+    depth: int,
+    seen: set[str],
+    stamp: str | None = None,
+) -> str | None:
+    """Climb from `node` (the clock's value, or a name holding it) to where it goes: None when it
+    reaches data, else a short reason (stamp, log, timer). `stamp`: the value is already a stamp
+    field of a record (the reason); the record is then data only where it is kept as state (Airflow's
+    task-state example: a stamped result saved with ``task_state_store.set``, read back on a retry)."""
+    if depth > _DEPTH:
+        return None
+    current, parent = node, parent_of.get(node)
+    while parent is not None:
+        if stamp is not None:
+            if isinstance(parent, ast.Call) and current is not parent.func:
+                return None if last_name(dotted(parent.func)) in _STATE_CALLS else stamp
+            if isinstance(parent, ast.Assign | ast.AnnAssign):
+                held: list[ast.expr] = (
+                    list(parent.targets) if isinstance(parent, ast.Assign) else [parent.target]
+                )
+                return _follow_targets(held, parent, parent_of, depth, seen, stamp)
+            if isinstance(parent, ast.keyword):
+                call = parent_of.get(parent)
+                stateful = isinstance(call, ast.Call) and last_name(dotted(call.func)) in _STATE_CALLS
+                return None if stateful else stamp
+            if isinstance(parent, ast.stmt):
+                return stamp
+            current, parent = parent, parent_of.get(parent)
+            continue
+        if isinstance(parent, ast.Compare | ast.IfExp) or (
+            isinstance(parent, ast.If | ast.While) and parent.test is current
+        ):
+            return None  # a bound or a branch: it selects what is read or done
+        if isinstance(parent, ast.keyword):
+            name = parent.arg or ""
+            if _STAMP.search(name) and not _DATA.search(name):
+                return f"its value is only {name}=, a stamp of what is written"
+            call = parent_of.get(parent)
+            if isinstance(call, ast.Call) and last_name(dotted(call.func)) in _SHOW:
+                return "its value is only shown in a log line or message"
+            return None  # an argument of a call: an operator's, a request's, a query's
+        if isinstance(parent, ast.Dict):
+            key = _key_of(parent, current)
+            if key is not None and _STAMP.search(key) and not _DATA.search(key):
+                stamp = f"its value is only the {key!r} field, a stamp of the record written"
+                current, parent = parent, parent_of.get(parent)
+                continue
+            if key is not None and _DATA.search(key):
+                return None
+        elif isinstance(parent, ast.Call) and current is not parent.func:
+            func = last_name(dotted(parent.func))
+            if func in _SHOW:
+                return "its value is only shown in a log line or message"
+            if func in _DATA_CALLS:
+                return None
+            if func not in _CARRY:
+                return None  # handed to code the linter does not follow: the finding stands
+        elif isinstance(parent, ast.Return):
+            return None  # returned (an XCom a later task may read by it)
+        elif isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets: list[ast.expr] = (
+                list(parent.targets) if isinstance(parent, ast.Assign) else [parent.target]
+            )
+            return _follow_targets(targets, parent, parent_of, depth, seen)
+        elif isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Expr):
+                return "its value is not kept"
+            return None
+        current, parent = parent, parent_of.get(parent)
+    return None
+
+
+def _key_of(mapping: ast.Dict, value: ast.AST) -> str | None:
+    for key, item in zip(mapping.keys, mapping.values, strict=False):
+        if item is value and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    return None
+
+
+def _follow_targets(
+    targets: list[ast.expr],
+    statement: ast.stmt,
+    parent_of: dict[ast.AST, ast.AST],
+    depth: int,
+    seen: set[str],
+    stamp: str | None = None,
+) -> str | None:
+    reasons: list[str] = []
+    for target in targets:
+        if isinstance(target, ast.Attribute | ast.Subscript):
+            name = target.attr if isinstance(target, ast.Attribute) else _subscript_key(target)
+            if stamp is None and name is not None and _STAMP.search(name) and not _DATA.search(name):
+                reasons.append(f"its value is only {name}, a stamp of what is written")
+                continue
+            return None
+        if not isinstance(target, ast.Name):
+            return None
+        name = target.id
+        if _DATA.search(name) and stamp is None:
+            return None
+        if name in seen:
+            continue
+        seen.add(name)
+        body = _enclosing(statement, parent_of)
+        uses = [
+            n
+            for n in ast.walk(body)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ]
+        if not uses:
+            reasons.append(f"its value ({name}) is never read")
+            continue
+        for use in uses:
+            verdict = _follow(use, parent_of, depth + 1, seen, stamp)
+            if verdict is None:
+                return None
+            reasons.append(verdict)
+        if _STAMP.search(name):
+            reasons.insert(0, f"its value ({name}) only stamps, times or logs")
+    return reasons[0] if reasons else None
+
+
+def _subscript_key(target: ast.Subscript) -> str | None:
+    key = target.slice
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
