@@ -75,6 +75,8 @@ $(VENV)/.installed: pyproject.toml
 # the DAG runs 7.7, the Celery and load files 5.2 (the load test at 60 windows) and end to end 13.6
 # beside Spark, 30.2 for the four; fc25628's 41 min 2 s, make test 39.1: 9.7, then the DAG runs
 # 6.0, the Celery and load files 4.2 and end to end 14.4 beside Spark (C1-only executors), 29.2 for the four;
+# cae2113's 33 min 19 s, make test 31.5: 8.2, then the DAG runs 5.5, the Celery and load files 4.1 and
+# end to end 12.8 beside Spark (crash tests sleep instead of hashing; e2e copies a migrated database), 23.1 for the four;
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
 #    included (2,635 tests, 6.6 min on 2 cores);
