@@ -16,11 +16,13 @@ __all__ = [
     "LOAD_STAMP",
     "NOTE_COLUMN",
     "RETRY_COUNTER",
+    "STAMP_NAME",
     "age_of",
     "dedup_engine",
     "marks_read",
     "older_than",
     "pending_tables",
+    "stamp_column",
     "written_column",
 ]
 
@@ -49,6 +51,24 @@ LOAD_STAMP = re.compile(
     r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|dttm|datetime)$"
     r"|^created$",
     re.IGNORECASE,
+)
+
+
+def stamp_column(column: str | None) -> bool:
+    """`column` (a SQL column, or a record's field written as one: `docstamps`) is named for when
+    something was done to the row: an audit column or a load stamp."""
+    return column is not None and bool(AUDIT_COLUMN.search(column) or LOAD_STAMP.search(column))
+
+
+#: A Python name (variable, keyword, dict key, attribute) that says its value is a stamp of when a
+#: record was written (``loaded_at``, ``ts``, ``fetched``, ``createdAt``), for `sinks`, which follows a
+#: clock value through Python code and adds its own names of timers, logs and messages. Looser than
+#: `stamp_column` on purpose: any ``_``-separated word of the name counts, case-sensitive, camelCase
+#: too; a date word (``date``, ``dt``) is data there, not a stamp (lint46's labels).
+STAMP_NAME = re.compile(
+    r"(^|_)(at|ts|time|times|timestamp|stamp|stamped|created|updated|modified|inserted|loaded|"
+    r"processed|ingested|ingestion|fetched|scraped|harvested|observed|written|last_update)($|_)"
+    r"|^(created|updated|modified)[A-Z]|At$|Time$|Date$",
 )
 
 #: A counter of attempts or errors (``attempts = attempts + 1``): counting reruns is its purpose.

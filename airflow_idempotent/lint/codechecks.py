@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import Collector, builds_task
+from airflow_idempotent.lint.collect import Collector
 from airflow_idempotent.lint.dagargs import taking_dag, taking_params
+from airflow_idempotent.lint.decorators import builds_task
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
 from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef

@@ -19,6 +19,7 @@ from airflow_idempotent.lint.branches import static_truth
 from airflow_idempotent.lint.callables import task_callable
 from airflow_idempotent.lint.customops import operator_classes
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
+from airflow_idempotent.lint.decorators import decorator_kwargs, decorator_name, task_decorator
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import (
@@ -31,7 +32,7 @@ from airflow_idempotent.lint.syntax import (
 )
 from airflow_idempotent.lint.taskwrappers import wrapped_task
 
-__all__ = ["Collector", "DagDef", "TaskDef", "builds_task"]
+__all__ = ["Collector", "DagDef", "TaskDef"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
@@ -95,31 +96,6 @@ class _Ctx:
     group: str
     scope: Scope
     depth: int = 0
-
-
-def _decorator_name(node: ast.expr) -> str:
-    return dotted(node.func if isinstance(node, ast.Call) else node)
-
-
-def _task_decorator(fn: FunctionNode) -> tuple[str, dict[str, ast.expr]] | None:
-    for deco in fn.decorator_list:
-        name = _decorator_name(deco)
-        if name == "task" or name.startswith("task."):
-            return name, keywords(deco) if isinstance(deco, ast.Call) else {}
-    return None
-
-
-def builds_task(fn: FunctionNode | ast.Lambda) -> bool:
-    """`fn` is ``@task``-decorated: calling it (in a DAG body, from any module) only adds a task."""
-    return not isinstance(fn, ast.Lambda) and _task_decorator(fn) is not None
-
-
-def _decorator(fn: FunctionNode, wanted: str) -> dict[str, ast.expr] | None:
-    """The keyword arguments of `fn`'s ``@dag`` / ``@task_group`` decorator; None without one."""
-    for deco in fn.decorator_list:
-        if last_name(_decorator_name(deco)) == wanted:
-            return keywords(deco) if isinstance(deco, ast.Call) else {}
-    return None
 
 
 class Collector:
@@ -296,13 +272,13 @@ class Collector:
             self._expanding.pop()
 
     def _def(self, stmt: FunctionNode, ctx: _Ctx) -> _Ctx:
-        taskflow = _task_decorator(stmt) or wrapped_task(stmt, ctx.scope)  # a repository's own, round 32b
+        taskflow = task_decorator(stmt) or wrapped_task(stmt, ctx.scope)  # a repository's own, round 32b
         if taskflow is not None:
             self.taskflow[stmt.name] = (stmt, taskflow[0], taskflow[1], ctx.scope)
             return ctx
-        dag_kwargs = _decorator(stmt, "dag")
+        dag_kwargs = decorator_kwargs(stmt, "dag")
         if dag_kwargs is not None:
-            deco = next(d for d in stmt.decorator_list if last_name(_decorator_name(d)) == "dag")
+            deco = next(d for d in stmt.decorator_list if last_name(decorator_name(d)) == "dag")
             # ``@dag("daily_load", ..)``: the id given first, positionally, as ``DAG("daily_load")``
             args = list(deco.args) if isinstance(deco, ast.Call) else []
             if isinstance(deco, ast.Call):  # ``@dag(.., **DEFAULT_ARGS_DAGS)``, as ``DAG(.., **mapping)``
@@ -534,7 +510,7 @@ class Collector:
         found = ctx.scope.module_function(module, attr) if module else ctx.scope.function(name)
         if found is None or isinstance(found[0], ast.Lambda) or not is_project_file(found[1].source.path):
             return None
-        decorated = _task_decorator(found[0]) or wrapped_task(found[0], found[1])
+        decorated = task_decorator(found[0]) or wrapped_task(found[0], found[1])
         return None if decorated is None else (found[0], decorated[0], decorated[1], found[1])
 
     def _function_call(self, name: str, call: ast.Call, ctx: _Ctx, overrides: dict[str, ast.expr]) -> None:
@@ -545,10 +521,10 @@ class Collector:
         fn, def_scope = found
         if id(fn) in self._expanding or not is_project_file(def_scope.source.path):
             return
-        if _decorator(fn, "dag") is not None or _task_decorator(fn) is not None:
+        if decorator_kwargs(fn, "dag") is not None or task_decorator(fn) is not None:
             return
         group = ctx.group
-        group_kwargs = _decorator(fn, "task_group")
+        group_kwargs = decorator_kwargs(fn, "task_group")
         if group_kwargs is not None:
             merged = {**group_kwargs, **overrides}
             gid = _text_id(ctx.scope, merged.get("group_id")) if "group_id" in merged else fn.name

@@ -2,7 +2,7 @@
 
 Principle (IDEM003), the stamp-column policy of `stamps` carried from SQL columns to Python records:
 a clock value whose every use is the value of a field named for when something was done to the
-record (`stamps.stamp_column`: ``updated_at``, ``created_at``, ``ck_data_insert_at``) in a dict
+record (`benign.stamp_column`: ``updated_at``, ``created_at``, ``ck_data_insert_at``) in a dict
 literal (``{"search_key": {"updated_at": now()}}``), a keyword of ``dict(..)`` or of a class built
 with keywords (an ORM model's ``Model(created=now())``, round 21 follow-up), or an item assignment
 (``doc["_source"]["updated_at"] = now()``) or an attribute assignment (an ORM row's
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import ast
 
+from airflow_idempotent.lint.benign import stamp_column
 from airflow_idempotent.lint.facts import Stamp
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.pyfacts import keeps, parents
-from airflow_idempotent.lint.stamps import stamp_column
 from airflow_idempotent.lint.syntax import dotted
 from airflow_idempotent.lint.textuse import name_loads
 

@@ -18,20 +18,25 @@ from __future__ import annotations
 import ast
 import re
 
+from airflow_idempotent.lint.benign import STAMP_NAME
 from airflow_idempotent.lint.pyfacts import clock_call, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["clock_destination"]
 
-#: names (variables, keywords, dict keys, attributes) that say the value is a stamp, a timer or a
-#: log's: what a rerun changes is only when it ran
-_STAMP = re.compile(
-    r"(^|_)(at|ts|time|times|timestamp|stamp|stamped|created|updated|modified|inserted|loaded|"
-    r"processed|ingested|ingestion|fetched|scraped|harvested|observed|written|last_update|"
-    r"log|logs|logged|started|start_time|end_time|finished|elapsed|duration|took|runtime|"
-    r"message|msg|text|subject|title|body|caption|note|comment|report|alert|now|current)($|_)"
-    r"|^(created|updated|modified)[A-Z]|At$|Time$|Date$",
+#: names (variables, keywords, dict keys, attributes) that say the value is a timer's, a log's or a
+#: message's, or the clock itself (``now``); a stamp's are `benign.STAMP_NAME`: what a rerun changes
+#: is only when it ran
+_SHOWN = re.compile(
+    r"(^|_)(log|logs|logged|started|start_time|end_time|finished|elapsed|duration|took|runtime|"
+    r"message|msg|text|subject|title|body|caption|note|comment|report|alert|now|current)($|_)",
 )
+
+
+def _stamp(name: str) -> bool:
+    """`name` says its value only stamps, times, logs or titles what is written."""
+    return bool(STAMP_NAME.search(name) or _SHOWN.search(name))
+
 
 #: names that say the value is data the task reads or writes by: a bound, period, path, key or mark
 _DATA = re.compile(
@@ -150,7 +155,7 @@ def _follow(
             return None  # a bound or a branch: it selects what is read or done
         if isinstance(parent, ast.keyword):
             name = parent.arg or ""
-            if _STAMP.search(name) and not _DATA.search(name):
+            if _stamp(name) and not _DATA.search(name):
                 return f"its value is only {name}=, a stamp of what is written"
             call = parent_of.get(parent)
             if isinstance(call, ast.Call) and last_name(dotted(call.func)) in _SHOW:
@@ -158,7 +163,7 @@ def _follow(
             return None  # an argument of a call: an operator's, a request's, a query's
         if isinstance(parent, ast.Dict):
             key = _key_of(parent, current)
-            if key is not None and _STAMP.search(key) and not _DATA.search(key):
+            if key is not None and _stamp(key) and not _DATA.search(key):
                 stamp = f"its value is only the {key!r} field, a stamp of the record written"
                 current, parent = parent, parent_of.get(parent)
                 continue
@@ -206,7 +211,7 @@ def _follow_targets(
     for target in targets:
         if isinstance(target, ast.Attribute | ast.Subscript):
             name = target.attr if isinstance(target, ast.Attribute) else _subscript_key(target)
-            if stamp is None and name is not None and _STAMP.search(name) and not _DATA.search(name):
+            if stamp is None and name is not None and _stamp(name) and not _DATA.search(name):
                 reasons.append(f"its value is only {name}, a stamp of what is written")
                 continue
             return None
@@ -232,7 +237,7 @@ def _follow_targets(
             if verdict is None:
                 return None
             reasons.append(verdict)
-        if _STAMP.search(name):
+        if _stamp(name):
             reasons.insert(0, f"its value ({name}) only stamps, times or logs")
     return reasons[0] if reasons else None
 

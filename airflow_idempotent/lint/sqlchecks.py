@@ -11,7 +11,7 @@ import ast
 import re
 
 from airflow_idempotent.lint import reloads
-from airflow_idempotent.lint.benign import AUDIT_COLUMN
+from airflow_idempotent.lint.benign import AUDIT_COLUMN, stamp_column
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.lastsuccess import check_last_success
@@ -23,7 +23,6 @@ from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
 from airflow_idempotent.lint.sqlfacts import analyse_sql
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql
-from airflow_idempotent.lint.stamps import stamp_column
 
 __all__ = ["check_jinja", "check_sql", "check_templated_args"]
 

@@ -20,21 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from airflow_idempotent.lint.benign import AUDIT_COLUMN, LOAD_STAMP
+from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import Stamp, Write
 from airflow_idempotent.lint.findings import TaskCheck
 
-__all__ = ["KEYED", "check_stamps", "marks_of", "stamp_column"]
+__all__ = ["KEYED", "check_stamps", "marks_of"]
 
 #: how a task writes rows it rewrites by key or window (`checks.task_findings` resolves appends first)
 KEYED = frozenset(
     {"overwrite", "replace", "upsert", "merge", "update", "keyed-insert", "dedup", "fails-on-key"}
 )
-
-
-def stamp_column(column: str | None) -> bool:
-    """`column` is named for when something was done to the row."""
-    return column is not None and bool(AUDIT_COLUMN.search(column) or LOAD_STAMP.search(column))
 
 
 def marks_of(checks: Iterable[TaskCheck]) -> set[str]:

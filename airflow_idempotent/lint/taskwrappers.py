@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ast
 
+from airflow_idempotent.lint.decorators import decorator_name, task_decorator
 from airflow_idempotent.lint.scope import FunctionNode, Scope
 from airflow_idempotent.lint.source import is_project_file
-from airflow_idempotent.lint.syntax import dotted, keywords
 
 __all__ = ["wrapped_task"]
 
@@ -28,7 +28,7 @@ def wrapped_task(fn: FunctionNode, scope: Scope) -> tuple[str, dict[str, ast.exp
     """The inner ``@task`` decorator (its name and keywords) a repository decorator of `fn` applies to
     it, `fn` being the code that task runs; None when no decorator of `fn` is such a wrapper."""
     for deco in fn.decorator_list:
-        name = dotted(deco.func if isinstance(deco, ast.Call) else deco)
+        name = decorator_name(deco)
         if not name:
             continue
         module, _, attr = name.rpartition(".")
@@ -63,21 +63,15 @@ def _inner_task(decorator: FunctionNode) -> tuple[str, dict[str, ast.expr]] | No
     inner = _returned_def(decorator)
     if inner is None:
         return None
-    for deco in inner.decorator_list:
-        name = dotted(deco.func if isinstance(deco, ast.Call) else deco)
-        if name != "task" and not name.startswith("task."):
-            continue
-        calls_wrapped = any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped
-            for n in ast.walk(inner)
-        )
-        if not calls_wrapped:
-            continue
-        given = keywords(deco) if isinstance(deco, ast.Call) else {}
-        named = any(
-            dotted(d.func if isinstance(d, ast.Call) else d).endswith("wraps") for d in inner.decorator_list
-        )
-        # Airflow names the task after the function ``@task`` decorates: the inner one, unless
-        # ``functools.wraps`` gave it the wrapped function's name
-        return name, given if named or "task_id" in given else {**given, "task_id": ast.Constant(inner.name)}
-    return None
+    decorated = task_decorator(inner)
+    calls_wrapped = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped
+        for n in ast.walk(inner)
+    )
+    if decorated is None or not calls_wrapped:
+        return None
+    name, given = decorated
+    named = any(decorator_name(d).endswith("wraps") for d in inner.decorator_list)
+    # Airflow names the task after the function ``@task`` decorates: the inner one, unless
+    # ``functools.wraps`` gave it the wrapped function's name
+    return name, given if named or "task_id" in given else {**given, "task_id": ast.Constant(inner.name)}
