@@ -137,10 +137,7 @@ def _follow(
             if isinstance(parent, ast.Call) and current is not parent.func:
                 return None if last_name(dotted(parent.func)) in _STATE_CALLS else stamp
             if isinstance(parent, ast.Assign | ast.AnnAssign):
-                held: list[ast.expr] = (
-                    list(parent.targets) if isinstance(parent, ast.Assign) else [parent.target]
-                )
-                return _follow_targets(held, parent, parent_of, depth, seen, stamp)
+                return _follow_targets(_targets(parent), parent, parent_of, depth, seen, stamp)
             if isinstance(parent, ast.keyword):
                 call = parent_of.get(parent)
                 stateful = isinstance(call, ast.Call) and last_name(dotted(call.func)) in _STATE_CALLS
@@ -180,16 +177,18 @@ def _follow(
         elif isinstance(parent, ast.Return):
             return None  # returned (an XCom a later task may read by it)
         elif isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets: list[ast.expr] = (
-                list(parent.targets) if isinstance(parent, ast.Assign) else [parent.target]
-            )
-            return _follow_targets(targets, parent, parent_of, depth, seen)
+            return _follow_targets(_targets(parent), parent, parent_of, depth, seen)
         elif isinstance(parent, ast.stmt):
             if isinstance(parent, ast.Expr):
                 return "its value is not kept"
             return None
         current, parent = parent, parent_of.get(parent)
     return None
+
+
+def _targets(statement: ast.Assign | ast.AnnAssign | ast.AugAssign) -> list[ast.expr]:
+    """The names an assignment stores its value in."""
+    return list(statement.targets) if isinstance(statement, ast.Assign) else [statement.target]
 
 
 def _key_of(mapping: ast.Dict, value: ast.AST) -> str | None:
