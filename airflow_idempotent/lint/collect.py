@@ -392,7 +392,9 @@ class Collector:
                 self._taskflow(dotted(inner.func.value), call, ctx, kwargs, keywords(inner))
                 return
         if "task_id" in kwargs and not is_dag_call(call):
-            if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
+            factory = isinstance(func, ast.Name) and self._task_factory(func.id, call, ctx)
+            # ``fn.override(task_id=..)(..)``: made with its call
+            if last_name(dotted(func)) != "override" and not factory:
                 self._classic(call, ctx, call, {})
             return
         # a factory class's method (round 27): one that returns a DAG (Embonor's ``build``), or any
@@ -538,6 +540,20 @@ class Collector:
         )
         dag = ctx.dag or next((d for d in given if d is not None), None)
         self._run(fn, def_scope, call, replace(ctx, dag=dag, group=group))
+
+    def _task_factory(self, name: str, call: ast.Call, ctx: _Ctx) -> bool:
+        """``make_load(task_id="load", ..)``: a function of the repository (not a class) handed a
+        ``task_id`` is a task factory whose body makes the operator (``return LoadOperator(task_id=
+        task_id, ..)``, round 35b): the task is the operator it makes. True when the body made one;
+        else the call stands as the operator, as before."""
+        if ctx.scope.class_def(name) is not None or ctx.scope.function(name) is None:
+            return False
+        before, code = sum(len(d.tasks) for d in self.dags) + len(self.loose), len(self.dag_code)
+        self._function_call(name, call, ctx, {})
+        if sum(len(d.tasks) for d in self.dags) + len(self.loose) > before:
+            return True
+        del self.dag_code[code:]  # a helper that makes no task is no DAG code either
+        return False
 
     def _method_call(
         self, method: tuple[FunctionNode, Scope, calls.Chain], call: ast.Call, ctx: _Ctx
