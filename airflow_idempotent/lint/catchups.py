@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 
 from airflow_idempotent.lint.collect import DagDef
 from airflow_idempotent.lint.deployment import CatchupDefault
+from airflow_idempotent.lint.envchoices import choices, is_none
 from airflow_idempotent.lint.facts import CONTEXT_FETCH
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
@@ -68,8 +69,8 @@ def check_catchup(
     if catchup is not True:
         return None
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
-    if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
-        return None
+    if end is not None and not all(is_none(choice) for choice in choices(dag.scope, end)):
+        return None  # ``end_date=set_env_value(production=None, dev=None)``: none (round 35b)
     one_at_a_time = dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1
     if one_at_a_time and node is not None:
         return None  # chosen, one window at a time: a deliberate, throttled backfill
@@ -184,6 +185,17 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
     for item in pending:
         dag = item.dag
         clock = _clock_tasks(item, recorder)
+        if not clock and not item.checks:  # its tasks are made where the linter does not look
+            recorder.info(
+                "IDEM005",
+                dag.file,
+                item.line,
+                f"catchup=True: when the DAG is unpaused the scheduler creates {item.what}; the linter "
+                "sees none of its tasks (made by code it does not follow, such as a TaskGroup class), "
+                "so it cannot tell whether each caught-up run takes its own window",
+                dag_id=dag.dag_id,
+            )
+            continue
         if clock or not any(_takes_run_window(c) for c in item.checks):
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
