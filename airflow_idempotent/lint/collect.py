@@ -542,17 +542,22 @@ class Collector:
         self._run(fn, def_scope, call, replace(ctx, dag=dag, group=group))
 
     def _task_factory(self, name: str, call: ast.Call, ctx: _Ctx) -> bool:
-        """``make_load(task_id="load", ..)``: a function of the repository (not a class) handed a
-        ``task_id`` is a task factory whose body makes the operator (``return LoadOperator(task_id=
-        task_id, ..)``, round 35b): the task is the operator it makes. True when the body made one;
-        else the call stands as the operator, as before."""
-        if ctx.scope.class_def(name) is not None or ctx.scope.function(name) is None:
+        """``make_load(task_id="load", ..)``: a repository function (not a class) handed ``task_id``
+        is a task factory when its body makes an operator of that id (``return LoadOperator(task_id=
+        task_id, ..)``, round 35b). Else (no task, or others: a ``DummyOperator`` fallback beside
+        ``operator(**kwargs)``) what it made is dropped and the call stands as the operator."""
+        wanted = _text_id(ctx.scope, keywords(call).get("task_id"))
+        if wanted is None or ctx.scope.class_def(name) is not None or ctx.scope.function(name) is None:
             return False
-        before, code = sum(len(d.tasks) for d in self.dags) + len(self.loose), len(self.dag_code)
+        counts = [len(d.tasks) for d in self.dags]
+        loose, dags, code = len(self.loose), len(self.dags), len(self.dag_code)
         self._function_call(name, call, ctx, {})
-        if sum(len(d.tasks) for d in self.dags) + len(self.loose) > before:
+        made = [t for d, n in zip(self.dags, counts, strict=False) for t in d.tasks[n:]] + self.loose[loose:]
+        if any(t.task_id == ctx.group + wanted for t in made):
             return True
-        del self.dag_code[code:]  # a helper that makes no task is no DAG code either
+        for d, n in zip(self.dags, counts, strict=False):
+            del d.tasks[n:]
+        del self.loose[loose:], self.dags[dags:], self.dag_code[code:]
         return False
 
     def _method_call(
