@@ -543,9 +543,9 @@ class Collector:
 
     def _task_factory(self, name: str, call: ast.Call, ctx: _Ctx) -> bool:
         """``make_load(task_id="load", ..)``: a repository function (not a class) handed ``task_id``
-        is a task factory when its body makes an operator of that id (``return LoadOperator(task_id=
-        task_id, ..)``, round 35b). Else (no task, or others: a ``DummyOperator`` fallback beside
-        ``operator(**kwargs)``) what it made is dropped and the call stands as the operator."""
+        is a task factory when its body makes an operator of that id or one built on it (``return
+        LoadOperator(task_id=task_id, ..)``, round 35b). Else (no task, or others: a ``DummyOperator``
+        fallback beside ``operator(**kwargs)``) what it made is dropped; the call stands as before."""
         wanted = _text_id(ctx.scope, keywords(call).get("task_id"))
         if wanted is None or ctx.scope.class_def(name) is not None or ctx.scope.function(name) is None:
             return False
@@ -553,7 +553,7 @@ class Collector:
         loose, dags, code = len(self.loose), len(self.dags), len(self.dag_code)
         self._function_call(name, call, ctx, {})
         made = [t for d, n in zip(self.dags, counts, strict=False) for t in d.tasks[n:]] + self.loose[loose:]
-        if any(t.task_id == ctx.group + wanted for t in made):
+        if any(t.task_id.startswith(ctx.group + wanted) for t in made):  # or ``f"{task_id}_{i}"``
             return True
         for d, n in zip(self.dags, counts, strict=False):
             del d.tasks[n:]
