@@ -185,7 +185,7 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
     for item in pending:
         dag = item.dag
         clock = _clock_tasks(item, recorder)
-        if not clock and not item.checks:  # its tasks are made where the linter does not look
+        if not clock and not item.checks and _makes_unseen(dag):  # tasks made where it does not look
             recorder.info(
                 "IDEM005",
                 dag.file,
@@ -218,3 +218,21 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
             f"caught-up run writes its own window (its tasks take the run's data interval){advice}",
             dag_id=dag.dag_id,
         )
+
+
+def _makes_unseen(dag: DagDef) -> bool:
+    """The body of the DAG's ``with DAG(..)`` block or ``@dag`` function calls something, though the
+    linter found no task in it: the calls make tasks it does not read (a ``TaskGroup`` class whose
+    ``__init__`` adds them, an operator whose class sets its own ``task_id``). An empty body (or a DAG
+    whose tasks attach by ``dag=``, not read here) has none to hide."""
+    for node in ast.walk(dag.scope.tree):
+        opens = isinstance(node, ast.With | ast.AsyncWith) and any(
+            getattr(item.context_expr, "lineno", None) == dag.line for item in node.items
+        )
+        if not opens and not (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == dag.line
+        ):
+            continue
+        if any(isinstance(n, ast.Call) for stmt in getattr(node, "body", []) for n in ast.walk(stmt)):
+            return True
+    return False
