@@ -25,9 +25,6 @@ from airflow_idempotent.lint.source import is_project_file
 
 __all__ = ["imported_callable", "task_callable"]
 
-#: re-exports followed from the name a DAG file imports to the module defining the function
-_MAX_HOPS = 4
-
 
 def task_callable(
     scope: Scope, node: ast.expr, follow: bool = False
@@ -50,10 +47,10 @@ def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope
     if isinstance(node, ast.Name):
         if node.id in scope.functions:
             return None
-        found = _through_imports(scope, node.id, 0)
+        found = _through_imports(scope, node.id)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         module = scope.module_named(node.value.id)
-        found = None if module is None else _defined(module, node.attr, 0)
+        found = None if module is None else _defined(module, node.attr)
     else:
         return None
     if found is None or found[1].source is scope.source or not is_project_file(found[1].source.path):
@@ -61,17 +58,17 @@ def imported_callable(scope: Scope, node: ast.expr) -> tuple[FunctionNode, Scope
     return found
 
 
-def _through_imports(scope: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
+def _through_imports(scope: Scope, name: str) -> tuple[FunctionNode, Scope] | None:
     """Function `name` as imported into `scope` (``from m import name``), following re-exports."""
-    found = scope.imported_module(name) if hops <= _MAX_HOPS else None
-    if found is None:  # not imported from a project module (or ``from pkg import mod``: no callable)
+    found = scope.defining(name)
+    if found is None or found[1] not in found[0].functions:  # ``from pkg import mod``: no callable
         return None
-    return _defined(found[0], found[1], hops + 1)
+    return found[0].functions[found[1]], found[0]
 
 
-def _defined(module: Scope, name: str, hops: int) -> tuple[FunctionNode, Scope] | None:
+def _defined(module: Scope, name: str) -> tuple[FunctionNode, Scope] | None:
     """Function `name` of `module`: defined there, or imported there from another module (a package
     ``__init__``'s ``from .load import load``)."""
     if name in module.functions:
         return module.functions[name], module
-    return _through_imports(module, name, hops)
+    return _through_imports(module, name)

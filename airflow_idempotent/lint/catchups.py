@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 
 from airflow_idempotent.lint.collect import DagDef
 from airflow_idempotent.lint.deployment import CatchupDefault
+from airflow_idempotent.lint.envchoices import choices, is_none
 from airflow_idempotent.lint.facts import CONTEXT_FETCH
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
@@ -68,8 +69,8 @@ def check_catchup(
     if catchup is not True:
         return None
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
-    if end is not None and not (isinstance(end, ast.Constant) and end.value is None):
-        return None
+    if end is not None and not all(is_none(choice) for choice in choices(dag.scope, end)):
+        return None  # ``end_date=set_env_value(production=None, dev=None)``: none (round 35b)
     one_at_a_time = dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1
     if one_at_a_time and node is not None:
         return None  # chosen, one window at a time: a deliberate, throttled backfill
@@ -184,6 +185,17 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
     for item in pending:
         dag = item.dag
         clock = _clock_tasks(item, recorder)
+        if not clock and not item.checks and _makes_unseen(dag):  # tasks made where it does not look
+            recorder.info(
+                "IDEM005",
+                dag.file,
+                item.line,
+                f"catchup=True: when the DAG is unpaused the scheduler creates {item.what}; the linter "
+                "sees none of its tasks (made by code it does not follow, such as a TaskGroup class), "
+                "so it cannot tell whether each caught-up run takes its own window",
+                dag_id=dag.dag_id,
+            )
+            continue
         if clock or not any(_takes_run_window(c) for c in item.checks):
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
@@ -206,3 +218,21 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
             f"caught-up run writes its own window (its tasks take the run's data interval){advice}",
             dag_id=dag.dag_id,
         )
+
+
+def _makes_unseen(dag: DagDef) -> bool:
+    """The body of the DAG's ``with DAG(..)`` block or ``@dag`` function calls something, though the
+    linter found no task in it: the calls make tasks it does not read (a ``TaskGroup`` class whose
+    ``__init__`` adds them, an operator whose class sets its own ``task_id``). An empty body (or a DAG
+    whose tasks attach by ``dag=``, not read here) has none to hide."""
+    for node in ast.walk(dag.scope.tree):
+        opens = isinstance(node, ast.With | ast.AsyncWith) and any(
+            getattr(item.context_expr, "lineno", None) == dag.line for item in node.items
+        )
+        if not opens and not (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == dag.line
+        ):
+            continue
+        if any(isinstance(n, ast.Call) for stmt in getattr(node, "body", []) for n in ast.walk(stmt)):
+            return True
+    return False

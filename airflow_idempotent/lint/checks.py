@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
@@ -24,10 +23,11 @@ from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.sendernames import is_sensor, names_service
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
-from airflow_idempotent.lint.source import Located, deployed_path, found_file, shown
+from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sparkapps import attach_submitted_script
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
 from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.templatefiles import find_sql_file
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
@@ -188,7 +188,7 @@ def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
         included = _includes_only(stripped)
         if included:  # ``{% include 'x.sql' %}``: Jinja renders the file there (round 27)
             for name in included:
-                sql_file = _find_sql_file(task, name)
+                sql_file = find_sql_file(task, name)
                 src = check.workspace.source(sql_file) if sql_file is not None else None
                 if src is None:
                     check.note(
@@ -198,7 +198,7 @@ def _sql_values(check: TaskCheck, node: ast.expr | None) -> list[Located]:
                 out.append(Located.of_file(src))
             continue
         if _SQL_FILE.fullmatch(stripped):
-            sql_file = _find_sql_file(task, stripped)
+            sql_file = find_sql_file(task, stripped)
             if sql_file is None:
                 check.note(
                     f"SQL file {shown(stripped)} not found next to the DAG or on its template_searchpath"
@@ -220,25 +220,6 @@ def _includes_only(text: str) -> list[str]:
 
 
 _INCLUDE = re.compile(r"\{%-?\s*include\s+(['\"])([^'\"]+)\1\s*-?%\}")
-
-
-def _find_sql_file(task: TaskDef, name: str) -> Path | None:
-    """A ``.sql`` file next to the DAG file or on the DAG's template_searchpath, also where a deployed
-    path (``/usr/local/airflow/include/...``, ``$AIRFLOW_HOME/...``) lands in the DAG's checkout."""
-    here = task.scope.source.path
-    roots = [here.parent]
-    if task.dag is not None:
-        paths = task.dag.scope.strings(task.dag.kwargs.get("template_searchpath"))
-        for entry in paths:
-            if entry.unresolved:
-                continue
-            if Path(entry.text).is_absolute():
-                found = deployed_path(entry.text, here)
-                if found is not None:
-                    roots.append(found)
-            else:
-                roots.append(here.parent / entry.text)
-    return found_file(name, roots, here)
 
 
 _SAFE_VERBS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -158,9 +158,7 @@ def check_code(check: TaskCheck) -> None:
                 queue.append((own[0], own[1].child(dict.fromkeys(_params(own[0]), ()))))
             elif (bound_method := own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
-                queue.append(
-                    (bound_method[0], bound_method[1].child(dict.fromkeys(_params(bound_method[0]), ())))
-                )
+                queue.append(bound_method)
             elif (module_fn := _module_function(node.func, scope)) is not None:
                 followed = module_fn
                 queue.append(

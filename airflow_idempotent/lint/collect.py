@@ -392,7 +392,9 @@ class Collector:
                 self._taskflow(dotted(inner.func.value), call, ctx, kwargs, keywords(inner))
                 return
         if "task_id" in kwargs and not is_dag_call(call):
-            if last_name(dotted(func)) != "override":  # fn.override(task_id=...)(...): with its call
+            factory = isinstance(func, ast.Name) and self._task_factory(func.id, call, ctx)
+            # ``fn.override(task_id=..)(..)``: made with its call
+            if last_name(dotted(func)) != "override" and not factory:
                 self._classic(call, ctx, call, {})
             return
         # a factory class's method (round 27): one that returns a DAG (Embonor's ``build``), or any
@@ -538,6 +540,25 @@ class Collector:
         )
         dag = ctx.dag or next((d for d in given if d is not None), None)
         self._run(fn, def_scope, call, replace(ctx, dag=dag, group=group))
+
+    def _task_factory(self, name: str, call: ast.Call, ctx: _Ctx) -> bool:
+        """``make_load(task_id="load", ..)``: a repository function (not a class) handed ``task_id``
+        is a task factory when its body makes an operator of that id or one built on it (``return
+        LoadOperator(task_id=task_id, ..)``, round 35b). Else (no task, or others: a ``DummyOperator``
+        fallback beside ``operator(**kwargs)``) what it made is dropped; the call stands as before."""
+        wanted = _text_id(ctx.scope, keywords(call).get("task_id"))
+        if wanted is None or ctx.scope.class_def(name) is not None or ctx.scope.function(name) is None:
+            return False
+        counts = [len(d.tasks) for d in self.dags]
+        loose, dags, code = len(self.loose), len(self.dags), len(self.dag_code)
+        self._function_call(name, call, ctx, {})
+        made = [t for d, n in zip(self.dags, counts, strict=False) for t in d.tasks[n:]] + self.loose[loose:]
+        if any(t.task_id.startswith(ctx.group + wanted) for t in made):  # or ``f"{task_id}_{i}"``
+            return True
+        for d, n in zip(self.dags, counts, strict=False):
+            del d.tasks[n:]
+        del self.loose[loose:], self.dags[dags:], self.dag_code[code:]
+        return False
 
     def _method_call(
         self, method: tuple[FunctionNode, Scope, calls.Chain], call: ast.Call, ctx: _Ctx

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.decorators import decorator_kwargs
 from airflow_idempotent.lint.scope import (
     Bound,
     FunctionNode,
@@ -25,6 +26,7 @@ from airflow_idempotent.lint.scope import (
     method_of,
     parameters,
 )
+from airflow_idempotent.lint.templatefiles import templated_arguments
 
 __all__ = ["callable_bindings", "instances", "object_method", "own_method"]
 
@@ -38,6 +40,7 @@ def callable_bindings(task: TaskDef, fn: ast.AST) -> dict[str, Row]:
     bound: dict[str, Row] = dict.fromkeys(names, ())
     given = task.scope.mapping(task.kwargs.get("op_kwargs")) if task.kwargs.get("op_kwargs") else {}
     bound.update({k: Bound(v, task.scope) for k, v in given.items() if k in bound})
+    bound.update(templated_arguments(task, fn))  # a ``.sql`` file a TaskFlow task's renderer reads
     return bound
 
 
@@ -136,8 +139,11 @@ def instances(fn: ast.AST) -> dict[str, str]:
 
 def own_method(func: ast.expr, scope: Scope, names: dict[str, str]) -> tuple[FunctionNode, Scope] | None:
     """The method a call ``obj.name(..)`` runs when ``obj`` is an object of one of the repository's
-    own classes (``Cls(..).name``, a local bound to ``Cls(..)``, or ``Cls.name`` of a static method),
-    its parameters unknown (`object_method` binds them when it can read the object)."""
+    own classes (``Cls(..).name``, a local bound to ``Cls(..)``, or ``Cls.name`` of a static or class
+    method), looked up through the class's bases as Python does (round 35b: ``Pull.run(..)`` running
+    ``@classmethod run`` of a base), in a scope with its parameters unknown but a class method's
+    ``cls`` bound to the class it is called on, so ``cls(..)`` there makes that class's object
+    (`object_method` binds more when it can read the object)."""
     if not isinstance(func, ast.Attribute):
         return None
     owner = func.value
@@ -147,7 +153,11 @@ def own_method(func: ast.expr, scope: Scope, names: dict[str, str]) -> tuple[Fun
         class_name = names.get(owner.id, owner.id)
     else:
         return None
-    found = scope.method(class_name, func.attr)
+    found = method_of(scope.class_chain(class_name), func.attr)
     if found is None or not (found[1].source is scope.source or _own(found[1])):
         return None
-    return found
+    method, def_scope = found
+    bound: dict[str, Row] = dict.fromkeys(parameters(method), ())
+    if decorator_kwargs(method, "classmethod") is not None and method.args.args:
+        bound[method.args.args[0].arg] = Bound(ast.Name(id=class_name, ctx=ast.Load()), scope)
+    return method, def_scope.child(bound)

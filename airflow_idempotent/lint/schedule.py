@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta
 from croniter import CroniterError, croniter
 
 from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.envchoices import choices
 from airflow_idempotent.lint.pyfacts import (
     RELATIVE_CALLS,
     START_DATE_CONTEXT,
@@ -275,7 +276,7 @@ def _only_start(node: ast.AST, fn: ast.AST, fn_parents: dict[ast.AST, ast.AST], 
 def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:
     """The DAG's time-based schedule; None when it creates no time windows (None, @once, assets). A
     schedule chosen by a condition is time-based when either choice is: the DAGs of that branch run on
-    it."""
+    it; so is one a repository helper chooses from its arguments (`envchoices`)."""
     if node is None:
         return None
     value, inner = scope.value(node)
@@ -283,6 +284,9 @@ def read_schedule(scope: Scope, node: ast.expr | None) -> Schedule | None:
         return None
     if isinstance(value, ast.IfExp):  # ``"10 0 * * *" if scheduled else None`` (round 25, hasadna)
         return read_schedule(inner, value.body) or read_schedule(inner, value.orelse)
+    picked = choices(inner, value)  # ``set_env_value(production="@daily", dev="@once")`` (round 35b)
+    if len(picked) > 1 or (picked and picked[0].expr is not value):
+        return next((s for p in picked if (s := read_schedule(p.scope, p.expr)) is not None), None)
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         text = value.value.strip()
         if text in CRON_PRESETS:

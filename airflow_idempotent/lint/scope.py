@@ -37,6 +37,8 @@ __all__ = [
 
 #: The most loop iterations (or list items) unrolled when a loop makes tasks.
 MAX_ROWS = 64
+#: re-exports followed from an imported name to the module that defines it (`Scope.defining`)
+_MAX_REEXPORTS = 4
 _ENV_CALLS = frozenset({"os.getenv", "getenv", "os.environ.get", "environ.get"})
 
 
@@ -157,6 +159,20 @@ class Scope:
         other = self.workspace.module_scope(imported[0], imported[2], self.source.path)
         return None if other is None else (other, imported[1])
 
+    def defining(self, name: str) -> tuple[Scope, str] | None:
+        """The project module that defines `name` as imported here, and its name there: an import is
+        followed through re-exports (a package ``__init__``'s ``from .apps import AppsOperator``, the
+        usual way a repository names its operators) to the module that writes the def or class."""
+        found = self.imported_module(name)
+        for _ in range(_MAX_REEXPORTS):
+            if found is None or found[1] in found[0].functions or found[1] in found[0].classes:
+                return found
+            onward = found[0].imported_module(found[1])
+            if onward is None:
+                return found
+            found = onward
+        return found
+
     def module_function(self, module: str, name: str) -> tuple[FunctionNode, Scope] | None:
         """Function `name` of the project module imported here as `module` (``import functions as
         f`` then ``f.execute_query(..)``); None for an installed library's, or a name that is no
@@ -167,10 +183,11 @@ class Scope:
         return other.functions[name], other
 
     def class_def(self, class_name: str) -> tuple[ast.ClassDef, Scope] | None:
-        """The class called `class_name` here: defined in this module or imported from another."""
+        """The class called `class_name` here: defined in this module or imported from another (through
+        a package's re-exports)."""
         if class_name in self.root.classes:
             return self.root.classes[class_name], self.root
-        found = self.imported_module(class_name)
+        found = self.defining(class_name)
         if found is not None and found[1] in found[0].classes:
             return found[0].classes[found[1]], found[0]
         return None
@@ -183,15 +200,19 @@ class Scope:
 
     def class_chain(self, class_name: str, _depth: int = 0) -> list[tuple[ast.ClassDef, Scope]]:
         """The class `class_name` and the classes it derives from that this workspace can read (its
-        own first, then its bases', depth first): empty when `class_name` is not one of them."""
+        own first, then its bases', depth first, a base named by its module too): empty when
+        `class_name` is not one of them."""
         found = self.class_def(class_name)
         if found is None or _depth > 8:
             return []
         chain = [found]
         for base in found[0].bases:
-            name = base.id if isinstance(base, ast.Name) else None
-            if name is not None:
-                chain.extend(found[1].class_chain(name, _depth + 1))
+            if isinstance(base, ast.Name):
+                chain.extend(found[1].class_chain(base.id, _depth + 1))
+            elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+                module = found[1].module_named(base.value.id)  # ``class Op(base.BaseUploadOperator)``
+                if module is not None:
+                    chain.extend(module.class_chain(base.attr, _depth + 1))
         return chain
 
     # -- values -------------------------------------------------------------------------------

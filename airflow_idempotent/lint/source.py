@@ -228,11 +228,21 @@ _STDLIB = tuple(
 )
 
 
+#: this package: its operators are the linter's catalogue, also when a development install keeps it
+#: outside site-packages; its example DAG folders are DAG files like any other
+_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE_DAGS = frozenset({"examples", "demo_dags"})
+
+
 def is_project_file(path: Path) -> bool:
-    """A file of the DAG's own project, not an installed package or the standard library: the only
-    modules whose functions and constants the linter follows (an installed library's are its own)."""
+    """A file of the DAG's own project, not an installed package, this package's library or the
+    standard library: the only modules whose functions and constants the linter follows (an installed
+    library's are its own). Round 35b: following a package's re-exports reached this package's
+    operators through ``airflow_idempotent.operators``, which the catalogue already names."""
     parts = set(path.parts)
     if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    if path.is_relative_to(_PACKAGE) and path.relative_to(_PACKAGE).parts[0] not in _PACKAGE_DAGS:
         return False
     return not any(path.is_relative_to(lib) for lib in _STDLIB)
 
