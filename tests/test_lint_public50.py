@@ -222,3 +222,49 @@ def test_an_unqualified_insert_after_a_schema_qualified_delete_is_a_replace(tmp_
 def test_an_insert_into_another_schema_after_the_delete_stays_an_append(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/adjust.py": _SQL_DAG, "dags/sql/load.sql": _SQL_OTHER})
     assert [r[:3] for r in finding_rows(report) if r[0] == "IDEM002"] == [("IDEM002", "load.sql", 3)]
+
+
+_METAS = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class Meta:
+    report_id: str
+    table: str
+
+
+metas = [Meta(report_id="110", table="visa_110"), Meta(report_id="120", table="visa_120")]
+"""
+
+_GROUP_DAG = """\
+from datetime import datetime
+
+from airflow.decorators import task_group
+from airflow.providers.postgres.operators.postgres import PostgresOperator
+from airflow.sdk import DAG
+
+from common.metas import metas
+
+with DAG("reports", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False):
+
+    @task_group()
+    def load():
+        for meta in metas:
+            PostgresOperator(task_id=meta.table, sql=f"INSERT INTO {meta.table} SELECT * FROM staging")
+
+    load()
+"""
+
+
+def test_tasks_a_task_group_makes_in_a_loop_over_imported_records_are_named_by_their_fields(
+    tmp_path: Path,
+) -> None:
+    report = lint_files(
+        tmp_path,
+        {"dags/reports.py": _GROUP_DAG, "dags/common/__init__.py": "", "dags/common/metas.py": _METAS},
+    )
+    assert [(r[0], r[2], r[3]) for r in finding_rows(report)] == [
+        ("IDEM002", 14, "load.visa_110"),
+        ("IDEM002", 14, "load.visa_120"),
+    ]
