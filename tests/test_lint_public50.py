@@ -82,6 +82,22 @@ _PRINTED_COUNT = """\
     fetch()
 """
 
+_STAMP_COUNTED = """\
+    @task
+    def fetch():
+        hook = PostgresHook(postgres_conn_id="pg")
+        for item in requests.get("https://api/news").json():
+            hook.run(
+                "INSERT INTO news (id, title) VALUES (%s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, fetched_at = NOW()",
+                parameters=[item["id"], item["title"]],
+            )
+        today = hook.get_first("SELECT COUNT(*) FROM news WHERE fetched_at >= CURRENT_DATE")
+        print(f"added today: {today[0]}")
+
+    fetch()
+"""
+
 #: the counter-shape: the clock-filtered rows are copied into another table
 _COPIED_ROWS = """\
     @task
@@ -183,6 +199,13 @@ def test_a_clock_filtered_count_that_is_only_printed_is_no_window(tmp_path: Path
     findings, information = _lint(tmp_path, _PRINTED_COUNT)
     assert [f for f in findings if f[0] in ("IDEM001", "IDEM004")] == []
     assert ("IDEM001", 15) in information and ("IDEM004", 18) in information
+
+
+def test_a_stamp_read_back_only_by_a_printed_count_is_a_stamp(tmp_path: Path) -> None:
+    """``fetched_at = NOW()`` is a stamp unless a query selects by it: a printed count does not."""
+    findings, information = _lint(tmp_path, _STAMP_COUNTED)
+    assert [f for f in findings if f[0] == "IDEM001"] == []
+    assert ("IDEM001", 16) in information and ("IDEM001", 19) in information
 
 
 def test_clock_filtered_rows_copied_into_a_table_stay_a_window(tmp_path: Path) -> None:

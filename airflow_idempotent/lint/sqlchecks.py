@@ -223,7 +223,8 @@ def check_sql(
             facts.declared.append(stmt.declared)
         facts.max_of.extend(stmt.max_of)
         facts.pending.extend(stmt.pending)
-        facts.marks.extend(stmt.marks)
+        if shown_only is None or stmt.writes:  # a printed count reads no mark back
+            facts.marks.extend(stmt.marks)
         if not project:
             for write in writes:
                 file, line = located.place(write.offset if write.offset is not None else stmt.offset)
