@@ -41,7 +41,7 @@ _LOG_FOLDER = """\
 #: the counter-shape: the same dated folder is where the job's input is read from
 _INPUT_FOLDER = """\
     INPUT_PATH = "dbfs:/landing/feed/%s" % datetime.date(datetime.now())
-    DatabricksSubmitRunOperator(task_id="job", spark_jar_task={"main_class_name": "J", "parameters": [INPUT_PATH]})
+    DatabricksSubmitRunOperator(task_id="job", spark_jar_task={"parameters": [INPUT_PATH]})
 """
 
 _WINDOW_END = """\
@@ -61,7 +61,7 @@ _WINDOW_END = """\
 _RUN_DAY = """\
     DatabricksSubmitRunOperator(
         task_id="job",
-        spark_jar_task={"main_class_name": "J", "parameters": ["RUN_DATE=" + datetime.now().strftime("%Y-%m-%d")]},
+        spark_jar_task={"parameters": ["RUN_DATE=" + datetime.now().strftime("%Y-%m-%d")]},
     )
 """
 
@@ -70,7 +70,7 @@ _PRINTED_COUNT = """\
     def fetch():
         hook = PostgresHook(postgres_conn_id="pg")
         for item in requests.get("https://api/news").json():
-            hook.run("INSERT INTO news (id, title) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING", parameters=[item["id"], item["title"]])
+            hook.run("INSERT INTO news (id) VALUES (%s) ON CONFLICT (id) DO NOTHING", parameters=[item["id"]])
         today = hook.get_first("SELECT COUNT(*) FROM news WHERE fetched_at >= CURRENT_DATE")
         count = today[0] if today else 0
         print(f"added today: {count}")

@@ -131,7 +131,8 @@ def _window_end(call: ast.Call, parent_of: dict[ast.AST, ast.AST]) -> str | None
     up to now", one cause, reported as IDEM004 at the shifted read (as ``window_end = now()`` beside
     ``now() - timedelta(..)`` is, round 34c). The first list, tuple, dict or call (not a format or
     conversion) above the read must hold another clock read shifted by a span."""
-    current, parent = call, parent_of.get(call)
+    current: ast.AST = call
+    parent = parent_of.get(call)
     while parent is not None and not isinstance(parent, ast.stmt):
         carried = isinstance(parent, ast.Call) and (
             current is parent.func or last_name(dotted(parent.func)) in _CARRY
