@@ -44,6 +44,12 @@ _INPUT_FOLDER = """\
     DatabricksSubmitRunOperator(task_id="job", spark_jar_task={"parameters": [INPUT_PATH]})
 """
 
+#: the counter-shape: the day of a log record the job writes is data, though its name says log
+_LOG_DATE = """\
+    log_date = datetime.now().date()
+    DatabricksSubmitRunOperator(task_id="job", spark_jar_task={"parameters": {"log_date": log_date}})
+"""
+
 _WINDOW_END = """\
     DatabricksSubmitRunOperator(
         task_id="job",
@@ -181,6 +187,11 @@ def test_a_clock_value_that_only_names_a_cluster_log_folder_is_information(tmp_p
 
 def test_a_clock_value_that_names_the_input_folder_stays_a_finding(tmp_path: Path) -> None:
     findings, _ = _lint(tmp_path, _INPUT_FOLDER)
+    assert ("IDEM003", 10) in findings
+
+
+def test_the_day_of_a_log_record_stays_a_finding(tmp_path: Path) -> None:
+    findings, _ = _lint(tmp_path, _LOG_DATE)
     assert ("IDEM003", 10) in findings
 
 

@@ -35,10 +35,18 @@ _SHOWN = re.compile(
 
 
 def _log_name(name: str) -> bool:
-    """`name` has ``log`` as a word (``LOG_PATH``, ``log_uri``, ``LogUri``, ``cluster_log_conf``,
-    ``log_dir``; not ``catalog`` or ``login``): the value names where a log goes, however much the rest
-    of the name says path or folder (round 34c: a Databricks cluster's log folder dated by the clock)."""
-    return any(part in ("log", "logs") for part in name_parts(name))
+    """`name` says where a log goes: ``log`` as a word with a place's word (``LOG_PATH``, ``log_uri``,
+    ``LogUri``, ``cluster_log_conf``, ``log_dir``; not ``catalog`` or ``login``), and no word of a date
+    (``log_date`` is the day of a log record written: data, ilri's QA logger, a useful label). Such a
+    value only dates the folder a run's logs go to (round 34c: a Databricks cluster's log folder)."""
+    parts = set(name_parts(name))
+    return bool(parts & {"log", "logs"}) and bool(parts & _PLACE) and not parts & _WHEN
+
+
+#: words of a log's place, and of a date a log record may carry as data
+_PLACE = frozenset({"path", "paths", "dir", "folder", "uri", "url", "conf", "config", "location", "prefix",
+                    "destination", "bucket"})  # fmt: skip
+_WHEN = frozenset({"date", "day", "dt", "ds", "time", "ts", "period", "month", "year", "week", "hour"})
 
 
 def _log_reason(name: str) -> str:
