@@ -46,11 +46,15 @@ def inserted_when_absent(writes: list[Write], lookup: tuple[str, frozenset[str]]
     if lookup is None:
         return []
     name, tables = lookup
+    return _deduplicated(writes, tables, f"run only when {name}() finds no such row")
+
+
+def _deduplicated(writes: list[Write], tables: frozenset[str], why: str) -> list[Write]:
     changed = []
     for write in writes:
         if write.how == "append" and _last(write.table) in tables:
             write.how = "dedup"
-            write.detail = f"{write.detail} (run only when {name}() finds no such row)"
+            write.detail = f"{write.detail} ({why})"
             changed.append(write)
     return changed
 
@@ -135,13 +139,7 @@ def skipped_keys(fn: ast.AST, scope: Scope) -> frozenset[str]:
 def key_filtered(writes: list[Write], tables: frozenset[str]) -> list[Write]:
     """The appends among `writes` into `tables` (`skipped_keys`): each becomes ``dedup``; the ones
     changed are returned, to be said as information."""
-    changed = []
-    for write in writes:
-        if write.how == "append" and _last(write.table) in tables:
-            write.how = "dedup"
-            write.detail = f"{write.detail} (rows whose key a SELECT of it found are skipped first)"
-            changed.append(write)
-    return changed
+    return _deduplicated(writes, tables, "rows whose key a SELECT of it found are skipped first")
 
 
 def _selected_tables(texts: list[str]) -> frozenset[str]:
