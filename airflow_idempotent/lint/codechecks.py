@@ -17,13 +17,18 @@ from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.decorators import builds_task
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
-from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef
+from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
-from airflow_idempotent.lint.lookups import absent_after_lookup, inserted_when_absent
+from airflow_idempotent.lint.lookups import (
+    absent_after_lookup,
+    inserted_when_absent,
+    key_filtered,
+    skipped_keys,
+)
 from airflow_idempotent.lint.macros import in_macros
 from airflow_idempotent.lint.notices import repeat_is_safe
 from airflow_idempotent.lint.ormwrites import orm_write
@@ -44,6 +49,7 @@ from airflow_idempotent.lint.pyfacts import (
 from airflow_idempotent.lint.reads import changes_nothing
 from airflow_idempotent.lint.records import archived, own_record
 from airflow_idempotent.lint.resubmit import triggers_keyed_run
+from airflow_idempotent.lint.rowuse import rows_shown_only
 from airflow_idempotent.lint.rowwrites import (
     append_mode,
     client_append,
@@ -106,6 +112,8 @@ def check_code(check: TaskCheck) -> None:
     guards: dict[int, list[tuple[str, frozenset[str]] | None]] = {}  # `lookups`: helper -> each call's
     values = constructor_values(task) if task.classes else {}  # `dispatch`: branches it never runs
     methods = {id(m) for cls, _ in task.classes for m in cls.body}
+    key_tested: frozenset[str] = frozenset()  # `lookups.skipped_keys`: tables whose keys a row filter tests
+    absent: list[Write] = []  # `lookups`: inserts run only when a lookup of their table found no row
     while queue:
         fn, scope = queue.pop(0)
         if id(fn) in seen:
@@ -124,6 +132,7 @@ def check_code(check: TaskCheck) -> None:
         instances = own_instances(fn)
         parent_of = parents(fn)
         states = _state_names(fn)
+        key_tested |= skipped_keys(fn, scope)
         for node in ast.walk(fn):
             if id(node) in dead:
                 continue
@@ -224,10 +233,14 @@ def check_code(check: TaskCheck) -> None:
             if method in SQL_METHODS and (node.args or any(k.arg == "sql" for k in node.keywords)):
                 arg = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "sql")
                 before = len(facts.writes)
+                shown = rows_shown_only(node, fn, parent_of)
                 for located in value_at(fn, arg, node, scope).strings(arg):
                     if looks_like_sql(located.text):
-                        check_sql(check, located, project=False)
+                        check_sql(check, located, project=False, shown_only=shown)
                 refused_by_key(check, facts.writes[before:], node, parent_of)
+                absent += inserted_when_absent(
+                    facts.writes[before:], absent_after_lookup(node, fn, parent_of, scope)
+                )
                 continue
             if method in ROW_WRITES:
                 python_write(check, node, method, scope, file)
@@ -249,8 +262,7 @@ def check_code(check: TaskCheck) -> None:
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
                 facts.effects.append(Effect(what, has_key, file, node.lineno, again))
         if guard[0] is not None and guard.count(guard[0]) == len(guard):  # every call is guarded
-            for w in inserted_when_absent(facts.writes[start:], guard[0]):
-                check.info("IDEM002", w.file, w.line, f"{w.detail}: a rerun finds the row and adds none")
+            absent += inserted_when_absent(facts.writes[start:], guard[0])
         if decorator in ("task.sql", "task.bash") and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None):
                 returned = scope.string(ret.value)
@@ -260,6 +272,8 @@ def check_code(check: TaskCheck) -> None:
                     check_sql(check, returned, project=False)
                 else:
                     check_bash(check, returned)
+    for w in [*absent, *key_filtered(facts.writes, key_tested)]:
+        check.info("IDEM002", w.file, w.line, f"{w.detail}: a rerun finds the row and adds none")
     if not facts.writes and not facts.effects and facts.opaque is None:
         facts.opaque = "its Python code"
 

@@ -16,9 +16,11 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_idempotent.lint.facts import Write
-from airflow_idempotent.lint.scope import Scope, bind_arguments
+from airflow_idempotent.lint.rowuse import ROW_METHODS
+from airflow_idempotent.lint.scope import Scope, bind_arguments, value_at
+from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["absent_after_lookup", "inserted_when_absent"]
+__all__ = ["absent_after_lookup", "inserted_when_absent", "key_filtered", "skipped_keys"]
 
 
 def absent_after_lookup(
@@ -30,24 +32,29 @@ def absent_after_lookup(
     while (parent := parent_of.get(current)) is not None and parent is not fn:
         if isinstance(parent, ast.If) and (current in parent.body or current in parent.orelse):
             looked = _lookup_absent(parent.test, current in parent.body, fn, parent)
-            texts = _sql_of(looked, scope) if looked is not None else None
+            texts = _sql_of(looked, fn, scope) if looked is not None else None
             tables = _selected_tables(texts) if texts else frozenset()
             if looked is not None and tables:
-                assert isinstance(looked.func, ast.Name)
-                return looked.func.id, tables
+                return dotted(looked.func), tables
         current = parent
     return None
 
 
-def inserted_when_absent(writes: list[Write], lookup: tuple[str, frozenset[str]]) -> list[Write]:
+def inserted_when_absent(writes: list[Write], lookup: tuple[str, frozenset[str]] | None) -> list[Write]:
     """The appends among `writes` into a table the lookup reads: each becomes ``dedup`` (it inserts
     only rows the table does not have yet); the ones changed are returned, to be said as information."""
+    if lookup is None:
+        return []
     name, tables = lookup
+    return _deduplicated(writes, tables, f"run only when {name}() finds no such row")
+
+
+def _deduplicated(writes: list[Write], tables: frozenset[str], why: str) -> list[Write]:
     changed = []
     for write in writes:
         if write.how == "append" and _last(write.table) in tables:
             write.how = "dedup"
-            write.detail = f"{write.detail} (run only when {name}() finds no such row)"
+            write.detail = f"{write.detail} ({why})"
             changed.append(write)
     return changed
 
@@ -67,7 +74,7 @@ def _lookup_absent(test: ast.expr, body: bool, fn: ast.AST, at: ast.If) -> ast.C
         return _lookup_absent(test.left, not body if isinstance(test.ops[0], ast.Is) else body, fn, at)
     if body:
         return None  # the branch taken when the lookup found something
-    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
+    if isinstance(test, ast.Call) and _lookup_call(test):
         return test
     if isinstance(test, ast.Name):
         assigned = [
@@ -77,25 +84,62 @@ def _lookup_absent(test: ast.expr, body: bool, fn: ast.AST, at: ast.If) -> ast.C
             and s.lineno < at.lineno
             and any(isinstance(t, ast.Name) and t.id == test.id for t in s.targets)
         ]
-        if (
-            len(assigned) == 1
-            and isinstance(assigned[0], ast.Call)
-            and isinstance(assigned[0].func, ast.Name)
-        ):
+        if len(assigned) == 1 and isinstance(assigned[0], ast.Call) and _lookup_call(assigned[0]):
             return assigned[0]
     return None
 
 
-def _sql_of(call: ast.Call, scope: Scope) -> list[str] | None:
+def _lookup_call(call: ast.Call) -> bool:
+    """A repository function (``site_is_known(..)``) or a query run for its rows (``hook.get_first(
+    "SELECT .. FROM t WHERE key = ..")``, round 34c: a progress row created when none is found)."""
+    return isinstance(call.func, ast.Name) or last_name(dotted(call.func)) in ROW_METHODS
+
+
+def _sql_of(call: ast.Call, fn: ast.AST, scope: Scope) -> list[str] | None:
     """The strings the repository function `call` calls holds, its arguments bound (f-strings
-    rendered whole); None when it is no function of the repository."""
-    found = scope.function(call.func.id) if isinstance(call.func, ast.Name) else None
+    rendered whole), or the SQL a query method is handed; None when it is neither."""
+    if not isinstance(call.func, ast.Name):
+        arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "sql"), None)
+        return None if arg is None else [t.text for t in value_at(fn, arg, call, scope).strings(arg)]
+    found = scope.function(call.func.id)
     if found is None:
         return None
     bound = found[1].child(bind_arguments(found[0], call, scope, found[1]))
     parts = {id(v) for n in ast.walk(found[0]) if isinstance(n, ast.JoinedStr) for v in n.values}
     strings = [n for n in ast.walk(found[0]) if isinstance(n, ast.Constant | ast.JoinedStr)]
     return [t.text for n in strings if id(n) not in parts and (t := bound.string(n)) is not None]
+
+
+def skipped_keys(fn: ast.AST, scope: Scope) -> frozenset[str]:
+    """The tables whose keys `fn` selects into a name it then tests membership in: ``exist_ids =
+    hook.get_pandas_df("select id from t where id in (..)")["id"].tolist()`` and ``if m["id"] in
+    exist_ids: skip`` (round 34c, rajeswarivadivel-cf's Outlook messages): the rows it goes on to
+    insert into those tables are the ones they lack, an anti-join written in Python."""
+    tested = {
+        n.id
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in c.ops)
+        for side in c.comparators
+        for n in ast.walk(side)
+        if isinstance(n, ast.Name)
+    }
+    tables: set[str] = set()
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        if not (isinstance(target, ast.Name) and target.id in tested):
+            continue
+        for call in (c for c in ast.walk(node.value) if isinstance(c, ast.Call)):
+            if last_name(dotted(call.func)) in ROW_METHODS and (texts := _sql_of(call, fn, scope)):
+                tables |= _selected_tables(texts)
+    return frozenset(tables)
+
+
+def key_filtered(writes: list[Write], tables: frozenset[str]) -> list[Write]:
+    """The appends among `writes` into `tables` (`skipped_keys`): each becomes ``dedup``; the ones
+    changed are returned, to be said as information."""
+    return _deduplicated(writes, tables, "rows whose key a SELECT of it found are skipped first")
 
 
 def _selected_tables(texts: list[str]) -> frozenset[str]:

@@ -242,6 +242,18 @@ class Scope:
                 names = [getattr(t, "id", None) for t in getattr(stmt, "targets", [])]
                 if isinstance(stmt, ast.Assign) and node.attr in names and owner is not None:
                     return owner[1].value(stmt.value, _depth + 1)
+        if isinstance(node, ast.Attribute):
+            # a field of a record the repository's class makes: ``meta.table`` of ``for meta in metas``
+            # over ``metas = [Meta(table="visa_110"), ..]`` (round 34c: a task group's loop)
+            made, where = self.value(node.value, _depth + 1)
+            if (
+                isinstance(made, ast.Call)
+                and isinstance(made.func, ast.Name)
+                and where.class_def(made.func.id)
+            ):
+                field = keywords(made).get(node.attr)
+                if field is not None:
+                    return where.value(field, _depth + 1)
         if isinstance(node, ast.Subscript):
             item = self._item(node.value, node.slice, _depth)
             if item is not None:

@@ -19,7 +19,8 @@ import ast
 import re
 
 from airflow_idempotent.lint.benign import STAMP_NAME
-from airflow_idempotent.lint.pyfacts import clock_call, parents
+from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
+from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["clock_destination"]
@@ -31,6 +32,25 @@ _SHOWN = re.compile(
     r"(^|_)(log|logs|logged|started|start_time|end_time|finished|elapsed|duration|took|runtime|"
     r"message|msg|text|subject|title|body|caption|note|comment|report|alert|now|current)($|_)",
 )
+
+
+def _log_name(name: str) -> bool:
+    """`name` says where a log goes: ``log`` as a word with a place's word (``LOG_PATH``, ``log_uri``,
+    ``LogUri``, ``cluster_log_conf``, ``log_dir``; not ``catalog`` or ``login``), and no word of a date
+    (``log_date`` is the day of a log record written: data, ilri's QA logger, a useful label). Such a
+    value only dates the folder a run's logs go to (round 34c: a Databricks cluster's log folder)."""
+    parts = set(name_parts(name))
+    return bool(parts & {"log", "logs"}) and bool(parts & _PLACE) and not parts & _WHEN
+
+
+#: words of a log's place, and of a date a log record may carry as data
+_PLACE = frozenset({"path", "paths", "dir", "folder", "uri", "url", "conf", "config", "location", "prefix",
+                    "destination", "bucket"})  # fmt: skip
+_WHEN = frozenset({"date", "day", "dt", "ds", "time", "ts", "period", "month", "year", "week", "hour"})
+
+
+def _log_reason(name: str) -> str:
+    return f"its value only names a log path or folder ({name}), a stamp of where a run's logs go"
 
 
 def _stamp(name: str) -> bool:
@@ -102,11 +122,41 @@ def clock_destination(tree: ast.Module, line: int) -> str | None:
         return None
     shown: list[str] = []
     for call in calls:
-        verdict = _follow(call, parent_of, 0, set())
+        verdict = _follow(call, parent_of, 0, set()) or _window_end(call, parent_of)
         if verdict is None:
             return None
         shown.append(verdict)
     return shown[0]
+
+
+#: what holds the values handed on together: a list of a job's parameters, a dict, a call's arguments
+_SIBLINGS = (ast.List, ast.Tuple, ast.Dict, ast.Call)
+
+
+def _window_end(call: ast.Call, parent_of: dict[ast.AST, ast.AST]) -> str | None:
+    """The read is the end of a relative window spelled beside it: ``["START_DATE=" + (now() -
+    timedelta(days=n)).strftime(..), "END_DATE=" + now().strftime(..)]`` hands a job "the last n days
+    up to now", one cause, reported as IDEM004 at the shifted read (as ``window_end = now()`` beside
+    ``now() - timedelta(..)`` is, round 34c). The first list, tuple, dict or call (not a format or
+    conversion) above the read must hold another clock read shifted by a span."""
+    current: ast.AST = call
+    parent = parent_of.get(call)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        carried = isinstance(parent, ast.Call) and (
+            current is parent.func or last_name(dotted(parent.func)) in _CARRY
+        )
+        if isinstance(parent, _SIBLINGS) and not carried:
+            for node in ast.walk(parent):
+                if (
+                    isinstance(node, ast.Call)
+                    and node is not call
+                    and clock_call(node, None) is not None
+                    and is_relative(node, parent_of)
+                ):
+                    return f"its value is the end of the relative window beside it (line {node.lineno})"
+            return None
+        current, parent = parent, parent_of.get(parent)
+    return None
 
 
 def _enclosing(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> ast.AST:
@@ -152,6 +202,8 @@ def _follow(
             return None  # a bound or a branch: it selects what is read or done
         if isinstance(parent, ast.keyword):
             name = parent.arg or ""
+            if _log_name(name):
+                return _log_reason(f"{name}=")
             if _stamp(name) and not _DATA.search(name):
                 return f"its value is only {name}=, a stamp of what is written"
             call = parent_of.get(parent)
@@ -160,6 +212,8 @@ def _follow(
             return None  # an argument of a call: an operator's, a request's, a query's
         if isinstance(parent, ast.Dict):
             key = _key_of(parent, current)
+            if key is not None and _log_name(key):
+                return _log_reason(repr(key))
             if key is not None and _stamp(key) and not _DATA.search(key):
                 stamp = f"its value is only the {key!r} field, a stamp of the record written"
                 current, parent = parent, parent_of.get(parent)
@@ -210,6 +264,9 @@ def _follow_targets(
     for target in targets:
         if isinstance(target, ast.Attribute | ast.Subscript):
             name = target.attr if isinstance(target, ast.Attribute) else _subscript_key(target)
+            if stamp is None and name is not None and _log_name(name):
+                reasons.append(_log_reason(name))
+                continue
             if stamp is None and name is not None and _stamp(name) and not _DATA.search(name):
                 reasons.append(f"its value is only {name}, a stamp of what is written")
                 continue
@@ -217,8 +274,8 @@ def _follow_targets(
         if not isinstance(target, ast.Name):
             return None
         name = target.id
-        if _DATA.search(name) and stamp is None:
-            return None
+        if _DATA.search(name) and stamp is None and not _log_name(name):
+            return None  # a log-named variable (``LOG_PATH``): its uses decide
         if name in seen:
             continue
         seen.add(name)

@@ -54,11 +54,18 @@ def _shown(hit: Finding) -> str:
     return hit.function
 
 
-def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[str] | None = None) -> None:
+def check_sql(
+    check: TaskCheck,
+    located: Located,
+    project: bool,
+    allowed: set[str] | None = None,
+    shown_only: str | None = None,
+) -> None:
     """The SQL a task runs: clock reads (IDEM001/IDEM004), high-water marks, its writes and window.
 
     `project`: the SQL of this package's operators, which bind the window themselves and whose
-    write is the operator's (not the SQL's); `allowed`: their allow_functions.
+    write is the operator's (not the SQL's); `allowed`: their allow_functions; `shown_only`: the
+    SQL's rows reach no write, only a print or a log (`rowuse`: how they do).
     """
     facts = check.facts
     analysis = analyse_sql(located.text, check.dialect)
@@ -86,6 +93,15 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
                     f"the window is taken relative to the clock ({text} shifted by a span), but the DAG "
                     "runs only when triggered (schedule=None): no scheduled window is missed, and each "
                     "run is started for the span it reads",
+                )
+                continue
+            if shown_only is not None and not stmt.writes and hit.kind == "clock":
+                check.info(
+                    "IDEM004" if read.relative else "IDEM001",
+                    file,
+                    line,
+                    f"{text} filters a query whose rows {shown_only}: it chooses no rows the task "
+                    "writes, and the statement writes none (a rerun shows another count, nothing else)",
                 )
                 continue
             if read.age and not stmt.writes:
@@ -207,7 +223,8 @@ def check_sql(check: TaskCheck, located: Located, project: bool, allowed: set[st
             facts.declared.append(stmt.declared)
         facts.max_of.extend(stmt.max_of)
         facts.pending.extend(stmt.pending)
-        facts.marks.extend(stmt.marks)
+        if shown_only is None or stmt.writes:  # a printed count reads no mark back
+            facts.marks.extend(stmt.marks)
         if not project:
             for write in writes:
                 file, line = located.place(write.offset if write.offset is not None else stmt.offset)
