@@ -35,8 +35,9 @@ linter cannot see, and a DAG whose schedule it cannot read.
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from airflow_idempotent.lint.collect import DagDef, TaskDef
 from airflow_idempotent.lint.facts import same_table
@@ -123,8 +124,16 @@ def _names_table(task: TaskDef, table: str) -> bool:
     )
 
 
-def _replaces(check: TaskCheck, others: list[TaskCheck]) -> str | None:
-    """Why what the task writes replaces rather than appends, or None."""
+def _delete_only(check: TaskCheck) -> bool:
+    writes = [w for w in check.facts.writes if w.how != "create"]
+    return bool(writes) and all(w.how in _CLEARING for w in writes)
+
+
+def _replaces(check: TaskCheck, others: list[TaskCheck], kept_window: Callable[[], str | None]) -> str | None:
+    """Why what the task writes replaces rather than appends, or None. A task that only deletes the
+    window is the delete half of a delete-and-reload when another task of the DAG writes (or names)
+    the table, and no task of the DAG keeps a window that is a finding (`kept_window`: the reload of a
+    window that is a defect is no safe reload; tuning's Newton-School ``delete_table``)."""
     writes = [w for w in check.facts.writes if w.how != "create"]
     kept = [w for w in writes if w.how not in _CLEARING]
     if kept:
@@ -153,6 +162,8 @@ def _replaces(check: TaskCheck, others: list[TaskCheck]) -> str | None:
             )
             if reloader is None:
                 return None
+        if kept_window() is not None:
+            return None
         return f"it deletes the window of {shown(writes[0].table)}, which {reloader} reloads"
     return declared_mode(check.task)
 
@@ -228,7 +239,9 @@ def _window(found: RuleFinding, workspace: Workspace) -> Window | None:
     return window if window is not None else sql_window(src.lines, found.line)
 
 
-def _rolling(found: RuleFinding, checks: list[TaskCheck], workspace: Workspace) -> str | None:
+def _rolling(
+    found: RuleFinding, checks: list[TaskCheck], workspace: Workspace, recorder: Recorder
+) -> str | None:
     """Why a window finding is a rolling reprocessing window (the information's reason), or None."""
     window = _window(found, workspace)
     takers = _takers(found, checks, workspace) if window is not None else None
@@ -242,7 +255,7 @@ def _rolling(found: RuleFinding, checks: list[TaskCheck], workspace: Workspace) 
         off = catchup_off(dag) if dag is not None else None
         if schedule is None or period is None or off is None or not window.spans_more_than(period):
             return None
-        writes = _replaces(check, checks)
+        writes = _replaces(check, checks, functools.partial(_kept_window, check, checks, workspace, recorder))
         if writes is None:
             return None
         reasons.append(f"{check.task.task_id}: {writes}")
@@ -254,6 +267,23 @@ def _rolling(found: RuleFinding, checks: list[TaskCheck], workspace: Workspace) 
     )
 
 
+def _kept_window(
+    check: TaskCheck, checks: list[TaskCheck], workspace: Workspace, recorder: Recorder
+) -> str | None:
+    """Another task of the check's DAG (not a delete-only one) whose IDEM004 window stays a finding."""
+    for found in list(recorder.findings):
+        if found.rule != "IDEM004" or found.dag_id != check.task.dag_id:
+            continue
+        if found.task_id is None or found.task_id == check.task.task_id:
+            continue
+        own = _takers(found, checks, workspace)
+        if own and _delete_only(own[0]):
+            continue
+        if _rolling(found, checks, workspace, recorder) is None:
+            return found.task_id
+    return None
+
+
 def check_rolling_windows(checks: list[TaskCheck], recorder: Recorder, workspace: Workspace) -> None:
     """Each IDEM004 window relative to the clock that is a rolling reprocessing window becomes
     information. A window `Recorder.add` folded into it (the same task's or module's) is then judged
@@ -262,7 +292,7 @@ def check_rolling_windows(checks: list[TaskCheck], recorder: Recorder, workspace
     for first in [f for f in recorder.findings if f.rule == "IDEM004"]:
         found: RuleFinding | None = first
         while found is not None:
-            why = _rolling(found, checks, workspace)
+            why = _rolling(found, checks, workspace, recorder)
             unused = found is not first and _takers(found, checks, workspace) == []
             if why is None and not unused:
                 break
