@@ -13,10 +13,12 @@ A finding becomes information when all of these hold, read from the syntax:
 - the clock is the window's lower bound (``>=``/``>``/``BETWEEN .. AND now()`` in SQL; a value named as
   a start in Python: ``START_DATE=``, ``fromDate``, ``windowStartDate``, ``since``), so the window runs
   up to the run's moment; a single day N days back (``d = CURRENT_DATE - 3``) is no rolling window;
-- its width (the shift, less the shift of an upper bound of the same statement) spans more than the
-  DAG's schedule period (`schedule.Schedule.period`: ``INTERVAL 90 DAY`` on a daily DAG, one day on an
-  hourly one), or its count is read from an Airflow ``Variable`` (a lookback the deployment sets) in
-  a unit no shorter than the period; an unknown schedule keeps the finding;
+- its width (the shift, less the shift of an upper bound of the same statement) spans three of the
+  DAG's schedule periods or more (`schedule.Schedule.period`: ``INTERVAL 90 DAY`` on a daily DAG, one
+  day on an hourly one; two periods, the corpus's rel03 hour synced every 30 minutes, stay a finding:
+  a run late by more than one period loses data), or its count is read from an Airflow ``Variable``
+  (a lookback the deployment sets) in a unit no shorter than the period; an unknown schedule keeps
+  the finding;
 - the DAG runs with catchup off: ``catchup=False``, or every task after a ``LatestOnlyOperator``
   (`latestonly`);
 - what the task writes replaces rather than appends: every write is an overwrite, upsert, merge,
@@ -259,7 +261,7 @@ def _rolling(
         if writes is None:
             return None
         reasons.append(f"{check.task.task_id}: {writes}")
-        head = f"{window.text()} spans more than one {schedule.shown} period, the DAG runs with {off}"
+        head = f"{window.text()} spans several {schedule.shown} periods, the DAG runs with {off}"
     return (
         f'the window is "the last N" before the clock, but it is a rolling reprocessing window: {head}, '
         f"and what it loads replaces ({'; '.join(reasons)}): each period is rewritten by several runs, "
