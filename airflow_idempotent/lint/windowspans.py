@@ -87,6 +87,9 @@ def _count(node: ast.expr, scope: Scope) -> tuple[float | None, str | None]:
         return float(value), None
     inner, where = scope.value(node)
     for _ in range(4):
+        value = where.literal(inner) if inner is not None else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value), None  # ``int(int(2))``
         if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add):  # a Variable's count + 60
             found = [_count(side, where) for side in (inner.left, inner.right)]
             named = [n for c, n in found if n is not None]
