@@ -155,7 +155,7 @@ def reports():
         since = datetime.now() - timedelta(days=7)
         hook = PostgresHook("wh")
         rows = hook.get_records("SELECT id, amount FROM payments WHERE paid_at > %s", (since,))
-        hook.insert_rows("weekly_payments", rows, replace=True)
+        hook.insert_rows("weekly_payments", rows)
         requests.post(WEBHOOK, json={"text": f"loaded {len(rows)} payments"})
 
     weekly_runs() >> weekly_load()
@@ -167,7 +167,8 @@ reports()
 
 def test_a_relative_window_only_reported_to_chat_is_information(tmp_path: Path) -> None:
     # the two reports post "the last day / week" to Slack and write nothing: a rerun posts the span
-    # before its own moment; the load that also posts keeps its finding (the span it stores moves)
+    # before its own moment; the load that also posts keeps its finding (the span it stores moves; it
+    # appends: round 34b made a 7-day upsert of a daily catchup=False DAG a rolling window, information)
     report = _lint(tmp_path, "reports.py", _REPORTS)
     assert [task for _, task in _at(report.findings, "IDEM004")] == ["weekly_load"]
     # the unshifted now() closing the report's span (BETWEEN now() - 1 day AND now()) is the same span

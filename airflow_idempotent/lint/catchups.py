@@ -26,6 +26,7 @@ from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.envchoices import choices, is_none
 from airflow_idempotent.lint.facts import CONTEXT_FETCH
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
+from airflow_idempotent.lint.latestonly import latest_only_gate
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
@@ -118,10 +119,24 @@ def check_catchup(
         what = f"every {schedule.shown} window since a start_date the linter cannot read ({unreadable})"
     else:
         what = f"every {schedule.shown} window since its start_date"
+    source = default.source if default else ""
+    setting = (
+        "catchup=True" if node is not None else f"no catchup= and the deployment's default is on ({source})"
+    )
+    gate = latest_only_gate(dag)
+    if gate is not None:  # round 34b (issue 35): caught-up runs skip all their work
+        recorder.info(
+            "IDEM005",
+            dag.file,
+            line,
+            f"{setting} and no end_date: the scheduler creates {what}, but every task runs downstream "
+            f"of {gate} (a LatestOnlyOperator at the root): the caught-up runs skip all their work, and "
+            "only the latest run does it",
+            dag_id=dag.dag_id,
+        )
+        return None
     if node is not None:
         return PendingCatchup(dag, line, what, [])
-    source = default.source if default else ""
-    setting = f"no catchup= and the deployment's default is on ({source})"
     _finding(recorder, dag, line, setting, what, _THROTTLED if one_at_a_time else _UNBOUNDED)
     return None
 

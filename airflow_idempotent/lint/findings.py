@@ -39,6 +39,9 @@ class Recorder:
         #: a file's syntax tree by its shown name (set by the linter): where a clock value goes
         self.trees: Callable[[str], ast.Module | None] | None = None
         self._causes: set[tuple[object, ...]] = set()
+        #: findings `add` folded into the first of their cause, and each kept finding's cause (`demote`)
+        self._folded: dict[tuple[object, ...], list[RuleFinding]] = {}
+        self._cause_of: dict[int, tuple[RuleFinding, tuple[object, ...]]] = {}
         #: (file, line) of clock and randomness reads reported that choose no data: an id made of
         #: randomness, a stamp of when a record was written; catch-up (IDEM005) does not count them
         self.picks_no_data: set[tuple[str, int]] = set()
@@ -49,16 +52,45 @@ class Recorder:
         """Record a finding of `rule` (`fix` defaults to the rule's fix); with a `cause`, only the first
         finding of that rule and cause for the same task (or DAG, or file: module-level code of two
         files is two owners) is kept."""
+        fix = kwargs.pop("fix", None) or RULES[rule].fix
+        found = RuleFinding(rule, file, line, message, fix, **kwargs)
         if cause is not None:
             dag_id, task_id = kwargs.get("dag_id"), kwargs.get("task_id")
             alone = file if dag_id is None and task_id is None else None
             owner = (dag_id, task_id, kwargs.get("anchors", ()), alone)
             key = (*owner, rule, cause)
             if key in self._causes:
+                self._folded.setdefault(key, []).append(found)
                 return
             self._causes.add(key)
-        fix = kwargs.pop("fix", None) or RULES[rule].fix
-        self.findings.append(RuleFinding(rule, file, line, message, fix, **kwargs))
+            self._cause_of[id(found)] = (found, key)
+        self.findings.append(found)
+
+    def demote(self, found: RuleFinding, message: str | None) -> RuleFinding | None:
+        """Make a recorded finding information (`message` says why a rerun is safe; None: drop it, as
+        `add` folds a second finding of a cause). The next finding of its cause that `add` folded into
+        it, if any, is reported in its place and returned, to be judged in turn (a second window of the
+        task is not hidden by the first one's demotion)."""
+        self.findings.remove(found)
+        if message is not None:
+            self.info(
+                found.rule,
+                found.file,
+                found.line,
+                message,
+                dag_id=found.dag_id,
+                task_id=found.task_id,
+                anchors=found.anchors,
+            )
+        kept = self._cause_of.pop(id(found), None)
+        key = kept[1] if kept is not None and kept[0] is found else None
+        waiting = self._folded.get(key, []) if key is not None else []
+        if key is None or not waiting:
+            return None
+        following = waiting.pop(0)
+        self._cause_of[id(following)] = (following, key)
+        self.findings.append(following)
+        return following
 
     def info(self, rule: str, file: str, line: int, message: str, **kwargs: Any) -> None:
         """Record information: `rule`'s condition holds, but the rerun is safe here (the message

@@ -43,6 +43,7 @@ from airflow_idempotent.lint.findings import Recorder, TaskCheck, without_restat
 from airflow_idempotent.lint.pyreloads import check_python_reload
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
+from airflow_idempotent.lint.rolling import check_rolling_windows
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
@@ -207,6 +208,11 @@ class Linter:
             self._guarded(checks[0].file, functools.partial(check_watermarks, checks))
             self._guarded(
                 checks[0].file, functools.partial(check_shared_targets, pairs, self.recorder, clears)
+            )
+        every = [check for check, _repo in self.checks]
+        if every:
+            self._guarded(
+                every[0].file, functools.partial(check_rolling_windows, every, self.recorder, self.workspace)
             )
         for item in self.catchups:
             self._guarded(item.dag.file, functools.partial(decide_catchups, [item], self.recorder))
