@@ -103,6 +103,54 @@ def test_implicit_catchup_throttled_over_tasks_taking_no_window_stays_a_finding(
     assert "max_active_runs=1 throttles it" in messages[0]
 
 
+#: one pod takes the window, another (the scrape) takes none: left to the default, it stays a finding
+_HALF_WINDOW = _REPORT_DAG.replace(
+    "        env_vars={env},\n    )\n",
+    "        env_vars={env},\n    )\n    utilities.k8s_operator(dag=dag, task_id='scrape', cmds=['scrape-all'])\n",
+)
+
+
+def test_implicit_catchup_over_a_task_taking_no_window_beside_one_taking_it_stays_a_finding(
+    tmp_path: Path,
+) -> None:
+    report = lint_files(
+        tmp_path,
+        {
+            "dags/reporting/__init__.py": "",
+            "dags/reporting/utilities.py": _HELPER,
+            "dags/reporting/report.py": _HALF_WINDOW.format(env=_WINDOW_ENV, extra=""),
+        },
+    )
+    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == ["IDEM005"]
+
+
+#: the callable takes ``ts`` but never reads it (its uses commented out): it takes no window
+_UNREAD_TS = """\
+from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+
+def load(ts):
+    # day = ts[:10]
+    return requests_all()
+
+
+with DAG("planning", schedule_interval="0 3 * * *", start_date=datetime(2024, 7, 1)):
+    PythonOperator(task_id="load", python_callable=load)
+"""
+
+
+def test_implicit_catchup_over_a_callable_that_never_reads_its_ts_stays_a_finding(tmp_path: Path) -> None:
+    report = lint_files(tmp_path, {"dags/planning.py": _UNREAD_TS})
+    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == ["IDEM005"]
+    read = lint_files(
+        tmp_path / "read", {"dags/planning.py": _UNREAD_TS.replace("return requests_all()", "return ts")}
+    )
+    assert [f.rule for f in read.findings if f.rule == "IDEM005"] == []
+
+
 #: one task takes the window, another selects by the clock: a caught-up run loads today's rows
 _CLOCK_TASK = """\
 from datetime import datetime

@@ -160,6 +160,28 @@ def _takes_run_window(check: TaskCheck) -> bool:
     )
 
 
+#: operators that move no data: a caught-up run of them writes nothing
+_IDLE = frozenset({"EmptyOperator", "DummyOperator"})
+
+
+def _fed_or_idle(check: TaskCheck) -> bool:
+    """A task that takes no window itself but reads another task's XCom (the window that task
+    took: dea's collectors pulling the inventory file of the dated download), or moves no data (an
+    empty operator, a sensor)."""
+    operator = check.task.operator.rsplit(".", 1)[-1]
+    return (
+        any(use.kind == "xcom" for use in check.facts.state_reads)
+        or bool(check.task.inputs)
+        or any(  # ``ti.xcom_pull(task_ids=name)`` in its code, the ids in a variable
+            isinstance(node, ast.Attribute) and node.attr == "xcom_pull"
+            for fn in check.task.functions
+            for node in ast.walk(fn)
+        )
+        or operator in _IDLE
+        or operator.endswith("Sensor")
+    )
+
+
 def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
     """The DAG's tasks whose data comes from the clock, a relative window or a saved mark (and the
     DAG file's module-level clock reads), by name.
@@ -185,8 +207,11 @@ def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
 
 def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
     """Each catchup backlog: information when the DAG's tasks take the run's window and none reads
-    the clock; else IDEM005. A DAG whose tasks the linter does not see is information only when
-    catchup was asked for (an inherited one stays a finding: nobody chose it)."""
+    the clock; else IDEM005. Asked for, one task taking the window is enough (the others follow it);
+    left to the default, every task must take it, read another task's XCom or move no data (round
+    36b: Mozilla's probe scraper, whose two expiry-alert tasks take ``{{ ds }}`` and whose scrapes take
+    nothing, is a useful finding). A DAG whose tasks the linter does not see is information only when
+    catchup was asked for."""
     for item in pending:
         dag = item.dag
         clock = _clock_tasks(item, recorder)
@@ -201,7 +226,10 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
                 dag_id=dag.dag_id,
             )
             continue
-        if clock or not any(_takes_run_window(c) for c in item.checks):
+        windowless = not any(_takes_run_window(c) for c in item.checks)
+        if item.inherited is not None and not windowless:  # nobody chose it: every task must take it
+            windowless = not all(_takes_run_window(c) or _fed_or_idle(c) for c in item.checks)
+        if clock or windowless:
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
                 "run writes the same current data under another window"
