@@ -106,7 +106,8 @@ def test_implicit_catchup_throttled_over_tasks_taking_no_window_stays_a_finding(
 #: one pod takes the window, another (the scrape) takes none: left to the default, it stays a finding
 _HALF_WINDOW = _REPORT_DAG.replace(
     "        env_vars={env},\n    )\n",
-    "        env_vars={env},\n    )\n    utilities.k8s_operator(dag=dag, task_id='scrape', cmds=['scrape-all'])\n",
+    "        env_vars={env},\n    )\n"
+    "    utilities.k8s_operator(dag=dag, task_id='scrape', cmds=['scrape-all'])\n",
 )
 
 
