@@ -34,8 +34,10 @@ __all__ = [
 #: ``update`` or ``price_update`` is no stamp.
 AUDIT_COLUMN = re.compile(
     r"(?:^|_)(?:(?:last_)?(?:updated|modified|changed|touched|synced|processed|refreshed|expires|expired)"
-    r"(?:_?(?:at|on|ts|time|timestamp|date|dt|dttm))?"
-    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|date|dt)"
+    r"(?:_?(?:at|on|ts|time|timestamp|tmstmp|date|dt|dttm))?"
+    r"|last_(?:[a-z0-9]+_)?update|(?:update|modify|modification)_?(?:at|on|ts|time|timestamp|tmstmp|date|dt)"
+    # a warehouse's abbreviated audit pair (round 36b: rrap's UPDT_PROCESS_TMSTMP beside INSRT_..)
+    r"|(?:updt|upd)_(?:process_|proc_|etl_|dw_)?(?:ts|tmstmp|tstmp|timestamp|dttm)"
     # Spanish, Portuguese, French (round 22: smu-chile's ``fecha_actualizacion = CURRENT_TIMESTAMP``)
     r"|(?:fecha|fec|data|dt|date)_(?:de_|da_)?(?:actualizacion|modificacion|atualizacao|modificacao|alteracao"
     r"|maj|mise_a_jour|modification))$",
@@ -46,10 +48,14 @@ AUDIT_COLUMN = re.compile(
 #: ``created_at``, ``etl_date``; a bare ``created``, round 21 follow-up): a stamp of the write itself.
 #: Written the clock's value on rows a task writes by key or window, a rerun re-stamps the same rows
 #: (`stamps` decides; not on an append). Round 27c: ``dttm`` too (``msk_record_loaded_dttm``, a Russian
-#: DWH's spelling of a datetime suffix, profcomff's MERGE).
+#: DWH's spelling of a datetime suffix, profcomff's MERGE). Round 36b: a warehouse's abbreviations
+#: (``INSRT_PROCESS_TMSTMP``, ``process_ts``) and a date word first (``date_converted``, ``dt_loaded``);
+#: ``process_date`` alone stays data (the day a run processes).
 LOAD_STAMP = re.compile(
-    r"(?:^|_)(?:[a-z]+ed|load|insert|ingest|etl|dwh?)_?(?:at|on|ts|time|timestamp|date|dt|dttm|datetime)$"
-    r"|^created$",
+    r"(?:^|_)(?:[a-z]+ed|load|insert|insrt|instr|ingest|etl|dwh?)_?"
+    r"(?:process_|proc_)?(?:at|on|ts|time|timestamp|tmstmp|tstmp|date|dt|dttm|datetime)$"
+    r"|(?:^|_)process_(?:ts|tmstmp|tstmp|timestamp|dttm)$"
+    r"|^(?:date|dt|ts|time|timestamp)_[a-z]+ed$|^created$",
     re.IGNORECASE,
 )
 
@@ -67,7 +73,8 @@ def stamp_column(column: str | None) -> bool:
 #: too; a date word (``date``, ``dt``) is data there, not a stamp (lint46's labels).
 STAMP_NAME = re.compile(
     r"(^|_)(at|ts|time|times|timestamp|stamp|stamped|created|updated|modified|inserted|loaded|"
-    r"processed|ingested|ingestion|fetched|scraped|harvested|observed|written|last_update)($|_)"
+    r"processed|ingested|ingestion|fetched|scraped|harvested|observed|written|last_update|"
+    r"tmstmp|TMSTMP|TS|TIMESTAMP)($|_)"
     r"|^(created|updated|modified)[A-Z]|At$|Time$|Date$",
 )
 
@@ -111,9 +118,10 @@ def written_column(node: exp.Expression) -> str | None:
     expression): ``SET col = node``, ``node AS col`` in a SELECT list, or by position in an INSERT's
     column list (``INSERT INTO t (a, b) VALUES (x, node)`` / ``.. SELECT x, node``; a MERGE's ``WHEN NOT
     MATCHED THEN INSERT (a, b) VALUES (x, node)`` too, round 27c). A conversion of
-    the value (``now() AT TIME ZONE 'utc'``, a CAST) is still that value."""
-    while isinstance(node.parent, exp.AtTimeZone | exp.Cast | exp.TryCast) and node.parent.this is node:
-        node = node.parent
+    the value (``now() AT TIME ZONE 'utc'``, a CAST, or a format: ``date_format(current_timestamp,
+    'yyyy-MM-dd HH:mm:ss') AS insrt_process_tmstmp``, round 36b) is still that value."""
+    while isinstance(up := node.parent, exp.Expression) and _converts(up, node):
+        node = up
     parent = node.parent
     if isinstance(parent, exp.Alias):
         return parent.alias or None
@@ -135,6 +143,19 @@ def written_column(node: exp.Expression) -> str | None:
         at = row.expressions.index(node)
         return columns[at] if at < len(columns) else None
     return None
+
+
+#: functions that format a time value as text (their first argument), read as the value itself
+_FORMATS = frozenset({"date_format", "strftime", "to_char", "format_timestamp", "format_datetime", "format"})
+
+
+def _converts(parent: exp.Expression, node: exp.Expression) -> bool:
+    """`parent` only converts `node` (a time zone, a cast, a format of it as text)."""
+    if isinstance(parent, exp.AtTimeZone | exp.Cast | exp.TryCast | exp.TimeToStr):
+        return parent.this is node
+    if isinstance(parent, exp.Anonymous) and parent.name.lower() in _FORMATS:
+        return bool(parent.expressions) and parent.expressions[0] is node
+    return False
 
 
 def pending_tables(select: exp.Expression) -> list[str]:

@@ -1,18 +1,20 @@
 """IDEM005, unbounded catchup: a DAG whose unpause creates every window since its start_date.
 
-The rule is for a backlog created *by accident*. A DAG that leaves ``catchup`` to the deployment's
-default (on in Airflow 2, and wherever ``catchup_by_default`` is on) gets one without asking: a
-finding, whatever its tasks do. An explicit ``catchup=True`` is an opt-in; when the DAG's tasks take
-the run's window (a template or context name of its data interval, or this package's window
-operators) and none reads the clock, a relative window or a saved mark, each caught-up run writes its
-own window: the backlog is listed as information (its size, and ``max_active_runs`` / ``end_date``
-when not set), not failed. Explicit catchup over tasks that read the clock stays a finding: every
-caught-up run then writes the same, current data under another window. The tasks are only known once
-every task of the repository is checked (watermarks are decided across tasks), so explicit catchup
-is decided in `decide_catchups`, after `Linter.finish`'s task checks. ``max_active_runs=1`` exempts
-only an explicit ``catchup=True`` (a backfill asked for and throttled): an implicit catchup run one
-window at a time is still a backlog nobody asked for, growing without bound (round 19: Mozilla's
-``experiments_live``, every 5 minutes since 2021).
+The rule is for a backlog that writes the wrong data. Catchup is on when the DAG says
+``catchup=True`` or leaves it to the deployment's default (on in Airflow 2, and wherever
+``catchup_by_default`` is on). When the DAG's tasks take the run's window (a template or context name
+of its data interval, or this package's window operators) and none reads the clock, a relative window
+or a saved mark, each caught-up run writes its own window: the backlog is listed as information (its
+size, and ``max_active_runs`` / ``end_date`` when not set), not failed, whether catchup was asked for
+or inherited (round 36b: every useful implicit-catchup label of rounds 1-36 is a DAG whose tasks take
+no window or read the clock; Geoscience Australia's reporting pods handed ``{{ ds }}`` and their data
+interval were 27 harmless findings). Catchup over tasks that read the clock or take no window stays a
+finding: every caught-up run then writes the same, current data under another window. The tasks are
+only known once every task of the repository is checked (watermarks are decided across tasks), so
+catchup is decided in `decide_catchups`, after `Linter.finish`'s task checks. ``max_active_runs=1``
+exempts only an explicit ``catchup=True`` (a backfill asked for and throttled): an implicit catchup run
+one window at a time is still a backlog nobody asked for, growing without bound (round 19: Mozilla's
+``experiments_live``, every 5 minutes since 2021, a finding when its tasks take no window).
 """
 
 from __future__ import annotations
@@ -47,12 +49,16 @@ _THROTTLED = (
 
 @dataclass
 class PendingCatchup:
-    """An explicit ``catchup=True`` backlog, judged once the DAG's tasks are checked."""
+    """A catchup backlog, judged once the DAG's tasks are checked."""
 
     dag: DagDef
     line: int
     what: str  # "every @daily window since 2020-01-01 (2,190 so far, ..)"
     checks: list[TaskCheck]
+    #: no ``catchup=``: the deployment's default ("no catchup= and the deployment's default is on (..)")
+    inherited: str | None = None
+    #: how an inherited backlog ends (`_UNBOUNDED`, or `_THROTTLED` under max_active_runs=1)
+    tail: str = _UNBOUNDED
 
 
 def check_catchup(
@@ -61,8 +67,7 @@ def check_catchup(
     """IDEM005: catchup on with no end_date on a time-based schedule (an explicit one with runs not
     limited to one); a DAG without ``catchup=`` takes the deployment's `default`; none known, a DAG
     that spells ``schedule_interval=`` (removed in Airflow 3) runs on Airflow 2, whose default is on;
-    else not judged. An implicit catchup is recorded here; an explicit one is returned, to be decided by its
-    tasks (`decide_catchups`)."""
+    else not judged. The backlog is returned, to be decided by its tasks (`decide_catchups`)."""
     node = dag.kwargs.get("catchup")
     if node is None and default is None and "schedule_interval" in dag.kwargs:
         default = CatchupDefault(True, "Airflow 2's: the DAG spells schedule_interval=, gone in Airflow 3")
@@ -137,8 +142,7 @@ def check_catchup(
         return None
     if node is not None:
         return PendingCatchup(dag, line, what, [])
-    _finding(recorder, dag, line, setting, what, _THROTTLED if one_at_a_time else _UNBOUNDED)
-    return None
+    return PendingCatchup(dag, line, what, [], setting, _THROTTLED if one_at_a_time else _UNBOUNDED)
 
 
 def _finding(
@@ -171,6 +175,28 @@ def _takes_run_window(check: TaskCheck) -> bool:
     )
 
 
+#: operators that move no data: a caught-up run of them writes nothing
+_IDLE = frozenset({"EmptyOperator", "DummyOperator"})
+
+
+def _fed_or_idle(check: TaskCheck) -> bool:
+    """A task that takes no window itself but reads another task's XCom (the window that task
+    took: dea's collectors pulling the inventory file of the dated download), or moves no data (an
+    empty operator, a sensor)."""
+    operator = check.task.operator.rsplit(".", 1)[-1]
+    return (
+        any(use.kind == "xcom" for use in check.facts.state_reads)
+        or bool(check.task.inputs)
+        or any(  # ``ti.xcom_pull(task_ids=name)`` in its code, the ids in a variable
+            isinstance(node, ast.Attribute) and node.attr == "xcom_pull"
+            for fn in check.task.functions
+            for node in ast.walk(fn)
+        )
+        or operator in _IDLE
+        or operator.endswith("Sensor")
+    )
+
+
 def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
     """The DAG's tasks whose data comes from the clock, a relative window or a saved mark (and the
     DAG file's module-level clock reads), by name.
@@ -195,12 +221,16 @@ def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
 
 
 def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
-    """Each explicit ``catchup=True``: information when its tasks take the run's window and none
-    reads the clock; else IDEM005."""
+    """Each catchup backlog: information when the DAG's tasks take the run's window and none reads
+    the clock; else IDEM005. Asked for, one task taking the window is enough (the others follow it);
+    left to the default, every task must take it, read another task's XCom or move no data (round
+    36b: Mozilla's probe scraper, whose two expiry-alert tasks take ``{{ ds }}`` and whose scrapes take
+    nothing, is a useful finding). A DAG whose tasks the linter does not see is information only when
+    catchup was asked for."""
     for item in pending:
         dag = item.dag
         clock = _clock_tasks(item, recorder)
-        if not clock and not item.checks and _makes_unseen(dag):  # tasks made where it does not look
+        if item.inherited is None and not clock and not item.checks and _makes_unseen(dag):
             recorder.info(
                 "IDEM005",
                 dag.file,
@@ -211,25 +241,35 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
                 dag_id=dag.dag_id,
             )
             continue
-        if clock or not any(_takes_run_window(c) for c in item.checks):
+        windowless = not any(_takes_run_window(c) for c in item.checks)
+        if item.inherited is not None and not windowless:  # nobody chose it: every task must take it
+            windowless = not all(_takes_run_window(c) or _fed_or_idle(c) for c in item.checks)
+        if clock or windowless:
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
                 "run writes the same current data under another window"
                 if clock
                 else "no task takes the run's window: every caught-up run repeats the same work"
             )
-            _finding(recorder, dag, item.line, f"catchup=True ({why})", item.what)
+            if item.inherited is not None:
+                setting = f"{item.inherited}; {why}" if item.checks else item.inherited
+                _finding(recorder, dag, item.line, setting, item.what, item.tail)
+            else:
+                _finding(recorder, dag, item.line, f"catchup=True ({why})", item.what)
             continue
         advice = (
             "; max_active_runs= is not set (it throttles the backlog) and no end_date= bounds it"
             if "max_active_runs" not in dag.kwargs
             else "; no end_date= bounds it"
         )
+        if item.inherited is not None:
+            advice += "; say catchup=True to choose the backlog, or catchup=False to skip it"
+        setting = "catchup=True, chosen" if item.inherited is None else item.inherited
         recorder.info(
             "IDEM005",
             dag.file,
             item.line,
-            f"catchup=True, chosen: when the DAG is unpaused the scheduler creates {item.what}, and each "
+            f"{setting}: when the DAG is unpaused the scheduler creates {item.what}, and each "
             f"caught-up run writes its own window (its tasks take the run's data interval){advice}",
             dag_id=dag.dag_id,
         )

@@ -13,6 +13,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.collect import Collector
+from airflow_idempotent.lint.contextparams import callable_params, run_parameters
 from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.decorators import builds_task
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
@@ -62,7 +63,6 @@ from airflow_idempotent.lint.scope import (
     Scope,
     bind_arguments,
     method_of,
-    parameters,
     self_method,
     value_at,
     with_locals,
@@ -106,7 +106,7 @@ def check_code(check: TaskCheck) -> None:
         (fn, task.homes.get(id(fn), task.scope).child(callable_bindings(task, fn))) for fn in task.functions
     ]
     if execute is not None:
-        queue.append((execute[0], execute[1].child(dict.fromkeys(_params(execute[0]), ()))))
+        queue.append((execute[0], execute[1].child(dict.fromkeys(callable_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
     guards: dict[int, list[tuple[str, frozenset[str]] | None]] = {}  # `lookups`: helper -> each call's
@@ -122,7 +122,7 @@ def check_code(check: TaskCheck) -> None:
         file = scope.source.display  # a helper or custom operator of another module is read there
         start, guard = len(facts.writes), guards.get(id(fn), [None])
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            run = sorted(set(_params(fn)) & RUN_NAMES)
+            run = run_parameters(fn)
             if run:
                 facts.windows.append(WindowRef("run", f"The run's context: {', '.join(run)} in its code."))
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
@@ -164,7 +164,7 @@ def check_code(check: TaskCheck) -> None:
                 continue  # the repository's own method, not a library's of the same name
             elif (own := self_method(node.func, task.classes)) is not None:
                 # ``self.upload(..)`` in a custom operator's execute: its class's (or a base's) method
-                queue.append((own[0], own[1].child(dict.fromkeys(_params(own[0]), ()))))
+                queue.append((own[0], own[1].child(dict.fromkeys(callable_params(own[0]), ()))))
             elif (bound_method := own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
                 queue.append(bound_method)
@@ -280,10 +280,6 @@ def check_code(check: TaskCheck) -> None:
 
 def _name(fn: ast.AST) -> str:
     return getattr(fn, "name", "its code")
-
-
-def _params(fn: ast.AST) -> list[str]:
-    return parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
 
 
 def _state_names(fn: ast.AST) -> set[str]:

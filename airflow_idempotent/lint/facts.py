@@ -125,6 +125,8 @@ class StateUse:
     key: str
     file: str
     line: int
+    #: an XCom only added to a row number: a key offset, not where a window starts (`xcompulls`)
+    numbers: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,8 @@ class Stamp:
     file: str
     line: int
     text: str  # the read as written: now(), CURRENT_TIMESTAMP
+    #: the file the stamped rows go to when the statement writes no table (`exports.rows_file`)
+    exported: str | None = None
 
 
 @dataclass
@@ -162,6 +166,10 @@ class TaskFacts:
     pending: list[str] = field(default_factory=list)
     #: clock values written into stamp columns, and ``table.column`` its SQL reads as a mark
     stamps: list[Stamp] = field(default_factory=list)
+    #: files the task's SQL writes its selected rows to, and files it reads (by name, or
+    #: ``xcom:<task>`` for a path pulled from that task's XCom): `stamps.exported_tables` follows them
+    files_written: list[str] = field(default_factory=list)
+    files_read: list[str] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
     #: clock values written only as a stamp field of a Python record or document (`docstamps`)
     document_stamps: list[Stamp] = field(default_factory=list)

@@ -42,6 +42,7 @@ from airflow_idempotent.lint.docstamps import check_document_stamps
 from airflow_idempotent.lint.findings import Recorder, TaskCheck, without_restated
 from airflow_idempotent.lint.pyreloads import check_python_reload
 from airflow_idempotent.lint.pysyntax import parse_module
+from airflow_idempotent.lint.repomarks import repository_marks
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
 from airflow_idempotent.lint.rolling import check_rolling_windows
 from airflow_idempotent.lint.rules import rule_id
@@ -49,7 +50,7 @@ from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
-from airflow_idempotent.lint.stamps import check_stamps, marks_of
+from airflow_idempotent.lint.stamps import check_stamps, exported_columns, exported_tables, marks_of
 from airflow_idempotent.lint.startdates import check_start_date_helpers
 from airflow_idempotent.lint.watermarks import check_watermarks
 from airflow_idempotent.lint.widths import check_window_width
@@ -106,7 +107,7 @@ class Linter:
         self.recorder.trees = self._tree_of
         self.checks: list[tuple[TaskCheck, Path]] = []
         self.dags: list[DagDef] = []
-        #: explicit catchup=True, decided once every task is checked (`catchups.decide_catchups`)
+        #: catchup backlogs, decided once every task is checked (`catchups.decide_catchups`)
         self.catchups: list[PendingCatchup] = []
         self.files: list[str] = []
         self.notices: list[Notice] = []
@@ -191,7 +192,7 @@ class Linter:
         by_repo: dict[Path, list[TaskCheck]] = {}
         for check, repo in self.checks:
             by_repo.setdefault(repo, []).append(check)
-        for checks in by_repo.values():
+        for repo, checks in by_repo.items():
             declared: dict[str, list[TableKeys]] = {}
             for check in checks:
                 for keys in check.facts.declared:
@@ -199,9 +200,14 @@ class Linter:
             pairs = [(c.task, c.facts) for c in checks]
             clears = dag_clears(pairs)
             marks = marks_of(checks)
+            elsewhere = frozenset(repository_marks(repo, exported_columns(checks)))
+            loaded = exported_tables(checks)
             for check in checks:
                 self._guarded(check.file, functools.partial(task_findings, check, declared, clears))
-                self._guarded(check.file, functools.partial(check_stamps, check, marks))
+                self._guarded(
+                    check.file,
+                    functools.partial(check_stamps, check, marks, elsewhere, loaded.get(id(check), ())),
+                )
                 self._guarded(check.file, functools.partial(check_document_stamps, check, marks))
                 self._guarded(check.file, functools.partial(check_chat_report, check, self.recorder))
                 self._guarded(check.file, functools.partial(check_python_reload, check, self.recorder))

@@ -12,6 +12,7 @@ import re
 
 from airflow_idempotent.lint import reloads
 from airflow_idempotent.lint.benign import AUDIT_COLUMN, stamp_column
+from airflow_idempotent.lint.exports import file_names, rows_file
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
 from airflow_idempotent.lint.lastsuccess import check_last_success
@@ -23,11 +24,11 @@ from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
 from airflow_idempotent.lint.sqlfacts import analyse_sql
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql
+from airflow_idempotent.lint.xcompulls import file_pulls, xcom_pulls
 
 __all__ = ["check_jinja", "check_sql", "check_templated_args"]
 
 _KIND_TEXT = {"clock": "the clock", "random": "randomness", "sequence": "a sequence"}
-_XCOM_PULL = re.compile(r"xcom_pull\(\s*(?:task_ids\s*=\s*)?['\"]([\w.-]+)['\"]")
 _VARIABLE = re.compile(r"\bvar\.(?:value|json)\.(?:get\(\s*['\"])?([\w-]+)")
 #: the run's (or this try's) start as the wall clock gave it; Airflow resets it when a run is cleared
 _RUN_STARTS = frozenset({("dag_run", "start_date"), ("ti", "start_date"), ("task_instance", "start_date")})
@@ -76,6 +77,7 @@ def check_sql(
         where = "{}:{}".format(*located.place(None))
         check.note(f"SQL at {where} could not be parsed: {analysis.error[:160]}")
     jinja = Prepared(located.text, analysis.jinja, analysis.jinja_at)
+    facts.files_read.extend(n for n in file_names(located.text) if n not in facts.files_read)
     check_jinja(check, jinja, located, "its SQL")
     replaced = reloads.replaced_before((w.table, w.how, w.detail) for w in facts.writes)
     for stmt in analysis.statements:
@@ -141,7 +143,8 @@ def check_sql(
             if not (read.filtering or project or acked) and hit.kind == "clock" and stamp_column(read.column):
                 assert read.column is not None  # a stamp column is named
                 targets = tuple(w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop"))
-                facts.stamps.append(Stamp(read.column, targets, file, line, text))
+                exported = None if stmt.writes else stmt.unloads or rows_file(check.task)
+                facts.stamps.append(Stamp(read.column, targets, file, line, text, exported))
                 continue  # `stamps` decides once the repository's marks are known
             if read.tableless and not stmt.writes and hit.kind == "clock":
                 check.info(
@@ -194,6 +197,8 @@ def check_sql(
                 reason="listed in allow_functions on the operator" if acked else None,
             )
         writes = stmt.writes
+        if not writes and (into := stmt.unloads or rows_file(check.task)) is not None:
+            facts.files_written.extend(n for n in file_names(into) if n not in facts.files_written)
         if stmt.high_water:
             facts.windows.append(
                 WindowRef("target", f"The target's current contents: {stmt.high_water} (a high-water mark).")
@@ -257,8 +262,9 @@ def check_jinja(
     facts = check.facts
     for text, at in zip(prepared.jinja, prepared.jinja_at, strict=False):
         place = located.place(at)
-        for match in _XCOM_PULL.finditer(text):
-            facts.state_reads.append(StateUse("xcom", match.group(1), *place))
+        for pull in xcom_pulls(text, located.text, at):
+            facts.state_reads.append(StateUse("xcom", pull.task_id, *place, numbers=pull.numbers))
+        facts.files_read.extend(f"xcom:{task_id}" for task_id in file_pulls(text))
         for match in _VARIABLE.finditer(text):
             facts.state_reads.append(StateUse("variable", match.group(1), *place))
         try:

@@ -124,6 +124,7 @@ class SqlStatement:
     constants: reloads.Slice = ()
     keeps_first: bool = False
     only_missing: bool = False  # an anti-join on its own target (`reloads.inserts_missing`)
+    unloads: str | None = None  # the file a COPY .. TO writes its rows to
 
 
 @dataclass
@@ -304,6 +305,8 @@ def _statement(stmt: exp.Expression, start: int | None, dialect: str) -> SqlStat
         # COPY .. FROM (Snowflake's COPY INTO t FROM @stage, Postgres/Redshift COPY t FROM ..): a load
         # that adds the files' rows (Snowflake skips a file it loaded unchanged, not one PUT again)
         result.writes.append(SqlWrite(table, "append", f"COPY INTO {table}", result.offset))
+    elif isinstance(stmt, exp.Copy) and not stmt.args.get("kind") and stmt.args.get("files"):
+        result.unloads = stmt.args["files"][0].sql(dialect=dialect)  # COPY (SELECT ..) TO 'file'
     elif isinstance(stmt, exp.Insert):
         _insert(stmt, result, dialect)
     elif isinstance(stmt, exp.Merge):

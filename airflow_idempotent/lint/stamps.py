@@ -13,18 +13,23 @@ facts the whole repository gives, so the decision waits for every task (`Linter.
   deleted and inserted in one task, an upsert, MERGE, UPDATE, a keyed or deduplicating insert), a
   rerun re-stamps the same rows and their data is the same: information. An audit column is
   information on any write (it says when a row was last touched); a load stamp on an append is
-  left to the append's own finding (IDEM002) and still reported, as the rows it stamps are new.
+  left to the append's own finding (IDEM002) and still reported, as the rows it stamps are new;
+- **rows exported to a file** (round 36b): a statement that writes no table and whose rows the task
+  writes to a file (`exports.rows_file`, ``COPY (SELECT ..) TO 'f'``) makes the file whole each run:
+  a rerun re-stamps the same rows, information, unless SQL anywhere in the repository selects by a
+  column of that name (the rows' table is unknown there: `repomarks`, the `elsewhere` argument).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.facts import Stamp, Write
 from airflow_idempotent.lint.findings import TaskCheck
 
-__all__ = ["KEYED", "check_stamps", "marks_of"]
+__all__ = ["KEYED", "check_stamps", "exported_columns", "exported_tables", "marks_of"]
 
 #: how a task writes rows it rewrites by key or window (`checks.task_findings` resolves appends first)
 KEYED = frozenset(
@@ -58,12 +63,82 @@ def _keyed(stamp: Stamp, writes: list[Write]) -> Write | None:
     return next(keyed, None)
 
 
-def check_stamps(check: TaskCheck, marks: set[str]) -> None:
-    """Each clock value the task writes into a stamp column: IDEM001 or information (module doc)."""
+def exported_columns(checks: Iterable[TaskCheck]) -> set[str]:
+    """The stamp columns (lower case) of rows the repository's tasks export to files."""
+    return {s.column.lower() for c in checks for s in c.facts.stamps if s.exported and not s.tables}
+
+
+#: how many tasks a file is followed through (a file read, transformed and exported again)
+_HOPS = 6
+
+
+def exported_tables(checks: list[TaskCheck]) -> dict[int, tuple[str, ...]]:
+    """For each task whose SQL exports its rows to a file (by ``id()`` of its check): the tables the
+    DAG's later tasks load that file into, found by the file's name or by a pull of the task's XCom
+    naming a file (``key='parquet'``), followed through tasks that read it and export again."""
+    readers: dict[tuple[str | None, str], list[TaskCheck]] = {}
+    for c in checks:
+        for name in c.facts.files_read:
+            readers.setdefault((c.task.dag_id, name), []).append(c)
+    out: dict[int, tuple[str, ...]] = {}
+    for check in checks:
+        if not any(s.exported for s in check.facts.stamps):
+            continue
+        tables: list[str] = []
+        frontier, seen = [check], {id(check)}
+        for _ in range(_HOPS):
+            step: list[TaskCheck] = []
+            for task in frontier:
+                for name in [f"xcom:{task.task.task_id}", *task.facts.files_written]:
+                    for reader in readers.get((task.task.dag_id, name), []):
+                        if id(reader) in seen:
+                            continue
+                        seen.add(id(reader))
+                        tables.extend(w.table for w in reader.facts.writes if w.how not in _REMOVES)
+                        step.append(reader)
+            frontier = step
+        out[id(check)] = tuple(dict.fromkeys(tables))
+    return out
+
+
+_REMOVES = frozenset({"delete", "truncate", "drop"})
+
+
+def _exported_mark(stamp: Stamp, marks: set[str], loaded: tuple[str, ...]) -> str | None:
+    """The mark an exported stamp is read by: of the tables its file is loaded into, or of a column of
+    that name whose table the reading SQL does not say (``?.column``). A mark of a named table into
+    which no task loads the file selects other rows (round 36b: BASEL_CUST_DIM's stamp, read by the
+    features, is another file's; its own export stays a finding)."""
+    return _mark(replace(stamp, tables=loaded), marks)
+
+
+def check_stamps(
+    check: TaskCheck,
+    marks: set[str],
+    elsewhere: frozenset[str] = frozenset(),
+    loaded: tuple[str, ...] = (),
+) -> None:
+    """Each clock value the task writes into a stamp column: IDEM001 or information (module doc).
+    `elsewhere`: marks read by SQL of the repository outside its tasks (`repomarks`); `loaded`: the
+    tables the task's exported file is loaded into (`exported_tables`)."""
     facts = check.facts
     for stamp in facts.stamps:
         mark = _mark(stamp, marks)
         keyed = _keyed(stamp, facts.writes)
+        if stamp.exported and not stamp.tables:
+            mark = _exported_mark(stamp, marks | elsewhere, loaded)
+            if mark is None:
+                into = f", loaded into {', '.join(loaded)}" if loaded else ""
+                check.info(
+                    "IDEM001",
+                    stamp.file,
+                    stamp.line,
+                    f"{stamp.text} is written to {stamp.column}, a stamp of when the row was made, on "
+                    f"rows the task exports to a file ({stamp.exported}{into}) that each run writes "
+                    f"whole: a rerun re-stamps the same rows, and no SQL of the repository selects by "
+                    f"{stamp.column}",
+                )
+                continue
         if mark is None and AUDIT_COLUMN.search(stamp.column):
             check.info(
                 "IDEM001",

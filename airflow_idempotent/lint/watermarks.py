@@ -83,6 +83,16 @@ def check_watermarks(checks: Sequence[TaskCheck]) -> None:
             named = _kind_of_key(read.key) if read.kind != "xcom" else None
             if named == "config":
                 continue  # an asset id, a view name: configuration a task (re)writes, not a mark
+            if read.numbers:
+                check.info(
+                    "IDEM004",
+                    read.file,
+                    read.line,
+                    f"the task adds {_describe(read)} saved by {by} to a row number: the largest key "
+                    "numbers the new rows' keys, it chooses no rows (a key offset, not where a window "
+                    "starts); whether a rerun adds the rows twice is the load's question",
+                )
+                continue
             check.facts.windows.append(
                 WindowRef("target", f"A watermark: {_describe(read)} (saved by {by}).")
             )

@@ -1,5 +1,6 @@
-# Lint corpus: no catchup= on an Airflow 2 DAG (schedule_interval=): the deployment's default, on
-# expect: IDEM005@14
+# Lint corpus: no catchup= on an Airflow 2 DAG (schedule_interval=): the deployment's default, on,
+# over a task that takes the run's window: each caught-up run writes its own day (information, round 36b)
+# expect: none
 # expect-ack: none
 """The same run-window rebuild as c11, but catching up because nobody said otherwise."""
 
