@@ -24,6 +24,7 @@ from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, ga
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
 from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
+from airflow_idempotent.lint.localvalues import value_at, with_locals
 from airflow_idempotent.lint.lookups import (
     absent_after_lookup,
     inserted_when_absent,
@@ -59,14 +60,7 @@ from airflow_idempotent.lint.rowwrites import (
     spark_write,
 )
 from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
-from airflow_idempotent.lint.scope import (
-    Scope,
-    bind_arguments,
-    method_of,
-    self_method,
-    value_at,
-    with_locals,
-)
+from airflow_idempotent.lint.scope import Scope, bind_arguments, method_of, self_method
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqltext import prepare_sql

@@ -16,8 +16,9 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_idempotent.lint.facts import Write
+from airflow_idempotent.lint.localvalues import value_at
 from airflow_idempotent.lint.rowuse import ROW_METHODS
-from airflow_idempotent.lint.scope import Scope, bind_arguments, value_at
+from airflow_idempotent.lint.scope import Scope, bind_arguments
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["absent_after_lookup", "inserted_when_absent", "key_filtered", "skipped_keys"]

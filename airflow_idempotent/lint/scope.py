@@ -31,8 +31,6 @@ __all__ = [
     "method_of",
     "parameters",
     "self_method",
-    "value_at",
-    "with_locals",
 ]
 
 #: The most loop iterations (or list items) unrolled when a loop makes tasks.
@@ -540,49 +538,6 @@ def parameters(fn: FunctionNode | ast.Lambda) -> list[str]:
     names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
     names.extend(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names
-
-
-def with_locals(fn: ast.AST, scope: Scope, dead: set[int]) -> Scope:
-    """The function's simple local assignments (``sql = "..."``), so a name passed to ``run`` reads
-    (but for those in branches the task never runs: `dead`). Each is read with the ones assigned
-    before it, so a local built from another reads too (``table_str = table_name.split(".")[-1]``
-    after ``table_name = "ecommdata.sku_sellers"``, smu-chile's to_sql target, round 22)."""
-    assigned: dict[str, ast.Assign] = {}
-    for node in ast.walk(fn):
-        if (
-            id(node) not in dead
-            and isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-        ):
-            name = node.targets[0].id
-            if name not in scope.locals or scope.locals[name] == ():
-                assigned[name] = node
-    bound: dict[str, Row] = {}
-    for name, node in sorted(assigned.items(), key=lambda item: (item[1].lineno, item[1].col_offset)):
-        bound[name] = Bound(node.value, scope.child(dict(bound)) if bound else scope)
-    return scope.child(bound) if bound else scope
-
-
-def value_at(fn: ast.AST, arg: ast.expr, call: ast.Call, scope: Scope) -> Scope:
-    """The scope to read `arg` of `call` in: a local name assigned more than once in `fn` (``statement
-    = "DELETE .."``, ``cur.execute(statement)``, ``statement = "INSERT .."``, ``cur.execute(statement)``)
-    has, at each call, the value of the last assignment before it, not the function's last one."""
-    if not isinstance(arg, ast.Name):
-        return scope
-    assigned = [
-        node
-        for node in ast.walk(fn)
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == arg.id
-    ]
-    before = [a for a in assigned if (a.lineno, a.col_offset) < (call.lineno, call.col_offset)]
-    if len(assigned) < 2 or not before:
-        return scope
-    last = max(before, key=lambda a: (a.lineno, a.col_offset))
-    return scope.child({arg.id: Bound(last.value, scope)})
 
 
 def _constant(value: int, origin: ast.AST) -> ast.Constant:
