@@ -55,18 +55,18 @@ def xcom_pulls(expression: str, text: str = "", at: int | None = None) -> list[P
         after = text[end + 2 :] if end >= 0 else ""
         numbers = bool(_NUMBERS_AFTER.match(after) or _NUMBERS_BEFORE.search(text[max(0, at - 200) : at]))
     for match in _XCOM_PULL.finditer(expression):
-        key = _KEY.search(match.group(2))
-        if key is not None and key.group(1).lower() in _FILE_KEYS:
-            continue
-        out.append(Pull(match.group(1), numbers))
+        if not _by_file_key(match):
+            out.append(Pull(match.group(1), numbers))
     return out
 
 
 def file_pulls(expression: str) -> list[str]:
     """The task ids whose XCom the Jinja `expression` pulls by a key naming a file: the path of a file
     that task wrote (read as the file, `stamps.exported_tables`)."""
-    return [
-        match.group(1)
-        for match in _XCOM_PULL.finditer(expression)
-        if (key := _KEY.search(match.group(2))) is not None and key.group(1).lower() in _FILE_KEYS
-    ]
+    return [match.group(1) for match in _XCOM_PULL.finditer(expression) if _by_file_key(match)]
+
+
+def _by_file_key(match: re.Match[str]) -> bool:
+    """Whether the pull `match` names a key that says its value is a file's path (`_FILE_KEYS`)."""
+    key = _KEY.search(match.group(2))
+    return key is not None and key.group(1).lower() in _FILE_KEYS
