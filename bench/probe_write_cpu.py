@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -53,27 +52,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_delta import ICE, WINDOW, catalog_database, source_sql  # noqa: E402
-from probe_delta_observe import DDL, NO_CHECKPOINT, SELECT, rest, window_operator  # noqa: E402
-from scratch import scratch_dir  # noqa: E402
+from bench_delta import ICE, WINDOW  # noqa: E402
+from probe_cluster import chosen, probe_cluster  # noqa: E402
+from probe_delta_observe import DDL, NO_CHECKPOINT, SELECT, hash_call, operator_write, rest, window_operator  # noqa: E402
 
 from airflow_idempotent.spark import cluster as clusters  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg, observed  # noqa: E402
 from airflow_idempotent.spark.adapter import CONSTRAINT_CHECK, SparkAdapter, SparkConnection, SparkEngine  # noqa: E402
-from airflow_idempotent.testing.ports import free_port  # noqa: E402
 
 HASHED = "__idem_h"
-
-
-def hash_call(aggregate: str) -> str:
-    """The ``XXHASH64(..)`` call in `aggregate`, parentheses matched."""
-    start = aggregate.index("XXHASH64(")
-    depth = 0
-    for i in range(start + len("XXHASH64"), len(aggregate)):
-        depth += {"(": 1, ")": -1}.get(aggregate[i], 0)
-        if depth == 0:
-            return aggregate[start : i + 1]
-    raise ValueError(aggregate)
 
 
 class Stages:
@@ -149,20 +136,8 @@ def build(fmt: str, spark: Any, adapter: SparkAdapter) -> dict[str, Any]:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
         spark.sql(DDL.format(name=table, fmt=fmt) + NO_CHECKPOINT[fmt])
     module = delta if fmt == "delta" else iceberg
-    captured: dict[str, Any] = {}
-    real_write = observed.write_observed
-
-    def capture(*a: Any, **kw: Any) -> Any:
-        captured["args"] = a
-        return real_write(*a, **kw)
-
     op, context = window_operator(f"cpu_{fmt}", tables["operator"])
-    module.write_observed = capture
-    try:
-        op.execute(context)
-    finally:
-        module.write_observed = real_write
-    _conn, _adapter, _table, select, predicate, binds, aggregates = captured["args"][:7]
+    _conn, _adapter, _table, select, predicate, binds, aggregates = operator_write(module, op, context)[:7]
     select = observed.inline_params(select, binds)
     predicate = observed.inline_params(predicate, binds)
     print(f"{fmt}: select {select}\n  predicate {predicate}\n  aggregates {aggregates}", flush=True)
@@ -257,40 +232,15 @@ def main() -> None:
     args = parser.parse_args()
     formats = ["delta", "iceberg"] if args.format == "both" else [args.format]
     with contextlib.ExitStack() as stack:
-        work = scratch_dir("sp1-probe-cpu-")
-        conf = dict(clusters.DELTA_CONF)
-        if "iceberg" in formats:
-            conf.update(
-                clusters.iceberg_conf(stack.enter_context(catalog_database("cpu")), "postgres", work / "ice")
-            )
-        ui_port = free_port()
-        conf.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
-        jars = clusters.delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / clusters.SPARK_JARS_DIR)
-        t0 = time.monotonic()
-        cluster = clusters.SparkCluster.start(
-            work / "spark", extra_conf=conf, jars=jars, connect_mode="plugin"
-        )
-        print(f"cluster started in {time.monotonic() - t0:.1f} s; UI :{ui_port}", flush=True)
-        stack.callback(cluster.stop)
-        spark = cluster.session()
-        stack.callback(spark.stop)
-        stages = Stages(f"http://127.0.0.1:{ui_port}")
-        spark.sql("DROP TABLE IF EXISTS bench_sales")
-        spark.sql(source_sql(args.rows))
-        os.environ["AIRFLOW_CONN_BENCH_SPARK"] = json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
-        )
-        os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(
-            {"conn_type": "sqlite", "host": str(work / "history.db")}
-        )
+        probe = probe_cluster(stack, "idem_probe_cpu", formats, args.rows, ui=True)
+        cluster, spark = probe.cluster, probe.spark
+        stages = Stages(probe.ui)
         adapter = SparkAdapter(SparkEngine(cluster.connect_url))
         paths: dict[str, Any] = {}
         for fmt in formats:
             for name, run in build(fmt, spark, adapter).items():
                 paths[f"{fmt}:{name}"] = run
-        if args.only:
-            keep = set(args.only.split(","))
-            paths = {k: v for k, v in paths.items() if k.split(":")[1] in keep or k in keep}
+        paths = chosen(paths, args.only)
         loads = [os.getloadavg()]
         for run in paths.values():  # warm-up
             run()
