@@ -42,21 +42,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_delta import ICE, LITERAL_SQL, WINDOW, catalog_database, source_sql  # noqa: E402
-from scratch import scratch_dir  # noqa: E402
+from bench_delta import ICE, LITERAL_SQL, WINDOW  # noqa: E402
+from probe_cluster import chosen, probe_cluster  # noqa: E402
 
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
 from airflow_idempotent.spark import delta, iceberg  # noqa: E402
 from airflow_idempotent.spark.adapter import SparkAdapter, SparkConnection, SparkEngine  # noqa: E402
-from airflow_idempotent.spark.cluster import (  # noqa: E402
-    DELTA_CONF,
-    SPARK_JARS_DIR,
-    SparkCluster,
-    delta_jars,
-    iceberg_conf,
-)
 from airflow_idempotent.spark.observed import window_aggregates, write_observed  # noqa: E402
-from airflow_idempotent.testing.ports import free_port  # noqa: E402
 
 SELECT = f"SELECT sale_id, amount_eur, rate, sale_date FROM ({LITERAL_SQL})"
 DDL = (
@@ -67,6 +59,17 @@ DDL = (
 #: Delta writes a checkpoint every 10th commit, a few seconds more on that write: with variants
 #: alternating in a fixed cycle it lands on the same variant each time, so the probe's tables have none
 NO_CHECKPOINT = {"delta": " TBLPROPERTIES ('delta.checkpointInterval' = '100000')", "iceberg": ""}
+
+
+def hash_call(aggregate: str) -> str:
+    """The ``XXHASH64(..)`` call in `aggregate`, parentheses matched."""
+    start = aggregate.index("XXHASH64(")
+    depth = 0
+    for i in range(start + len("XXHASH64"), len(aggregate)):
+        depth += {"(": 1, ")": -1}.get(aggregate[i], 0)
+        if depth == 0:
+            return aggregate[start : i + 1]
+    raise ValueError(aggregate)
 
 
 def rest(ui: str, path: str) -> Any:
@@ -132,6 +135,25 @@ def window_operator(task_id: str, table: str) -> tuple[PartitionOverwriteOperato
     return op, dict.fromkeys(("logical_date", "data_interval_start", "data_interval_end"), start)
 
 
+def operator_write(module: Any, op: PartitionOverwriteOperator, context: dict[str, Any]) -> tuple[Any, ...]:
+    """Run `op` once (`module`: `delta` or `iceberg`, whose write it makes), and return the
+    positional arguments its `write_observed` call got: what the probes replay as the operator's
+    write."""
+    captured: dict[str, Any] = {}
+    real = module.write_observed
+
+    def capture(*a: Any, **kw: Any) -> Any:
+        captured["args"] = a
+        return real(*a, **kw)
+
+    module.write_observed = capture
+    try:
+        op.execute(context)
+    finally:
+        module.write_observed = real
+    return tuple(captured["args"])
+
+
 def operator_variants(fmt: str, table: str) -> dict[str, Any]:
     """The operator itself, its window's figures observed or read at the commit's version; the
     time of its write alone (`write_observed`) kept in WRITES."""
@@ -174,29 +196,10 @@ def main() -> None:
     args = parser.parse_args()
     formats = ["delta", "iceberg"] if args.format == "both" else [args.format]
     with contextlib.ExitStack() as stack:
-        work = scratch_dir("idem_probe_obs_")
-        conf = dict(DELTA_CONF)
-        if "iceberg" in formats:
-            conf.update(iceberg_conf(stack.enter_context(catalog_database()), "postgres", work / "iceberg"))
-        ui_port = free_port()
-        conf.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
-        jars = delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / SPARK_JARS_DIR)
-        t0 = time.monotonic()
-        cluster = SparkCluster.start(work / "spark", extra_conf=conf, jars=jars)
-        print(f"cluster started in {time.monotonic() - t0:.1f} s; UI :{ui_port}", flush=True)
-        stack.callback(cluster.stop)
-        spark = cluster.session()
-        stack.callback(spark.stop)
-        ui = f"http://127.0.0.1:{ui_port}"
+        # the Connect server as the bench started it when this probe was written
+        probe = probe_cluster(stack, "idem_probe_obs", formats, args.rows, ui=True, connect_mode="server")
+        cluster, spark, ui = probe.cluster, probe.spark, probe.ui
         app = rest(ui, "/applications")[0]["id"]
-        spark.sql("DROP TABLE IF EXISTS bench_sales")
-        spark.sql(source_sql(args.rows))
-        os.environ["AIRFLOW_CONN_BENCH_SPARK"] = json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
-        )
-        os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(
-            {"conn_type": "sqlite", "host": str(work / "history.db")}
-        )
         adapter = SparkAdapter(SparkEngine(cluster.connect_url))
         conn = SparkConnection(spark, "probe")
         paths: dict[str, Any] = {}
@@ -210,7 +213,7 @@ def main() -> None:
             aggs = window_aggregates(adapter, info, table, "sale_date", True)
             # the same hash sum as two BIGINT sums (high and low 32 bits: high * 2**32 + low is
             # the DECIMAL(38,0) sum exactly), no BigDecimal arithmetic per row
-            digest = "XXHASH64" + aggs[1].split("CAST(XXHASH64", 1)[1].rsplit(" AS DECIMAL", 1)[0]
+            digest = hash_call(aggs[1])
             halves = [aggs[0], f"TRY_SUM(SHIFTRIGHT({digest}, 32))", f"TRY_SUM({digest} & 4294967295)"]
             for name, run in variants(spark, table, aggs, halves, fmt).items():
                 paths[f"{fmt}:{name}"] = run
@@ -218,9 +221,7 @@ def main() -> None:
             spark.sql(f"DROP TABLE IF EXISTS {optable}")
             spark.sql(DDL.format(name=optable, fmt=fmt) + NO_CHECKPOINT[fmt])
             paths.update(operator_variants(fmt, optable))
-        if args.only:
-            keep = set(args.only.split(","))
-            paths = {k: v for k, v in paths.items() if k.split(":")[1] in keep or k in keep}
+        paths = chosen(paths, args.only)
         print("aggregates:", aggs, flush=True)
         times: dict[str, list[float]] = {k: [] for k in paths}
         last: dict[str, list[int]] = {}

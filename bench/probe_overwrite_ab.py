@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -49,10 +48,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pendulum  # noqa: E402
-from bench_delta import ICE, WINDOW, catalog_database, source_sql  # noqa: E402
+from bench_delta import ICE, WINDOW  # noqa: E402
 from bench_spark import WINDOW_SQL  # noqa: E402
-from probe_delta_observe import DDL, SELECT  # noqa: E402
-from scratch import scratch_dir  # noqa: E402
+from probe_cluster import chosen, probe_cluster  # noqa: E402
+from probe_delta_observe import DDL, SELECT, operator_write  # noqa: E402
 
 from airflow_idempotent.operators import PartitionOverwriteOperator  # noqa: E402
 from airflow_idempotent.spark import cluster as clusters  # noqa: E402
@@ -95,14 +94,7 @@ def build(fmt: str, spark: Any, cluster: clusters.SparkCluster, adapter: SparkAd
     for table in tables.values():
         spark.sql(f"DROP TABLE IF EXISTS {table}")
         spark.sql(DDL.format(name=table, fmt=fmt))
-    captured: dict[str, Any] = {}
-    real_write = observed.write_observed
     module = delta if fmt == "delta" else iceberg
-
-    def capture(*a: Any, **kw: Any) -> Any:
-        captured["args"] = a
-        return real_write(*a, **kw)
-
     op = PartitionOverwriteOperator(
         task_id=f"ab_{fmt}",
         table=tables["operator"],
@@ -112,12 +104,7 @@ def build(fmt: str, spark: Any, cluster: clusters.SparkCluster, adapter: SparkAd
         granularity="month",
         emit_asset=False,
     )
-    module.write_observed = capture
-    try:
-        op.execute(CONTEXT)
-    finally:
-        module.write_observed = real_write
-    _conn, _adapter, _table, select, predicate, binds, aggregates = captured["args"][:7]
+    _conn, _adapter, _table, select, predicate, binds, aggregates = operator_write(module, op, CONTEXT)[:7]
     print(f"{fmt}: select {select}\n  predicate {predicate} binds {binds}\n  aggregates {aggregates}")
 
     def committing(
@@ -151,7 +138,7 @@ def build(fmt: str, spark: Any, cluster: clusters.SparkCluster, adapter: SparkAd
                     if tag_conf:
                         tagging = delta.tagged(conn, tag) if fmt == "delta" else iceberg.tagged(conn, tag)
                     with tagging:
-                        return real_write(conn, adapter, table, sel, pred, params, aggs, options)
+                        return observed.write_observed(conn, adapter, table, sel, pred, params, aggs, options)
 
                 got = retry_conflicts(once, ("never",), "probe", 60) if retry else once()
                 if tag_conf or tag_option:
@@ -286,37 +273,14 @@ def main() -> None:
     args = parser.parse_args()
     formats = ["delta", "iceberg"] if args.format == "both" else [args.format]
     with contextlib.ExitStack() as stack:
-        work = scratch_dir("idem_probe_ab_")
-        conf = dict(clusters.DELTA_CONF)
-        if "iceberg" in formats:
-            conf.update(
-                clusters.iceberg_conf(stack.enter_context(catalog_database("ab")), "postgres", work / "ice")
-            )
-        jars = clusters.delta_jars(os.environ.get("IDEM_SPARK_JARS") or ROOT / clusters.SPARK_JARS_DIR)
-        t0 = time.monotonic()
-        cluster = clusters.SparkCluster.start(
-            work / "spark", extra_conf=conf, jars=jars, connect_mode="plugin"
-        )
-        print(f"cluster started in {time.monotonic() - t0:.1f} s", flush=True)
-        stack.callback(cluster.stop)
-        spark = cluster.session()
-        stack.callback(spark.stop)
-        spark.sql("DROP TABLE IF EXISTS bench_sales")
-        spark.sql(source_sql(1_000_000))
-        os.environ["AIRFLOW_CONN_BENCH_SPARK"] = json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": cluster.connect_port}
-        )
-        os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(
-            {"conn_type": "sqlite", "host": str(work / "history.db")}
-        )
+        probe = probe_cluster(stack, "idem_probe_ab", formats)
+        cluster, spark = probe.cluster, probe.spark
         adapter = SparkAdapter(SparkEngine(cluster.connect_url))
         paths: dict[str, Any] = {}
         for fmt in formats:
             for name, run in build(fmt, spark, cluster, adapter).items():
                 paths[f"{fmt}:{name}"] = run
-        if args.only:
-            keep = set(args.only.split(","))
-            paths = {k: v for k, v in paths.items() if k.split(":")[1] in keep or k in keep}
+        paths = chosen(paths, args.only)
         loads = [os.getloadavg()]
         for run in paths.values():  # warm-up
             run()
