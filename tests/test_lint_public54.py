@@ -63,7 +63,7 @@ def test_clock_date_filing_rows_is_a_defect_and_a_timestamp_stamp_is_information
         [
             _sql(
                 "weekly_map",
-                "INSERT INTO out.weekly (week_view, user_id) SELECT date_trunc('week', now()), user_id FROM app.u",
+                "INSERT INTO out.weekly (week_view, id) SELECT date_trunc('week', now()), id FROM u",
             ),
             _sql(
                 "daily_id",
@@ -130,7 +130,7 @@ with DAG("orders", schedule="@daily", start_date=pendulum.datetime(2026, 1, 1), 
         sql="INSERT INTO ops.orders (id, amount) SELECT id, amount FROM s.o ON CONFLICT (id) DO NOTHING",
     )
     tag = SQLExecuteQueryOperator(
-        task_id="tag", conn_id="pg", sql="UPDATE ops.orders SET channel = 'web' WHERE channel IS NULL AND id > 0",
+        task_id="tag", conn_id="pg", sql="UPDATE ops.orders SET channel = 'web' WHERE channel IS NULL",
     )
     load >> tag
 """

@@ -281,6 +281,9 @@ def _overlap(
             return (
                 f"both delete and reinsert the same slice from two DAGs: runs of each rewrite {label}'s rows"
             )
+        # a window overwrite (PartitionOverwriteOperator, delete+insert of its window) replaces a slice too
+        my_slices |= {w.detail for w in mine.writes if w.table == table and w.how == "overwrite"}
+        their_slices |= {w.detail for w in theirs.writes if w.table == table and w.how == "overwrite"}
         if (my_slices and not their_slices and ho & _ADDS_ROWS) or (
             their_slices and not my_slices and hm & _ADDS_ROWS
         ):
