@@ -23,6 +23,7 @@ import pytest
 from airflow_idempotent.lint import RULES, LintReport, lint_paths, sql_writes
 from airflow_idempotent.lint.cli import main, register
 from airflow_idempotent.lint.schedule import cron_period
+from tests.lintfiles import explained, seen
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "lint_corpus"
@@ -545,9 +546,9 @@ def test_audit_column_set_to_now_is_information_not_a_finding(tmp_path: Path) ->
     )
     # a load stamp on appended rows is still IDEM001 (rows keyed by id: `stamps`, test_lint_public14);
     # updated_at is an audit column
-    assert sorted(_rules(report.findings)) == [("IDEM001", "snap"), ("IDEM002", "snap")]
-    assert _rules(report.information) == [("IDEM001", "mark")]
-    assert "updated_at, an audit column" in report.information[0].message
+    assert sorted(_rules(seen(report))) == [("IDEM001", "snap"), ("IDEM002", "snap")]
+    assert _rules(explained(report)) == [("IDEM001", "mark")]
+    assert "updated_at, an audit column" in explained(report)[0].message
 
 
 def test_retry_counter_is_information_and_a_running_total_is_not(tmp_path: Path) -> None:
@@ -981,9 +982,9 @@ def test_a_failure_alert_and_a_batch_cursor_are_information(tmp_path: Path) -> N
         "    EmailOperator(task_id='report', to='a@b.c', subject='daily', html_content='x')\n"
     )
     report = _lint(tmp_path, code)
-    assert _rules(report.findings) == [("IDEM004", "since_mark"), ("IDEM006", "report")]
-    assert ("IDEM006", "alert") in _rules(report.information)
-    assert ("IDEM004", "next_batch") in _rules(report.information)
+    assert _rules(seen(report)) == [("IDEM004", "since_mark"), ("IDEM006", "report")]
+    assert ("IDEM006", "alert") in _rules(explained(report))
+    assert ("IDEM004", "next_batch") in _rules(explained(report))
 
 
 # Round 2 of issue 35: shapes of the tuning repositories (written here, never copied).
@@ -1026,12 +1027,12 @@ def test_flags_two_tasks_set_to_literals_are_information_a_data_update_is_not(tm
         ("reprice", "UPDATE prices AS p SET price = s.price FROM staged AS s WHERE p.id = s.id"),
     )
     report = _lint(tmp_path, lock)
-    assert _rules(report.findings) == [("IDEM007", "refresh"), ("IDEM007", "reprice")]
-    assert _rules([f for f in report.information if f.rule == "IDEM007"]) == [
+    assert _rules(seen(report)) == [("IDEM007", "refresh"), ("IDEM007", "reprice")]
+    assert _rules([f for f in explained(report) if f.rule == "IDEM007"]) == [
         ("IDEM007", "release_lock"),
         ("IDEM007", "take_lock"),
     ]
-    assert "flags set to literals" in report.information[0].message
+    assert "flags set to literals" in explained(report)[0].message
 
 
 def test_a_duration_since_a_start_pulled_from_xcom_is_no_window(tmp_path: Path) -> None:
@@ -1174,10 +1175,10 @@ def test_a_relative_window_in_a_dag_run_only_when_triggered_is_information(tmp_p
     report = _lint(tmp_path, manual + scheduled)
     # schedule=None: no scheduled window to miss, the 7-day window is information; the clock written
     # by `stamp` is still IDEM001 (only relative windows change), and the daily DAG's window is IDEM004
-    assert sorted((f.rule, f.dag_id, f.task_id) for f in report.findings) == [
+    assert sorted((f.rule, f.dag_id, f.task_id) for f in seen(report)) == [
         ("IDEM001", "by_hand", "stamp"),
         ("IDEM002", "by_hand", "load"),
         ("IDEM002", "daily", "load"),
         ("IDEM004", "daily", "load"),
     ]
-    assert [(f.rule, f.dag_id) for f in report.information if f.rule == "IDEM004"] == [("IDEM004", "by_hand")]
+    assert [(f.rule, f.dag_id) for f in explained(report) if f.rule == "IDEM004"] == [("IDEM004", "by_hand")]

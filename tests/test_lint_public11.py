@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, lint_paths
+from tests.lintfiles import explained, seen
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
@@ -24,11 +25,11 @@ def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
 
 
 def _found(report: LintReport, rule: str) -> list[tuple[int, str | None]]:
-    return sorted((f.line, f.task_id) for f in report.findings if f.rule == rule)
+    return sorted((f.line, f.task_id) for f in seen(report) if f.rule == rule)
 
 
 def _info(report: LintReport, rule: str) -> list[tuple[int, str | None]]:
-    return sorted((f.line, f.task_id) for f in report.information if f.rule == rule)
+    return sorted((f.line, f.task_id) for f in explained(report) if f.rule == rule)
 
 
 _NOTICES = """import json

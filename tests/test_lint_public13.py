@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
+from tests.lintfiles import explained, seen
 
 
 def _lint(tmp_path: Path, name: str, text: str) -> LintReport:
@@ -106,18 +107,18 @@ def test_own_records_are_information_and_data_stays_a_finding(tmp_path: Path) ->
     # line 18: the failed attempt's error record, in a handler that raises again;
     # line 24: every use is an argument of log_run_start (a log write);
     # line 28: a function named for archiving names the copy by its time
-    assert _at(report.information, "IDEM003") == [(18, "load"), (24, "started"), (28, "archive_configs")]
+    assert _at(explained(report), "IDEM003") == [(18, "load"), (24, "started"), (28, "archive_configs")]
     # the same copy in an export (33); a handler's value that leaves it (42: it is read after the
     # try, whatever the handler ends with); a handler that returns the value (51); a log read by time
     # (57); a call whose name only ends in "log" letters (62: insert_catalog)
-    assert _at(report.findings, "IDEM003") == [
+    assert _at(seen(report), "IDEM003") == [
         (33, "export_configs"),
         (42, "fallback"),
         (51, "kept"),
         (57, "fetch"),
         (62, "catalog"),
     ]
-    said = {f.task_id: f.message for f in report.information if f.rule == "IDEM003"}
+    said = {f.task_id: f.message for f in explained(report) if f.rule == "IDEM003"}
     assert "failed attempt's error record" in said["load"]
     assert "job's own log" in said["started"]
     assert "backup copy" in said["archive_configs"]
@@ -162,8 +163,8 @@ def test_an_audit_column_is_seen_through_a_time_zone_or_cast(tmp_path: Path) -> 
     # updated_at / processed_at (audit columns, `benign.AUDIT_COLUMN`) written through AT TIME ZONE or a CAST:
     # information, as the bare now() always was; since round 14 (`stamps`) so is loaded_at on the rows an
     # UPDATE rewrites (nothing here selects by it), while loaded_at on appended rows stays a finding
-    assert _at(report.information, "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast", "loaded"))
-    assert _at(report.findings, "IDEM001") == [(at["plain"], "plain")]
+    assert _at(explained(report), "IDEM001") == sorted((at[t], t) for t in ("zoned", "cast", "loaded"))
+    assert _at(seen(report), "IDEM001") == [(at["plain"], "plain")]
 
 
 _REQUESTS = """from datetime import datetime
@@ -217,7 +218,7 @@ def test_ending_a_job_or_refreshing_a_cache_or_state_is_sent_again_harmlessly(tm
             "send/email",
         )
     }
-    assert _at(report.information, "IDEM006") == [
+    assert _at(explained(report), "IDEM006") == [
         (line["/cancel"], "stop_slow"),
         (line["warm_up_cache"], "warm"),
         (line['"reload"'], "reload"),
@@ -226,7 +227,7 @@ def test_ending_a_job_or_refreshing_a_cache_or_state_is_sent_again_harmlessly(tm
     ]
     # an order, a refresh that sends e-mail, and an endpoint whose cache segment is not among its
     # last two: still sends
-    assert _at(report.findings, "IDEM006") == sorted(
+    assert _at(seen(report), "IDEM006") == sorted(
         [(line["com/orders"], "order"), (line["cached"], "cached_orders"), (line["send/email"], "mail")]
     )
     answers = {t.task_id: t.runs_twice for t in report.tasks}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
+from tests.lintfiles import explained, seen
 
 
 def _lint(tmp_path: Path, name: str, text: str) -> LintReport:
@@ -51,8 +52,8 @@ def test_load_stamp_on_rows_rewritten_by_window_is_information(tmp_path: Path) -
     # loaded_at: a rerun re-stamps the same rows (line 5 holds the first task)
     report = _lint(tmp_path, "snap.py", _dag(_SNAPSHOT))
     assert _at(report.findings, "IDEM001") == []
-    assert _at(report.information, "IDEM001") == [(5, "snapshot")]
-    assert "a rerun re-stamps these rows" in report.information[0].message
+    assert _at(explained(report), "IDEM001") == [(5, "snapshot")]
+    assert "a rerun re-stamps these rows" in explained(report)[0].message
 
 
 def test_load_stamp_another_task_selects_by_is_a_defect(tmp_path: Path) -> None:
@@ -63,8 +64,8 @@ def test_load_stamp_another_task_selects_by_is_a_defect(tmp_path: Path) -> None:
         "AND loaded_at < '{{ data_interval_end }}'",
     )
     report = _lint(tmp_path, "feed.py", _dag(_SNAPSHOT, feed))
-    assert _at(report.findings, "IDEM001") == [(5, "snapshot")]
-    message = next(f.message for f in report.findings if f.rule == "IDEM001")
+    assert _at(seen(report), "IDEM001") == [(5, "snapshot")]
+    message = next(f.message for f in seen(report) if f.rule == "IDEM001")
     assert "fin.snap.loaded_at is read as a mark" in message
 
 
@@ -76,21 +77,21 @@ def test_upserted_created_at_is_information_and_appended_one_is_not(tmp_path: Pa
     )
     append = ("append", "INSERT INTO events (id, created_at) SELECT id, now() FROM src")
     report = _lint(tmp_path, "dims.py", _dag(upsert, append))
-    assert _at(report.findings, "IDEM001") == [(6, "append")]
-    assert _at(report.information, "IDEM001") == [(5, "upsert")]
+    assert _at(seen(report), "IDEM001") == [(6, "append")]
+    assert _at(explained(report), "IDEM001") == [(5, "upsert")]
 
 
 def test_audit_column_read_as_a_mark_is_a_defect_but_not_another_tables(tmp_path: Path) -> None:
     mark = ("mark", "UPDATE orders SET status = 'done', updated_at = now() WHERE day = '{{ ds }}'")
     delta = ("delta", "SELECT id FROM orders WHERE updated_at > '{{ prev_ds }}'")
     report = _lint(tmp_path, "orders.py", _dag(mark, delta))
-    assert _at(report.findings, "IDEM001") == [(5, "mark")]
+    assert _at(seen(report), "IDEM001") == [(5, "mark")]
     # the same column name compared on a source table of another name: the audit stamp stays harmless
     other = ("extract", "SELECT id FROM crm.accounts WHERE updated_at > '{{ prev_ds }}'")
     (tmp_path / "other").mkdir()
     report = _lint(tmp_path / "other", "o.py", _dag(mark, other))
-    assert _at(report.findings, "IDEM001") == []
-    assert _at(report.information, "IDEM001") == [(5, "mark")]
+    assert _at(seen(report), "IDEM001") == []
+    assert _at(explained(report), "IDEM001") == [(5, "mark")]
 
 
 _STREAMING = """from datetime import datetime
@@ -121,8 +122,8 @@ def test_bigquery_streaming_inserts_append(tmp_path: Path) -> None:
     # BigQuery's streaming inserts add the rows they are given (no replace; row_ids deduplicate only
     # for about a minute): a retry or rerun streams them again, as client.insert_rows does
     report = _lint(tmp_path, "streaming.py", _STREAMING)
-    assert _at(report.findings, "IDEM002") == [(11, "stream_rows"), (16, "stream_frame")]
-    assert "insert_rows_json(proj.logs.manifest_stg)" in report.findings[0].message
+    assert _at(seen(report), "IDEM002") == [(11, "stream_rows"), (16, "stream_frame")]
+    assert "insert_rows_json(proj.logs.manifest_stg)" in seen(report)[0].message
 
 
 _REPORTS = """from datetime import datetime, timedelta
@@ -170,7 +171,7 @@ def test_a_relative_window_only_reported_to_chat_is_information(tmp_path: Path) 
     # before its own moment; the load that also posts keeps its finding (the span it stores moves; it
     # appends: round 34b made a 7-day upsert of a daily catchup=False DAG a rolling window, information)
     report = _lint(tmp_path, "reports.py", _REPORTS)
-    assert [task for _, task in _at(report.findings, "IDEM004")] == ["weekly_load"]
+    assert [task for _, task in _at(seen(report), "IDEM004")] == ["weekly_load"]
     # the unshifted now() closing the report's span (BETWEEN now() - 1 day AND now()) is the same span
     assert _at(report.findings, "IDEM001") == []
-    assert sorted(task for _, task in _at(report.information, "IDEM004")) == ["blocks_report", "weekly_runs"]
+    assert sorted(task for _, task in _at(explained(report), "IDEM004")) == ["blocks_report", "weekly_runs"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import lint_paths
+from tests.lintfiles import explained, seen
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> tuple[list[tuple[str, int, str | None]], list[str]]:
@@ -25,8 +26,8 @@ def _lint(tmp_path: Path, files: dict[str, str]) -> tuple[list[tuple[str, int, s
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     report = lint_paths([tmp_path])
-    found = sorted((f.rule, f.line, f.task_id) for f in report.findings)
-    return found, sorted(f"{i.rule}:{i.task_id}" for i in report.information)
+    found = sorted((f.rule, f.line, f.task_id) for f in seen(report))
+    return found, sorted(f"{i.rule}:{i.task_id}" for i in explained(report))
 
 
 _MAILS = """\

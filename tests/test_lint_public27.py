@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.lintfiles import finding_rows, lint_files
+from tests.lintfiles import explained, lint_files, seen_rows
 
 _DAG_FUNCTION = """\
 from datetime import datetime, timedelta
@@ -56,7 +56,7 @@ since = window_start()
 
 def test_calling_a_dag_function_reads_no_clock_its_task_bodies_read(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"resub.py": _DAG_FUNCTION})
-    found = finding_rows(report)
+    found = seen_rows(report)
     assert not [row for row in found if row[:3] == ("IDEM003", "resub.py", 24)]
     # guards: the task's own read stays its finding, and a helper that returns "now - 1 day" to
     # module-level code is still a relative window (reported where the helper reads the clock)
@@ -100,9 +100,9 @@ with DAG("visits", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=F
 
 def test_the_clock_selected_from_no_table_is_no_finding(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"visits.py": _CONNECTION_TEST})
-    found = finding_rows(report)
+    found = seen_rows(report)
     assert ("IDEM001", "visits.py", 12, "load") not in found
-    assert any(i.rule == "IDEM001" and i.line == 12 for i in report.information)
+    assert any(i.rule == "IDEM001" and i.line == 12 for i in explained(report))
     # guards: a clock written by an INSERT .. SELECT (no FROM either) and a clock that filters a
     # table's rows are still the SQL's clock reads
     assert ("IDEM001", "visits.py", 19, "stamp") in found
@@ -198,7 +198,7 @@ def test_sql_server_windows_in_sql_files_the_code_opens_are_read(tmp_path: Path)
         "sql/ages.sql": _AGES_SQL,
         "passcode.json": "{}",
     }
-    found = finding_rows(lint_files(tmp_path, files))
+    found = seen_rows(lint_files(tmp_path, files))
     assert ("IDEM004", "yesterday.sql", 6, "extract_yesterday") in found
     assert ("IDEM004", "last_hours.sql", 4, "extract_hours") in found
     # a file opened by a ``with`` in the task's own code reads too
@@ -241,7 +241,7 @@ with DAG("staging", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=
 
 
 def test_session_tables_of_sql_server_and_select_into_temp_take_no_write(tmp_path: Path) -> None:
-    found = finding_rows(lint_files(tmp_path, {"staging.py": _TEMP_TABLES}))
+    found = seen_rows(lint_files(tmp_path, {"staging.py": _TEMP_TABLES}))
     # a #table (SQL Server) and a SELECT .. INTO TEMP table (PostgreSQL) live for the session only
     assert ("IDEM002", "staging.py", 12, "stage_claims") not in found
     assert ("IDEM002", "staging.py", 19, "stage_orders") not in found

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, lint_paths
+from tests.lintfiles import explained, seen
 
 _HEAD = """from datetime import datetime
 
@@ -49,15 +50,15 @@ def test_a_staged_build_is_information_two_rebuilders_stay_a_finding(tmp_path: P
     )
     report = _lint(tmp_path, body)
     staged = sorted(
-        f.task_id for f in report.information if f.rule == "IDEM007" and "staged build" in f.message
+        f.task_id for f in explained(report) if f.rule == "IDEM007" and "staged build" in f.message
     )
     assert staged == ["dedupe", "geocode", "standardize"]
     assert all(
         "assembly.create rebuilds facilities" in f.message
-        for f in report.information
+        for f in explained(report)
         if "staged build" in f.message  # not "staged": pytest's tmp_path, shown in messages, has it
     )
-    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM007") == ["load_a", "load_b"]
+    assert sorted(f.task_id for f in seen(report) if f.rule == "IDEM007") == ["load_a", "load_b"]
 
 
 def test_updates_of_a_table_nobody_rebuilds_stay_a_finding(tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_updates_of_a_table_nobody_rebuilds_stay_a_finding(tmp_path: Path) -> No
         "b", ("set_b", "UPDATE accounts SET tier = s.tier FROM scores s WHERE s.id = accounts.id")
     )
     report = _lint(tmp_path, body)
-    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM007") == ["set_a", "set_b"]
+    assert sorted(f.task_id for f in seen(report) if f.rule == "IDEM007") == ["set_a", "set_b"]
 
 
 _COPY = """from airflow.operators.python import PythonOperator
@@ -96,9 +97,9 @@ def test_copy_into_through_a_cursor_is_an_append_an_unload_to_a_stage_is_not(tmp
     """A Snowflake COPY INTO a table sent by ``cursor.execute`` (the table in an f-string): IDEM002 at
     the COPY (line 10 of the snippet, 14 after the 4-line header); the unload to a stage writes no table."""
     report = _lint(tmp_path, _COPY)
-    appends = [(f.task_id, f.line) for f in report.findings if f.rule == "IDEM002"]
+    appends = [(f.task_id, f.line) for f in seen(report) if f.rule == "IDEM002"]
     assert appends == [("push", 14)]
-    assert "COPY INTO" in next(f.message for f in report.findings if f.rule == "IDEM002")
+    assert "COPY INTO" in next(f.message for f in seen(report) if f.rule == "IDEM002")
 
 
 def test_utcfromtimestamp_of_a_stored_mark_reads_no_clock_of_time_time_does(tmp_path: Path) -> None:
@@ -116,7 +117,7 @@ def test_utcfromtimestamp_of_a_stored_mark_reads_no_clock_of_time_time_does(tmp_
         "    PythonOperator(task_id='stamp', python_callable=stamp)\n"
     )
     report = _lint(tmp_path, code)
-    clocks = sorted((f.rule, f.task_id) for f in report.findings + report.information)
+    clocks = sorted((f.rule, f.task_id) for f in seen(report) + explained(report))
     assert clocks == [("IDEM003", "stamp")]
 
 
@@ -150,7 +151,7 @@ def test_an_http_sensor_polls_with_get_an_http_operator_posts(tmp_path: Path) ->
         "    HttpSensor(task_id='poke_post', http_conn_id='api', endpoint='/check', method='POST')\n"
     )
     report = _lint(tmp_path, code)
-    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM006") == ["poke_post", "submit"]
+    assert sorted(f.task_id for f in seen(report) if f.rule == "IDEM006") == ["poke_post", "submit"]
 
 
 _CLIENT = """import paho.mqtt.client as mqtt
@@ -193,7 +194,7 @@ def test_methods_of_the_repositorys_own_classes_are_followed(tmp_path: Path) -> 
         "    PythonOperator(task_id='log', python_callable=log)\n"
     )
     report = _lint(tmp_path, code)
-    got = sorted((f.rule, f.task_id, Path(f.file).name, f.line) for f in report.findings)
+    got = sorted((f.rule, f.task_id, Path(f.file).name, f.line) for f in seen(report))
     assert got == [("IDEM002", "log", "sta_client.py", 18), ("IDEM006", "transform", "sta_client.py", 12)]
 
 
@@ -213,7 +214,7 @@ def test_a_relative_window_is_one_finding_not_also_a_clock_read(tmp_path: Path) 
         "    PythonOperator(task_id='stamp', python_callable=stamp)\n"
     )
     report = _lint(tmp_path, code)
-    got = sorted((f.rule, f.task_id, f.line) for f in report.findings)
+    got = sorted((f.rule, f.task_id, f.line) for f in seen(report))
     assert got == [("IDEM003", "stamp", 15), ("IDEM004", "pull", 10)]
 
 
@@ -226,7 +227,7 @@ def test_random_that_only_orders_an_export_is_no_finding_a_random_sample_is(tmp_
         ("sample", "INSERT INTO qa_sample SELECT uid FROM facilities ORDER BY random() LIMIT 100"),
     )
     report = _lint(tmp_path, body)
-    assert sorted(f.task_id for f in report.findings if f.rule == "IDEM001") == ["sample"]
+    assert sorted(f.task_id for f in seen(report) if f.rule == "IDEM001") == ["sample"]
 
 
 _CLIENTS = """from airflow.operators.python import PythonOperator
@@ -264,6 +265,6 @@ def test_client_appends_domo_append_mode_and_sql_sent_by_query(tmp_path: Path) -
     the 4-line header), ``UpdateMethod.REPLACE`` is not; an INSERT sent by a BigQuery client's
     ``.query`` is read (IDEM002, line 20), a SELECT is not a write."""
     report = _lint(tmp_path, _CLIENTS)
-    got = sorted((f.task_id, f.line) for f in report.findings if f.rule == "IDEM002")
+    got = sorted((f.task_id, f.line) for f in seen(report) if f.rule == "IDEM002")
     assert got == [("load_bq", 20), ("push", 11)]
-    assert "UpdateMethod.APPEND" in next(f.message for f in report.findings if f.task_id == "push")
+    assert "UpdateMethod.APPEND" in next(f.message for f in seen(report) if f.task_id == "push")

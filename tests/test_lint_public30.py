@@ -22,7 +22,7 @@ import pytest
 
 from airflow_idempotent.lint import LintReport, lint_paths
 from airflow_idempotent.lint.cli import main
-from tests.lintfiles import lint_files
+from tests.lintfiles import explained, lint_files, seen
 
 
 def _follow(root: Path, files: dict[str, str]) -> LintReport:
@@ -69,7 +69,7 @@ PythonOperator(task_id="reload_epoch_vitals", python_callable=reload_epoch_data,
 
 
 def _rows(report: LintReport, rule: str) -> list[tuple[str, int, str | None]]:
-    return sorted((Path(f.file).name, f.line, f.task_id) for f in report.findings if f.rule == rule)
+    return sorted((Path(f.file).name, f.line, f.task_id) for f in seen(report) if f.rule == rule)
 
 
 def test_a_callable_imported_from_a_sibling_module_is_read_there(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_callable_imported_from_a_sibling_module_is_read_there(tmp_path: Path)
     # the append is at line 12 of the module that defines the callable, for the task that runs it
     assert _rows(report, "IDEM002") == [("sync_clickhouse.py", 12, "load_epoch_vitals")]
     # guard: the same insert after a delete of the day is a rerunnable load (no finding for it)
-    assert not [f for f in report.findings if f.task_id == "reload_epoch_vitals"]
+    assert not [f for f in seen(report) if f.task_id == "reload_epoch_vitals"]
 
 
 def test_following_imported_callables_is_off_by_default(tmp_path: Path) -> None:
@@ -187,8 +187,8 @@ def test_a_callable_of_an_installed_package_is_not_followed(
     report = _follow(tmp_path / "project", {"dags/vendor.py": _VENDOR_DAG})
     # what an installed library's function does is the library's: no finding in its files, none
     # for the tasks (the same code in the repository is an IDEM002 and an IDEM001, tested below)
-    assert not [f for f in [*report.findings, *report.information] if "site-packages" in f.file]
-    assert not [f for f in report.findings if f.task_id in ("append", "job")]
+    assert not [f for f in [*seen(report), *explained(report)] if "site-packages" in f.file]
+    assert not [f for f in seen(report) if f.task_id in ("append", "job")]
 
 
 def test_the_same_callable_in_the_repository_is_followed(tmp_path: Path) -> None:

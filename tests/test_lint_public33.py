@@ -19,7 +19,7 @@ from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
 from airflow_idempotent.lint.report import RuleFinding
-from tests.lintfiles import lint_files
+from tests.lintfiles import explained, lint_files, seen
 
 _DAG = """\
 from datetime import datetime
@@ -61,10 +61,10 @@ def test_a_random_ids_of_a_table_reloaded_whole(tmp_path: Path) -> None:
         },
         {"dags/sql/reload_file.sql": "TRUNCATE o.i;\nINSERT INTO o.i\nSELECT gen_random_uuid() FROM s;\n"},
     )
-    assert not [f for f in report.findings if f.rule == "IDEM001"], report.findings
-    info = {f.task_id for f in report.information if f.rule == "IDEM001" and "reloaded whole" in f.message}
-    assert info == {"truncated", "deleted", "dropped", "replaced", "slice", "file"}, report.information
-    said = next(f for f in report.information if f.task_id == "file")
+    assert not [f for f in seen(report) if f.rule == "IDEM001"], seen(report)
+    info = {f.task_id for f in explained(report) if f.rule == "IDEM001" and "reloaded whole" in f.message}
+    assert info == {"truncated", "deleted", "dropped", "replaced", "slice", "file"}, explained(report)
+    said = next(f for f in explained(report) if f.task_id == "file")
     assert (Path(said.file).name, said.line) == ("reload_file.sql", 3)
     assert "keys that other tables join on would change" in said.message
 
@@ -80,9 +80,9 @@ def test_b_randomness_under_on_conflict_do_nothing_or_insert_ignore(tmp_path: Pa
             "ON CONFLICT (id) DO NOTHING",
         },
     )
-    assert not [f for f in report.findings if f.rule == "IDEM001"], report.findings
-    info = {f.task_id for f in report.information if f.rule == "IDEM001" and "first row" in f.message}
-    assert info == {"keys", "ignore", "named"}, report.information
+    assert not [f for f in seen(report) if f.rule == "IDEM001"], seen(report)
+    info = {f.task_id for f in explained(report) if f.rule == "IDEM001" and "first row" in f.message}
+    assert info == {"keys", "ignore", "named"}, explained(report)
 
 
 def test_guards_a_window_reload_a_clock_read_and_other_slices_stay_raised(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_guards_a_window_reload_a_clock_read_and_other_slices_stay_raised(tmp_pa
             "elsewhere": "TRUNCATE a.x; INSERT INTO a.y SELECT gen_random_uuid(), v FROM s",
         },
     )
-    raised = _rows(f for f in report.findings if f.rule == "IDEM001")
+    raised = _rows(f for f in seen(report) if f.rule == "IDEM001")
     assert raised == {
         ("IDEM001", t)
         for t in ("window", "clock", "other", "upsert", "elsewhere", "keyed_on_random", "leading")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
 from airflow_idempotent.lint.report import RuleFinding
-from tests.lintfiles import lint_files
+from tests.lintfiles import explained, lint_files, seen
 
 _SQL_DAG = """\
 from datetime import datetime
@@ -125,13 +125,13 @@ with DAG("sends", start_date=datetime(2025, 9, 1), schedule="@daily", catchup=Fa
 
 def test_a_a_patch_or_put_of_field_values_to_one_object(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/sends.py": _SENDS})
-    info = {f.task_id: f.message for f in report.information if f.rule == "IDEM006"}
-    assert set(info) == {"drop_from_group", "put_profile"}, report.information
+    info = {f.task_id: f.message for f in explained(report) if f.rule == "IDEM006"}
+    assert set(info) == {"drop_from_group", "put_profile"}, explained(report)
     assert "sets named fields ('groups') of one object" in info["drop_from_group"]
     assert "ending in {user_id}" in info["put_profile"]
     # guards: a POST, a list read and appended to, a value built by `+`, a JSON Patch list, an
     # operation key, a list of records to an import endpoint, and a value handed in are still sends
-    assert _tasks(report.findings, "IDEM006") == {
+    assert _tasks(seen(report), "IDEM006") == {
         "put_handed_in",
         "post_profile",
         "add_to_group",
@@ -139,7 +139,7 @@ def test_a_a_patch_or_put_of_field_values_to_one_object(tmp_path: Path) -> None:
         "json_patch",
         "increment",
         "bulk_import",
-    }, report.findings
+    }, seen(report)
 
 
 def test_b_a_merge_load_stamp_of_rows_inserted_when_not_matched(tmp_path: Path) -> None:
@@ -160,9 +160,9 @@ def test_b_a_merge_load_stamp_of_rows_inserted_when_not_matched(tmp_path: Path) 
             ),
         },
     )
-    assert _tasks(report.findings, "IDEM001") == {"append", "valid_from"}, report.findings
-    said = [f for f in report.information if f.rule == "IDEM001" and f.task_id == "merge"]
-    assert said and "msk_record_loaded_dttm" in said[0].message, report.information
+    assert _tasks(seen(report), "IDEM001") == {"append", "valid_from"}, seen(report)
+    said = [f for f in explained(report) if f.rule == "IDEM001" and f.task_id == "merge"]
+    assert said and "msk_record_loaded_dttm" in said[0].message, explained(report)
 
 
 _UPSERT = """\
@@ -184,9 +184,9 @@ def test_c_an_upsert_audit_column_another_tables_max_does_not_read(tmp_path: Pat
         {"upsert": "upsert.sql", "read": _READER.format(table="student_id")},
         {"dags/sql/upsert.sql": _UPSERT},
     )
-    assert not [f for f in report.findings if f.rule == "IDEM001"], report.findings
-    said = [f for f in report.information if f.rule == "IDEM001" and f.task_id == "upsert" and f.line == 5]
-    assert said and "audit column" in said[0].message, report.information
+    assert not [f for f in seen(report) if f.rule == "IDEM001"], seen(report)
+    said = [f for f in explained(report) if f.rule == "IDEM001" and f.task_id == "upsert" and f.line == 5]
+    assert said and "audit column" in said[0].message, explained(report)
 
 
 def test_c_guard_the_same_tables_max_read_keeps_it_raised(tmp_path: Path) -> None:
@@ -197,8 +197,8 @@ def test_c_guard_the_same_tables_max_read_keeps_it_raised(tmp_path: Path) -> Non
         " WHERE ud.modified > (SELECT MAX(modified) FROM dm.academic_group_seen)"
     )
     report = _sql(tmp_path, {"upsert": "upsert.sql", "read": reader}, {"dags/sql/upsert.sql": _UPSERT})
-    raised = [f for f in report.findings if f.rule == "IDEM001"]
-    assert {f.task_id for f in raised} == {"upsert"}, report.findings
+    raised = [f for f in seen(report) if f.rule == "IDEM001"]
+    assert {f.task_id for f in raised} == {"upsert"}, seen(report)
     assert "ods_user.academic_group.modified is read as a mark" in raised[0].message
 
 
@@ -228,9 +228,9 @@ def test_d_randomness_of_rows_the_target_does_not_hold_yet(tmp_path: Path) -> No
             "LEFT JOIN d.q AS q ON s.a = q.a WHERE q.a IS NULL OR s.b > 1",
         },
     )
-    assert _tasks(report.findings, "IDEM001") == {"plain", "other", "or_other"}, report.findings
-    info = {f.task_id for f in report.information if f.rule == "IDEM001" and "does not hold yet" in f.message}
-    assert info == {"scd2", "anti_join", "not_exists"}, report.information
+    assert _tasks(seen(report), "IDEM001") == {"plain", "other", "or_other"}, seen(report)
+    info = {f.task_id for f in explained(report) if f.rule == "IDEM001" and "does not hold yet" in f.message}
+    assert info == {"scd2", "anti_join", "not_exists"}, explained(report)
 
 
 _PARSE = """\
@@ -280,11 +280,11 @@ with DAG("parse", start_date=datetime(2024, 1, 1), schedule="@daily", catchup=Fa
 
 def test_e_python_random_ids_of_a_task_that_reloads_its_table_whole(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/parse.py": _PARSE})
-    info = [f for f in report.information if f.rule == "IDEM003" and f.task_id == "reload_whole"]
+    info = [f for f in explained(report) if f.rule == "IDEM003" and f.task_id == "reload_whole"]
     assert info and "empties whole first (ods_timetable.ods_timetable_act)" in info[0].message.lower()
     assert info[0].line == 18
     # guards: a window's delete, and a task that also sends a request, keep their IDEM003
-    assert _tasks(report.findings, "IDEM003") == {"reload_window", "reload_and_send"}, report.findings
+    assert _tasks(seen(report), "IDEM003") == {"reload_window", "reload_and_send"}, seen(report)
 
 
 _BACKUPS = """\
@@ -314,12 +314,12 @@ def test_f_the_parse_date_naming_a_backup_copys_table(tmp_path: Path) -> None:
         tmp_path / "backup",
         {"dags/b.py": _BACKUPS.format(prod="parat", dag_id="backup", target="backups_dataset")},
     )
-    assert not [f for f in report.findings if f.rule == "IDEM003"], report.findings
-    info = [f for f in report.information if f.rule == "IDEM003" and f.line == 10]
-    assert info and "backup table's name" in info[0].message, report.information
+    assert not [f for f in seen(report) if f.rule == "IDEM003"], seen(report)
+    info = [f for f in explained(report) if f.rule == "IDEM003" and f.line == 10]
+    assert info and "backup table's name" in info[0].message, explained(report)
     # guard: the same date naming a production table places the data: still a finding
     guard = lint_files(
         tmp_path / "prod",
         {"dags/p.py": _BACKUPS.format(prod="parat", dag_id="prod", target="production_dataset")},
     )
-    assert [(f.rule, f.line) for f in guard.findings if f.rule == "IDEM003"] == [("IDEM003", 10)]
+    assert [(f.rule, f.line) for f in seen(guard) if f.rule == "IDEM003"] == [("IDEM003", 10)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
-from tests.lintfiles import lint_files
+from tests.lintfiles import lint_files, seen
 
 _HTTP_DAG = """\
 from datetime import datetime
@@ -56,7 +56,7 @@ def _http(tmp_path: Path, body: str) -> LintReport:
 
 
 def _raised(report: LintReport, rule: str = "IDEM006") -> list[int]:
-    return [f.line for f in report.findings if f.rule == rule]
+    return [f.line for f in seen(report) if f.rule == rule]
 
 
 def _said(report: LintReport, text: str, rule: str = "IDEM006") -> list[int]:

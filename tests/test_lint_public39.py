@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
-from tests.lintfiles import lint_files
+from tests.lintfiles import explained, lint_files, seen
 
 _SQL_DAG = """\
 from datetime import datetime
@@ -52,11 +52,11 @@ def _sql_project(tmp_path: Path, sqls: dict[str, str], dag: str = "nightly") -> 
 
 
 def _raised(report: LintReport, rule: str) -> list[str | None]:
-    return [f.task_id for f in report.findings if f.rule == rule]
+    return [f.task_id for f in seen(report) if f.rule == rule]
 
 
 def _said(report: LintReport, rule: str, text: str) -> list[str | None]:
-    return [f.task_id for f in report.information if f.rule == rule and text in f.message]
+    return [f.task_id for f in explained(report) if f.rule == rule and text in f.message]
 
 
 def test_a_a_dag_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
@@ -64,8 +64,8 @@ def test_a_a_dag_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     (tmp_path / "dags" / "sql").mkdir(parents=True)
     (tmp_path / "dags" / "bom.py").write_bytes(b"\xef\xbb\xbf" + text.encode())
     report = lint_files(tmp_path, {"dags/sql/load.sql": "INSERT INTO s.t (id) SELECT id FROM s.src\n"})
-    assert not _raised(report, "IDEM000"), report.findings
-    assert _raised(report, "IDEM002") == ["load"], report.findings
+    assert not _raised(report, "IDEM000"), seen(report)
+    assert _raised(report, "IDEM002") == ["load"], seen(report)
 
 
 def test_a_guard_a_syntax_error_after_the_mark_stays_raised(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_guard_a_syntax_error_after_the_mark_stays_raised(tmp_path: Path) -> N
         b"\xef\xbb\xbffrom airflow import DAG\nif True\n    x = 1\n"
     )
     report = lint_files(tmp_path, {})
-    assert [f.line for f in report.findings if f.rule == "IDEM000"] == [2], report.findings
+    assert [f.line for f in seen(report) if f.rule == "IDEM000"] == [2], seen(report)
 
 
 _ALIAS_UPDATE = """\
@@ -94,8 +94,8 @@ def test_b_an_update_of_a_from_alias_writes_the_aliased_table(tmp_path: Path) ->
             "fix_prices": _ALIAS_UPDATE.format(table="prices"),
         },
     )
-    assert not _raised(report, "IDEM007"), report.findings
-    assert not [f for f in report.information if f.rule == "IDEM007" and " c is also" in f.message]
+    assert not _raised(report, "IDEM007"), seen(report)
+    assert not [f for f in explained(report) if f.rule == "IDEM007" and " c is also" in f.message]
 
 
 def test_b_guard_two_updates_of_one_aliased_table_stay_shared(tmp_path: Path) -> None:
@@ -103,8 +103,8 @@ def test_b_guard_two_updates_of_one_aliased_table_stay_shared(tmp_path: Path) ->
         "c.[item_id] = p.[item_id]", "c.[item_id] = p.[other_id]"
     )
     report = _sql_project(tmp_path, {"fix_a": _ALIAS_UPDATE.format(table="stocks"), "fix_b": other})
-    assert sorted(t or "" for t in _raised(report, "IDEM007")) == ["fix_a", "fix_b"], report.findings
-    assert all("mg1.stocks is also written" in f.message for f in report.findings if f.rule == "IDEM007")
+    assert sorted(t or "" for t in _raised(report, "IDEM007")) == ["fix_a", "fix_b"], seen(report)
+    assert all("mg1.stocks is also written" in f.message for f in seen(report) if f.rule == "IDEM007")
 
 
 _CTE_INSERT = """\
@@ -122,25 +122,23 @@ FROM c INNER JOIN [mg2].[corporate] AS r ON c.[parent_id] = r.[parent_id]
 
 def test_c_an_anti_join_in_the_inserts_cte_is_no_append(tmp_path: Path) -> None:
     report = _sql_project(tmp_path, {"add_corporate": _CTE_INSERT.format(where="ac.[corporate_id] IS NULL")})
-    assert not _raised(report, "IDEM002"), report.findings
+    assert not _raised(report, "IDEM002"), seen(report)
 
 
 def test_c_guard_a_cte_with_no_anti_join_stays_an_append(tmp_path: Path) -> None:
     report = _sql_project(tmp_path, {"add_corporate": _CTE_INSERT.format(where="a.[type_id] = 2")})
-    assert _raised(report, "IDEM002") == ["add_corporate"], report.findings
+    assert _raised(report, "IDEM002") == ["add_corporate"], seen(report)
 
 
 def test_d_a_stamp_on_rows_an_anti_join_insert_adds_is_information(tmp_path: Path) -> None:
     report = _sql_project(tmp_path, {"add_corporate": _CTE_INSERT.format(where="ac.[corporate_id] IS NULL")})
-    assert not _raised(report, "IDEM001"), report.findings
-    assert _said(report, "IDEM001", "a rerun adds none of them again") == ["add_corporate"], (
-        report.information
-    )
+    assert not _raised(report, "IDEM001"), seen(report)
+    assert _said(report, "IDEM001", "a rerun adds none of them again") == ["add_corporate"], explained(report)
 
 
 def test_d_guard_a_stamp_on_an_append_stays_raised(tmp_path: Path) -> None:
     report = _sql_project(tmp_path, {"add_corporate": _CTE_INSERT.format(where="a.[type_id] = 2")})
-    assert _raised(report, "IDEM001") == ["add_corporate"], report.findings
+    assert _raised(report, "IDEM001") == ["add_corporate"], seen(report)
 
 
 _MAIL_DAG = """\
@@ -171,14 +169,14 @@ def test_e_a_date_heading_an_email_is_no_window(tmp_path: Path) -> None:
     )
     for name in ("send_email", "send_etl_notification"):
         report = lint_files(tmp_path, {"dags/mail.py": _MAIL_DAG.format(name=name, use=use)})
-        assert not _raised(report, "IDEM004"), report.findings
-        assert _said(report, "IDEM004", "e-mail") == [name], report.information
+        assert not _raised(report, "IDEM004"), seen(report)
+        assert _said(report, "IDEM004", "e-mail") == [name], explained(report)
 
 
 def test_e_guard_the_same_read_in_a_loading_task_stays_raised(tmp_path: Path) -> None:
     use = 'print([r for r in rows if r["dt"] == yesterday])'
     report = lint_files(tmp_path, {"dags/mail.py": _MAIL_DAG.format(name="load_rows", use=use)})
-    assert _raised(report, "IDEM004") == ["load_rows"], report.findings
+    assert _raised(report, "IDEM004") == ["load_rows"], seen(report)
 
 
 def test_f_the_other_writer_is_named_from_the_linted_folder(tmp_path: Path) -> None:
@@ -186,8 +184,8 @@ def test_f_the_other_writer_is_named_from_the_linted_folder(tmp_path: Path) -> N
         tmp_path,
         {"fix_a": _ALIAS_UPDATE.format(table="stocks"), "fix_b": _ALIAS_UPDATE.format(table="stocks")},
     )
-    texts = [f.message for f in [*report.findings, *report.information] if f.rule == "IDEM007"]
-    assert texts, report.findings
+    texts = [f.message for f in [*seen(report), *explained(report)] if f.rule == "IDEM007"]
+    assert texts, seen(report)
     assert all("(dags/nightly.py:" in t and "../" not in t for t in texts), texts
 
 
@@ -234,8 +232,8 @@ def test_g_a_clock_that_only_reaches_a_spanish_named_log_writer_is_information(t
             "dags/common/audit.py": _LOG_HELPER.format(writer="registrar_log"),
         },
     )
-    assert not _raised(report, "IDEM003"), report.findings
-    assert "load" in _said(report, "IDEM003", "log"), report.information
+    assert not _raised(report, "IDEM003"), seen(report)
+    assert "load" in _said(report, "IDEM003", "log"), explained(report)
 
 
 def test_g_guard_a_helper_named_for_something_else_stays_raised(tmp_path: Path) -> None:
@@ -247,4 +245,4 @@ def test_g_guard_a_helper_named_for_something_else_stays_raised(tmp_path: Path) 
             "dags/common/audit.py": _LOG_HELPER.format(writer="registrar_ventas"),
         },
     )
-    assert _raised(report, "IDEM003") == ["load"], report.findings
+    assert _raised(report, "IDEM003") == ["load"], seen(report)

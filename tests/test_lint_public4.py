@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, lint_paths
+from tests.lintfiles import explained, seen
 
 _HEAD = """from datetime import date, datetime, timedelta
 
@@ -24,7 +25,7 @@ def _lint(tmp_path: Path, body: str, name: str = "dag_38.py") -> LintReport:
 
 
 def _rules(report: LintReport) -> list[tuple[str, int]]:
-    return sorted((f.rule, f.line) for f in report.findings)
+    return sorted((f.rule, f.line) for f in seen(report))
 
 
 def _line(body: str, needle: str) -> int:
@@ -50,8 +51,8 @@ def test_a_scratch_table_two_dags_rebuild_and_flush_is_information(tmp_path: Pat
     """ilri's report DAGs: each DAG's extract deletes all of a shared scratch table and inserts, its
     report reads it, its flush empties it. No run leaves rows behind: information, no IDEM007."""
     report = _lint(tmp_path, _report_dag("daily_report") + _report_dag("weekly_report"))
-    assert [f for f in report.findings if f.rule == "IDEM007"] == []
-    informed = {f"{f.dag_id}.{f.task_id}" for f in report.information if f.rule == "IDEM007"}
+    assert [f for f in seen(report) if f.rule == "IDEM007"] == []
+    informed = {f"{f.dag_id}.{f.task_id}" for f in explained(report) if f.rule == "IDEM007"}
     assert {"daily_report.extract", "weekly_report.extract"} <= informed
 
 
@@ -59,7 +60,7 @@ def test_two_dags_rebuilding_a_kept_table_stay_a_finding(tmp_path: Path) -> None
     """Without the flush, the table is each DAG's output, and the last rebuild wins: IDEM007 for both."""
     body = _report_dag("a", flush=False) + _report_dag("b", flush=False)
     report = _lint(tmp_path, body)
-    assert sorted(f.dag_id for f in report.findings if f.rule == "IDEM007") == ["a", "b"]
+    assert sorted(f.dag_id for f in seen(report) if f.rule == "IDEM007") == ["a", "b"]
 
 
 _STATEMENT = """
@@ -91,7 +92,7 @@ def test_a_statement_variable_has_its_value_at_each_call(tmp_path: Path) -> None
     at each execute, the task replaces its key (no IDEM002); a task whose INSERT is followed by a
     SELECT in the same variable still appends (IDEM002 at the INSERT's execute)."""
     report = _lint(tmp_path, _STATEMENT)
-    appends = [f for f in report.findings if f.rule == "IDEM002"]
+    appends = [f for f in seen(report) if f.rule == "IDEM002"]
     assert [(f.task_id, f.line) for f in appends] == [
         ("log", _line(_STATEMENT, 'statement = "INSERT INTO pipeline_log'))
     ]
@@ -125,7 +126,7 @@ def test_a_date_that_only_names_a_file_is_information_not_a_shift(tmp_path: Path
     the DAG's start_date: IDEM004 at its line (was read as a start_date)."""
     report = _lint(tmp_path, _FILE_NAMES)
     assert _rules(report) == [("IDEM004", _line(_FILE_NAMES, "start_date = date.today()"))]
-    labels = sorted(f.line for f in report.information if f.rule == "IDEM003" and "names a file" in f.message)
+    labels = sorted(f.line for f in explained(report) if f.rule == "IDEM003" and "names a file" in f.message)
     assert labels == [
         _line(_FILE_NAMES, "now = datetime.now()"),
         _line(_FILE_NAMES, "report_pdf ="),
@@ -147,7 +148,7 @@ with DAG('daily', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=Fa
 """
     report = _lint(tmp_path, body)
     assert ("IDEM003", _line(body, "today = datetime.now()")) in _rules(report)
-    assert not [f for f in report.findings if f.rule == "IDEM004"]
+    assert not [f for f in seen(report) if f.rule == "IDEM004"]
 
 
 _VARIABLES = """
@@ -180,9 +181,9 @@ def test_configuration_variables_are_no_watermark_a_key_set_is_information(tmp_p
     """WEDO's snapshot DAGs save an asset's id and a view's name (configuration) and the ids the last
     sync saw (a snapshot to diff): neither is a time window. A saved `orders_max_id` still is."""
     report = _lint(tmp_path, _VARIABLES)
-    watermarks = [f for f in report.findings if f.rule == "IDEM004"]
+    watermarks = [f for f in seen(report) if f.rule == "IDEM004"]
     assert [f.line for f in watermarks] == [_line(_VARIABLES, "since = Variable.get")]
-    keys = [f for f in report.information if f.rule == "IDEM004" and "city_known_ids" in f.message]
+    keys = [f for f in explained(report) if f.rule == "IDEM004" and "city_known_ids" in f.message]
     assert [f.line for f in keys] == [_line(_VARIABLES, "known = set(")]
 
 
@@ -198,5 +199,5 @@ with DAG('cluster', schedule='@hourly', start_date=datetime(2024, 1, 1), catchup
     ])
 """
     report = _lint(tmp_path, body)
-    assert [f for f in report.findings if f.rule == "IDEM002"] == []
-    assert any(f.rule == "IDEM002" and f.task_id == "assign" for f in report.information)
+    assert [f for f in seen(report) if f.rule == "IDEM002"] == []
+    assert any(f.rule == "IDEM002" and f.task_id == "assign" for f in explained(report))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
-from tests.lintfiles import lint_files
+from tests.lintfiles import explained, lint_files, seen
 
 _LOOP_DAG = """\
 from datetime import datetime
@@ -51,7 +51,7 @@ _FILTER = 'row[2] == "HASH_DELTA" and row[3] == "ENABLED"'
 
 
 def _writers(report: LintReport) -> list[str | None]:
-    return sorted(f.task_id for f in report.findings if f.rule == "IDEM007")
+    return sorted(f.task_id for f in seen(report) if f.rule == "IDEM007")
 
 
 def test_a_rows_a_loop_filters_out_make_no_task(tmp_path: Path) -> None:
@@ -92,11 +92,11 @@ with DAG("sell_in", schedule=None, default_args=default_args, catchup=False):
 
 def test_b_a_clock_variable_only_given_as_start_date_is_no_window(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/sell_in.py": _START_DAG.format(sql='"CALL build_sell_in()"')})
-    assert [f.rule for f in report.findings if f.rule == "IDEM004"] == []
-    assert [(f.rule, f.line) for f in report.information if f.rule == "IDEM003"] == [("IDEM003", 6)]
+    assert [f.rule for f in seen(report) if f.rule == "IDEM004"] == []
+    assert [(f.rule, f.line) for f in explained(report) if f.rule == "IDEM003"] == [("IDEM003", 6)]
 
 
 def test_b_guard_the_same_variable_in_a_window_stays_idem004(tmp_path: Path) -> None:
     sql = "f\"DELETE FROM sales WHERE day >= '{START_DATE_LOCAL}'\""
     report = lint_files(tmp_path, {"dags/sell_in.py": _START_DAG.format(sql=sql)})
-    assert [(f.rule, f.line) for f in report.findings if f.rule == "IDEM004"] == [("IDEM004", 6)]
+    assert [(f.rule, f.line) for f in seen(report) if f.rule == "IDEM004"] == [("IDEM004", 6)]

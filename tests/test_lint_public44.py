@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.lintfiles import finding_rows, lint_files
+from tests.lintfiles import explained, lint_files, seen_rows
 
 _HEAD = """\
 from datetime import datetime, timedelta
@@ -49,7 +49,7 @@ def test_a_sensor_whose_name_holds_sns_inside_a_word_sends_nothing(tmp_path: Pat
         "    EmailArrivalCheck(task_id='wait_mail')\n"
         "    SnsPublishOperator(task_id='notify', target_arn='arn', message='done')\n"
     )
-    rows = finding_rows(lint_files(tmp_path, {"dags/kpi.py": dag, "dags/sensors.py": _SENSOR}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/kpi.py": dag, "dags/sensors.py": _SENSOR}))
     # the SNS operator (line 11) is the one sender: both sensors wait and send nothing
     assert [r for r in rows if r[0] == "IDEM006"] == [("IDEM006", "kpi.py", 11, "notify")]
 
@@ -68,7 +68,7 @@ def test_a_vertica_drop_partition_before_the_insert_makes_it_a_replace(tmp_path:
         "INSERT /*+ direct */ INTO airflow.snapshot_main\n"
         "SELECT user_id, '{{ ds }}' AS ds FROM users;\n"
     )
-    rows = finding_rows(lint_files(tmp_path, {"dags/snap.py": _SQL_DAG, "dags/sql/prepare.sql": sql}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/snap.py": _SQL_DAG, "dags/sql/prepare.sql": sql}))
     assert [r for r in rows if r[0] == "IDEM002"] == []
 
 
@@ -80,7 +80,7 @@ def test_guard_without_the_drop_the_insert_appends(tmp_path: Path) -> None:
         "INSERT /*+ direct */ INTO airflow.snapshot_main\n"
         "SELECT user_id, '{{ ds }}' AS ds FROM users;\n"
     )
-    rows = finding_rows(lint_files(tmp_path, {"dags/snap.py": _SQL_DAG, "dags/sql/prepare.sql": sql}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/snap.py": _SQL_DAG, "dags/sql/prepare.sql": sql}))
     assert [r for r in rows if r[0] == "IDEM002"] == [("IDEM002", "prepare.sql", 3, "prepare")]
 
 
@@ -97,7 +97,7 @@ _BACKUP = _HEAD + (
 
 def test_a_database_qualified_delete_clears_the_schema_qualified_insert(tmp_path: Path) -> None:
     dag = _BACKUP.format(deleted="WTProperty.dbo.balance_backup", inserted="dbo.balance_backup")
-    rows = finding_rows(lint_files(tmp_path, {"dags/escrow.py": dag}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/escrow.py": dag}))
     assert [r for r in rows if r[0] == "IDEM002"] == []
 
 
@@ -109,7 +109,7 @@ def test_guard_names_that_disagree_on_a_part_are_two_tables(tmp_path: Path) -> N
         ("staging.balance_backup", "dbo.balance_backup"),
     ):
         root = tmp_path / deleted.split(".")[0]
-        rows = finding_rows(
+        rows = seen_rows(
             lint_files(root, {"dags/escrow.py": _BACKUP.format(deleted=deleted, inserted=inserted)})
         )
         assert [r for r in rows if r[0] == "IDEM002"] == [("IDEM002", "escrow.py", 10, "backup")]
@@ -134,14 +134,14 @@ _POLL = _HEAD + (
 
 
 def test_a_clock_read_that_only_times_a_poll_is_no_window(tmp_path: Path) -> None:
-    rows = finding_rows(lint_files(tmp_path, {"dags/stats.py": _POLL.format(catchup="False")}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/stats.py": _POLL.format(catchup="False")}))
     assert [r for r in rows if r[0] in ("IDEM003", "IDEM004")] == []
 
 
 def test_catch_up_over_a_poll_timer_takes_each_run_s_window(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/stats.py": _POLL.format(catchup="True")})
-    assert [r for r in finding_rows(report) if r[0] == "IDEM005"] == []
-    assert [i.rule for i in report.information if i.rule == "IDEM005"] == ["IDEM005"]
+    assert [r for r in seen_rows(report) if r[0] == "IDEM005"] == []
+    assert [i.rule for i in explained(report) if i.rule == "IDEM005"] == ["IDEM005"]
 
 
 def test_guard_a_window_shifted_from_the_clock_stays_idem004(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_guard_a_window_shifted_from_the_clock_stays_idem004(tmp_path: Path) -> 
         "with DAG('stats', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=True):\n"
         "    PythonOperator(task_id='load', python_callable=load)\n"
     )
-    rows = finding_rows(lint_files(tmp_path, {"dags/stats.py": dag}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/stats.py": dag}))
     assert ("IDEM004", "stats.py", 8, "load") in rows
     assert [r[0] for r in rows if r[0] == "IDEM005"] == ["IDEM005"]
 
@@ -175,8 +175,8 @@ def test_catch_up_over_random_row_ids_takes_each_run_s_window(tmp_path: Path) ->
         "    PythonOperator(task_id='score', python_callable=score)\n"
     )
     report = lint_files(tmp_path, {"dags/scores.py": dag})
-    assert [r for r in finding_rows(report) if r[0] == "IDEM005"] == []
-    assert [i.rule for i in report.information if i.rule == "IDEM005"] == ["IDEM005"]
+    assert [r for r in seen_rows(report) if r[0] == "IDEM005"] == []
+    assert [i.rule for i in explained(report) if i.rule == "IDEM005"] == ["IDEM005"]
 
 
 _MAIL_OPERATOR = """\
@@ -209,7 +209,7 @@ def test_one_email_spelled_at_three_places_is_one_finding(tmp_path: Path) -> Non
         "    EmailSQLResultsOperator(task_id='mail', sql='select 1', to=['a@example.com'])\n"
     )
     files = {"dags/partners.py": dag, "dags/mail_operator.py": _MAIL_OPERATOR}
-    rows = [r for r in finding_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
+    rows = [r for r in seen_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
     # the SES call (mail_operator.py line 7) is the send; main also reports the operator's call
     # (partners.py line 8) and execute's call of the helper (line 18)
     assert rows == [("IDEM006", "mail_operator.py", 7, "mail")]
@@ -240,7 +240,7 @@ def test_two_sends_the_code_spells_stay_two_and_the_name_adds_none(tmp_path: Pat
         "    IssuesEmailOperator(task_id='mail_issues')\n"
     )
     files = {"dags/issues.py": dag, "dags/issues_operator.py": _ISSUES_OPERATOR}
-    rows = [r for r in finding_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
+    rows = [r for r in seen_rows(lint_files(tmp_path, files)) if r[0] == "IDEM006"]
     assert rows == [
         ("IDEM006", "issues_operator.py", 9, "mail_issues"),
         ("IDEM006", "issues_operator.py", 10, "mail_issues"),
@@ -260,5 +260,5 @@ def test_guard_a_clock_read_shifted_into_itself_then_compared_is_the_last_n_days
         "with DAG('files', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
         "    pick(['a'])\n"
     )
-    rows = finding_rows(lint_files(tmp_path, {"dags/files.py": dag}))
+    rows = seen_rows(lint_files(tmp_path, {"dags/files.py": dag}))
     assert [r for r in rows if r[0] in ("IDEM003", "IDEM004")] == [("IDEM004", "files.py", 9, "pick")]

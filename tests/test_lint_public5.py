@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, lint_paths
+from tests.lintfiles import explained, seen
 
 _HEAD = """from datetime import datetime
 
@@ -31,8 +32,8 @@ def _lint(tmp_path: Path, *tasks: tuple[str, str]) -> LintReport:
 
 def _shared(report: LintReport) -> tuple[list[str], list[str]]:
     """(tasks with an IDEM007 finding, tasks with IDEM007 information), sorted."""
-    found = sorted(str(f.task_id) for f in report.findings if f.rule == "IDEM007")
-    informed = sorted(str(f.task_id) for f in report.information if f.rule == "IDEM007")
+    found = sorted(str(f.task_id) for f in seen(report) if f.rule == "IDEM007")
+    informed = sorted(str(f.task_id) for f in explained(report) if f.rule == "IDEM007")
     return found, informed
 
 
@@ -55,7 +56,7 @@ def test_two_keyless_appends_are_each_their_own_defect(tmp_path: Path) -> None:
     other = "INSERT INTO jobs.details (run_id, note_id, status) SELECT 7, id, 'new' FROM more_notes"
     report = _lint(tmp_path, ("web", _APPEND), ("mobile", other))
     assert _shared(report) == ([], ["mobile", "web"])
-    assert sorted(str(f.task_id) for f in report.findings if f.rule == "IDEM002") == ["mobile", "web"]
+    assert sorted(str(f.task_id) for f in seen(report) if f.rule == "IDEM002") == ["mobile", "web"]
 
 
 def test_two_accumulating_updates_stay_a_finding(tmp_path: Path) -> None:
@@ -109,16 +110,16 @@ def test_catchup_from_a_start_that_moves_with_the_clock_is_information(tmp_path:
     catchup has nothing before it to create; IDEM005 is information, the moving start stays IDEM003."""
     start = "start = datetime.utcnow()\nstart = datetime.combine(start.date(), time(start.hour, 0))"
     report = _catchup(tmp_path, start)
-    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == []
-    assert [f.rule for f in report.information if f.rule == "IDEM005"] == ["IDEM005"]
-    assert "IDEM003" in {f.rule for f in report.findings}
+    assert [f.rule for f in seen(report) if f.rule == "IDEM005"] == []
+    assert [f.rule for f in explained(report) if f.rule == "IDEM005"] == ["IDEM005"]
+    assert "IDEM003" in {f.rule for f in seen(report)}
 
 
 def test_catchup_from_a_fixed_start_stays_a_finding(tmp_path: Path) -> None:
     """The same DAG from a fixed date: every day since then is queued at once, a growing backlog."""
     report = _catchup(tmp_path, "start = datetime(2021, 1, 1)")
-    assert [f.rule for f in report.findings] == ["IDEM005"]
-    assert [f for f in report.information if f.rule == "IDEM005"] == []
+    assert [f.rule for f in seen(report)] == ["IDEM005"]
+    assert [f for f in explained(report) if f.rule == "IDEM005"] == []
 
 
 _FACTORY = """from datetime import datetime
@@ -148,12 +149,12 @@ def test_a_factory_of_triggered_dags_with_a_clock_start_is_information(tmp_path:
     """LREN-CHUV's factories: the DAG a factory builds has schedule None and start_date now(); at the
     factory's call the clock is that start, which creates no windows: information, no IDEM003."""
     report = _factory(tmp_path, "None")
-    assert [f for f in report.findings if f.rule == "IDEM003"] == []
-    called = [f for f in report.information if f.rule == "IDEM003" and f.file.endswith("init_39.py")]
+    assert [f for f in seen(report) if f.rule == "IDEM003"] == []
+    called = [f for f in explained(report) if f.rule == "IDEM003" and f.file.endswith("init_39.py")]
     assert [f.line for f in called] == [11]
 
 
 def test_a_factory_of_a_daily_dag_with_a_clock_start_stays_a_finding(tmp_path: Path) -> None:
     """The same factory building an @daily DAG: its first window moves with each parse, IDEM003."""
     report = _factory(tmp_path, "'@daily'")
-    assert [(f.rule, f.line) for f in report.findings if f.file.endswith("init_39.py")] == [("IDEM003", 11)]
+    assert [(f.rule, f.line) for f in seen(report) if f.file.endswith("init_39.py")] == [("IDEM003", 11)]

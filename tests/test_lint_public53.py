@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.lintfiles import finding_rows, lint_files
+from tests.lintfiles import explained, lint_files, seen, seen_rows
 
 #: a repository helper making pods, as dea-airflow's ``utilities.k8s_operator``
 _HELPER = """\
@@ -64,8 +64,8 @@ def _catchup(tmp_path: Path, env: str, extra: str = "") -> tuple[list[str], list
             "dags/reporting/report.py": _REPORT_DAG.format(env=env, extra=extra),
         },
     )
-    findings = [f.rule for f in report.findings if f.rule == "IDEM005"]
-    information = [f.message for f in report.information if f.rule == "IDEM005"]
+    findings = [f.rule for f in seen(report) if f.rule == "IDEM005"]
+    information = [f.message for f in explained(report) if f.rule == "IDEM005"]
     return findings, information
 
 
@@ -98,7 +98,7 @@ def test_implicit_catchup_throttled_over_tasks_taking_no_window_stays_a_finding(
             "dags/reporting/report.py": _REPORT_DAG.format(env=_NO_WINDOW_ENV, extra=", max_active_runs=1"),
         },
     )
-    messages = [f.message for f in report.findings if f.rule == "IDEM005"]
+    messages = [f.message for f in seen(report) if f.rule == "IDEM005"]
     assert len(messages) == 1
     assert "max_active_runs=1 throttles it" in messages[0]
 
@@ -122,7 +122,7 @@ def test_implicit_catchup_over_a_task_taking_no_window_beside_one_taking_it_stay
             "dags/reporting/report.py": _HALF_WINDOW.format(env=_WINDOW_ENV, extra=""),
         },
     )
-    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == ["IDEM005"]
+    assert [f.rule for f in seen(report) if f.rule == "IDEM005"] == ["IDEM005"]
 
 
 #: the callable takes ``ts`` but never reads it (its uses commented out): it takes no window
@@ -145,7 +145,7 @@ with DAG("planning", schedule_interval="0 3 * * *", start_date=datetime(2024, 7,
 
 def test_implicit_catchup_over_a_callable_that_never_reads_its_ts_stays_a_finding(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/planning.py": _UNREAD_TS})
-    assert [f.rule for f in report.findings if f.rule == "IDEM005"] == ["IDEM005"]
+    assert [f.rule for f in seen(report) if f.rule == "IDEM005"] == ["IDEM005"]
     read = lint_files(
         tmp_path / "read", {"dags/planning.py": _UNREAD_TS.replace("return requests_all()", "return ts")}
     )
@@ -169,7 +169,7 @@ with dag:
 
 def test_implicit_catchup_with_a_clock_reading_task_stays_a_finding(tmp_path: Path) -> None:
     report = lint_files(tmp_path, {"dags/report.py": _CLOCK_TASK})
-    messages = [f.message for f in report.findings if f.rule == "IDEM005"]
+    messages = [f.message for f in seen(report) if f.rule == "IDEM005"]
     assert len(messages) == 1
     assert "today" in messages[0]
 
@@ -239,8 +239,8 @@ def _export(
     tmp_path: Path, extra: str = "", files: dict[str, str] | None = None
 ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     report = lint_files(tmp_path, {"dags/ingest.py": _EXPORT_HEAD + _EXPORT + extra, **(files or {})})
-    findings = [(rule, line) for rule, _file, line, _task in finding_rows(report) if rule == "IDEM001"]
-    information = sorted((f.rule, f.line) for f in report.information if f.rule == "IDEM001")
+    findings = [(rule, line) for rule, _file, line, _task in seen_rows(report) if rule == "IDEM001"]
+    information = sorted((f.rule, f.line) for f in explained(report) if f.rule == "IDEM001")
     return findings, information
 
 
@@ -278,7 +278,7 @@ def test_an_exported_stamp_of_another_table_read_elsewhere_is_information(tmp_pa
 def test_a_business_date_from_the_clock_on_exported_rows_stays_a_finding(tmp_path: Path) -> None:
     body = _EXPORT.replace("now() AS insrt_process_tmstmp", "now() AS process_date")
     report = lint_files(tmp_path, {"dags/ingest.py": _EXPORT_HEAD + body})
-    assert ("IDEM001", 12) in [(r, line) for r, _f, line, _t in finding_rows(report)]
+    assert ("IDEM001", 12) in [(r, line) for r, _f, line, _t in seen_rows(report)]
 
 
 _MARK_HEAD = """\
@@ -326,8 +326,8 @@ _FILE_PULL = _NUMBERING.replace(
 
 def _marks(tmp_path: Path, body: str) -> tuple[list[int], list[int]]:
     report = lint_files(tmp_path, {"dags/dims.py": _MARK_HEAD + body})
-    findings = [line for rule, _file, line, _task in finding_rows(report) if rule == "IDEM004"]
-    information = [f.line for f in report.information if f.rule == "IDEM004"]
+    findings = [line for rule, _file, line, _task in seen_rows(report) if rule == "IDEM004"]
+    information = [f.line for f in explained(report) if f.rule == "IDEM004"]
     return findings, information
 
 

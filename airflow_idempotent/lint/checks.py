@@ -22,6 +22,7 @@ from airflow_idempotent.lint.pyfacts import KEY_WORDS, SIDE_EFFECT_OPERATORS, ke
 from airflow_idempotent.lint.reads import path_repeat
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.sendernames import is_sensor, names_service
+from airflow_idempotent.lint.sendtargets import creates
 from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sparkapps import attach_submitted_script
@@ -276,7 +277,8 @@ def _operator_effect(check: TaskCheck) -> None:
             endpoint = task.scope.string(task.kwargs.get("endpoint"))  # `reads`: a job ended, a cache
             again = path_repeat(endpoint.text if endpoint is not None else None)
             notice = NOTICE_TEXT if notice_operator(task.operator) else again
-            effect = Effect(f"{what} ({task.operator})", has_key, check.file, line, notice, by_name=True)
+            target = endpoint.text if endpoint is not None else None
+            effect = Effect(f"{what} ({task.operator})", has_key, check.file, line, notice, True, target)
             check.facts.effects.append(effect)
             return
 
@@ -392,12 +394,26 @@ def _retried_effects(check: TaskCheck, retries: int) -> None:
                 f"but {why if alert is not None else effect.replaces}",
             )
             continue
+        made = creates(effect.what, effect.target)
+        if made is None and not (effect.per_record and not effect.what.startswith("an HTTP")):
+            check.info(  # round 36c: a defect only where the send creates or moves something outside
+                "IDEM006",
+                effect.file,
+                effect.line,
+                f"the task sends {effect.what} with no idempotency key and has retries={retries}, but "
+                "nothing shows it creates or moves anything for people outside (a notice, a read sent by "
+                "POST, state or a refresh sent again): a retry sends a second copy or redoes the same "
+                "call. It would be a defect if its URL named what it creates (an order, a payment, a "
+                "message, a record: /orders, /send, /create) or it sent one e-mail or message per record",
+            )
+            continue
+        how = f"it creates or moves something ({made})" if made else "it sends one per record, in a loop"
         check.add(
             "IDEM006",
             effect.file,
             effect.line,
-            f"the task sends {effect.what} with no idempotency key and has retries={retries}: a "
-            "failure after the send (or a crash before the task is marked done) sends it again",
+            f"the task sends {effect.what} with no idempotency key and has retries={retries}, and "
+            f"{how}: a failure after the send (or a crash before the task is marked done) sends it again",
             cause=f"{effect.what} at {effect.line}",
         )
 

@@ -61,6 +61,7 @@ from airflow_idempotent.lint.rowwrites import (
 )
 from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
 from airflow_idempotent.lint.scope import Scope, bind_arguments, method_of, self_method
+from airflow_idempotent.lint.sendtargets import loop_send, target_text, to_the_data
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqltext import prepare_sql
@@ -254,7 +255,9 @@ def check_code(check: TaskCheck) -> None:
                 again = repeat_is_safe(node, method, fn, scope)
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
-                facts.effects.append(Effect(what, has_key, file, node.lineno, again))
+                target = target_text(node, fn)
+                looped = loop_send(node, parent_of) or (method not in _HTTP_VERBS and to_the_data(node, fn))
+                facts.effects.append(Effect(what, has_key, file, node.lineno, again, False, target, looped))
         if guard[0] is not None and guard.count(guard[0]) == len(guard):  # every call is guarded
             absent += inserted_when_absent(facts.writes[start:], guard[0])
         if decorator in ("task.sql", "task.bash") and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -270,6 +273,9 @@ def check_code(check: TaskCheck) -> None:
         check.info("IDEM002", w.file, w.line, f"{w.detail}: a rerun finds the row and adds none")
     if not facts.writes and not facts.effects and facts.opaque is None:
         facts.opaque = "its Python code"
+
+
+_HTTP_VERBS = frozenset({"post", "put", "patch"})
 
 
 def _name(fn: ast.AST) -> str:

@@ -114,6 +114,10 @@ class Effect:
     replaces: str | None = None
     #: known only from the operator's class name (``EmailSQLResultsOperator``), not from its code
     by_name: bool = False
+    #: the URL or endpoint it is sent to, as text (`sendtargets`), when known
+    target: str | None = None
+    #: sent once per record (in a loop of its function), or to an address taken from the data
+    per_record: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ class Stamp:
     text: str  # the read as written: now(), CURRENT_TIMESTAMP
     #: the file the stamped rows go to when the statement writes no table (`exports.rows_file`)
     exported: str | None = None
+    #: the value is a date or period written into rows a table keeps across runs (`clockroles`)
+    files_rows: bool = False
 
 
 @dataclass

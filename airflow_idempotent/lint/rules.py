@@ -33,7 +33,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "IDEM001",
             "clock-sql",
-            "SQL reads the clock, randomness or a sequence",
+            "SQL reads randomness or a sequence, or the clock where it picks or files rows",
             "compare with the run's window instead: :window_start / :window_end with "
             "PartitionOverwriteOperator or MergeOperator, or {{ data_interval_start }} / {{ ds }} in a "
             "template; if it is truly intended, acknowledge it (or list it in allow_functions=[...])",
@@ -71,14 +71,14 @@ RULES: dict[str, Rule] = {
         Rule(
             "IDEM006",
             "retried-unkeyed-side-effect",
-            "an automatically retried task sends an effect with no idempotency key",
+            "a retried task creates or moves something outside (orders, payments, mail per record), unkeyed",
             "send an idempotency key derived from the run and window (e.g. f'{dag_id}:{ds}') and keep "
             "a ledger of effects done, or set retries=0 on this task",
         ),
         Rule(
             "IDEM007",
             "target-written-twice",
-            "one target table is written by more than one task",
+            "one table is written by more than one task, the writes overlapping on the same rows",
             "give each table one writing task (one window write: delete+insert or merge in one "
             "transaction); split the table or combine the tasks",
         ),

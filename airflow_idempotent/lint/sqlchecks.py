@@ -12,6 +12,7 @@ import re
 
 from airflow_idempotent.lint import reloads
 from airflow_idempotent.lint.benign import AUDIT_COLUMN, stamp_column
+from airflow_idempotent.lint.clockroles import ADDS_ROWS, not_a_defect
 from airflow_idempotent.lint.exports import file_names, rows_file
 from airflow_idempotent.lint.facts import RUN_NAMES, Stamp, StateUse, WindowRef, Write
 from airflow_idempotent.lint.findings import TaskCheck
@@ -144,7 +145,8 @@ def check_sql(
                 assert read.column is not None  # a stamp column is named
                 targets = tuple(w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop"))
                 exported = None if stmt.writes else stmt.unloads or rows_file(check.task)
-                facts.stamps.append(Stamp(read.column, targets, file, line, text, exported))
+                files = read.period and bool({w.how for w in stmt.writes} & ADDS_ROWS)
+                facts.stamps.append(Stamp(read.column, targets, file, line, text, exported, files_rows=files))
                 continue  # `stamps` decides once the repository's marks are known
             if read.tableless and not stmt.writes and hit.kind == "clock":
                 check.info(
@@ -184,7 +186,15 @@ def check_sql(
                     continue
             if read.filtering:
                 facts.windows.append(WindowRef("clock", f"The clock: {text} in its SQL."))
-            else:
+            hows = {w.how for w in stmt.writes}
+            if hit.kind == "clock" and not (project or acked):
+                why = not_a_defect(
+                    read.filtering, read.period, read.coarse, read.labels, read.day_match, hows
+                )
+                if why is not None:  # round 36c: defects only where the clock picks or files rows
+                    check.info("IDEM001", file, line, f"{text} reads the clock, but {why}")
+                    continue
+            if not read.filtering:
                 facts.unstable.append(f"{text} ({_KIND_TEXT.get(hit.kind, hit.kind)})")
             check.add(
                 "IDEM001",

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from airflow_idempotent.errors import SqlParseError
 from airflow_idempotent.lint import benign, reloads
+from airflow_idempotent.lint.clockroles import clock_role
 from airflow_idempotent.lint.parsing import DIALECTS, FALLBACK_DIALECTS, START_KEY, parse_statements_at
 from airflow_idempotent.lint.partitionfuncs import partition_writes
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
@@ -88,6 +89,12 @@ class ClockRead:
     cutoff: bool = False  # shifted, and only the upper bound of a column: "older than N" (retention)
     tableless: bool = False  # the statement is a SELECT of no table (``SELECT GETDATE()``)
     age: bool = False  # clock minus a column in the output: days since a row's date (`benign.age_of`)
+    #: what the read decides (`clockroles`, round 36c): its value is a day or coarser period, a week
+    #: or coarser, the column that value is written to, and an equality with a row's date
+    period: bool = False
+    coarse: bool = False
+    labels: str | None = None
+    day_match: str | None = None
 
 
 @dataclass(frozen=True)
@@ -532,7 +539,23 @@ def _clock_reads(root: exp.Expression, dialect: str) -> list[ClockRead]:
         filtering = node.find_ancestor(exp.Where, exp.Join, exp.Having) is not None
         cutoff, written = relative and benign.older_than(node), benign.written_column(node)
         age = finding.kind == "clock" and benign.age_of(node)
-        reads.append(ClockRead(finding, offset, relative, filtering, written, cutoff, bare, age))
+        role = clock_role(node)
+        reads.append(
+            ClockRead(
+                finding,
+                offset,
+                relative,
+                filtering,
+                written,
+                cutoff,
+                bare,
+                age,
+                role.period,
+                role.coarse,
+                role.column,
+                role.day_match,
+            )
+        )
     return reads
 
 

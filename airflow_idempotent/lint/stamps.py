@@ -14,6 +14,8 @@ facts the whole repository gives, so the decision waits for every task (`Linter.
   rerun re-stamps the same rows and their data is the same: information. An audit column is
   information on any write (it says when a row was last touched); a load stamp on an append is
   left to the append's own finding (IDEM002) and still reported, as the rows it stamps are new;
+- **a stamp on appended rows** (round 36c): information unless it is read as a mark, or its value is
+  a date or period (``etl_date = CURRENT_DATE``) filed on rows the table keeps (`clockroles`);
 - **rows exported to a file** (round 36b): a statement that writes no table and whose rows the task
   writes to a file (`exports.rows_file`, ``COPY (SELECT ..) TO 'f'``) makes the file whole each run:
   a rerun re-stamps the same rows, information, unless SQL anywhere in the repository selects by a
@@ -158,13 +160,24 @@ def check_stamps(
                 f"data is the same, and no SQL here selects by {stamp.column}",
             )
             continue
+        if mark is None and not stamp.files_rows:  # round 36c: a stamp on appended rows, no period
+            check.info(
+                "IDEM001",
+                stamp.file,
+                stamp.line,
+                f"{stamp.text} is written to {stamp.column}, a stamp of when the row was written, and no "
+                f"SQL here selects by {stamp.column}: a rerun's rows carry another time, and which rows "
+                "they are is the write's own matter (an append is IDEM002). It would be a defect if the "
+                "stamp were read as a mark, or were a date or period the rows are filed under",
+            )
+            continue
         facts.unstable.append(f"{stamp.text} (the clock)")
         check.recorder.picks_no_data.add((stamp.file, stamp.line))
         why = (
             f"and {mark} is read as a mark (compared by order or taken the MAX of): a rerun re-stamps "
             "the rows, so an increment that selects by it takes them again or misses them"
             if mark is not None
-            else "so a rerun of a window gives different rows than its first run"
+            else "a date the rows are filed under: a rerun of an earlier run files its rows under today"
         )
         check.add(
             "IDEM001",

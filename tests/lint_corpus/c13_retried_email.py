@@ -1,7 +1,9 @@
 # Lint corpus: EmailOperator retried three times, no key
-# expect: IDEM006@19
+# expect: none
 # expect-ack: none
-"""A report email, retried: every retry after a sent-but-failed attempt mails again."""
+"""A report email, retried: every retry after a sent-but-failed attempt mails again. Information since
+round 36c (issue 35): a notice to the team, a second copy changes no data; a send that creates
+something for people outside (an order, one ticket per record) stays IDEM006."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 # Lint corpus: retried partner webhook acknowledged on the task's line
 # expect: none
-# expect-ack: IDEM006@21
+# expect-ack: IDEM006@23
 """A partner ping that may repeat: acknowledged above the task. (A Slack post is information since
-round 11, a chat notice; this ping goes to a partner's webhook, which counts each call.)"""
+round 11, a chat notice; this ping goes to a partner's webhook, which counts each call, and its
+endpoint names the send: a defect since round 36c, an HTTP call whose URL names nothing being only
+information.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,6 @@ with DAG(
     HttpOperator(
         task_id="ping",
         http_conn_id="partner",
-        endpoint="/loaded",
+        endpoint="/notifications/send",
         data="Loaded {{ ds }}",
     )

@@ -167,7 +167,7 @@ def test_findings_are_on_the_line_that_spells_them(tmp_path: Path) -> None:
         "            \"DELETE FROM audit WHERE day = '{{ ds }}'; \"\n"
         '            f"INSERT INTO {TARGET} "\n'
         '            "SELECT id, amount, "\n'
-        '            "now() AS loaded_at FROM src"\n'
+        '            "CURRENT_DATE AS load_day FROM src"\n'
         "        ),\n"
         "    )\n"
     )

@@ -1,7 +1,8 @@
 # Lint corpus: shared target, second writer (lint this folder as a whole)
-# expect: IDEM007@18
+# expect: IDEM007@19
 # expect-ack: none
-"""A "quick fix" DAG someone added that writes the same table."""
+"""A "quick fix" DAG someone added that upserts late orders into the same table: the rollup's window
+overwrite, in another DAG, deletes them again (round 36c: the writes overlap on the same rows)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,6 @@ with DAG(
     SQLExecuteQueryOperator(
         task_id="fix_orders",
         conn_id="warehouse",
-        sql="UPDATE shared_orders SET order_date = order_date WHERE order_date = '{{ ds }}'",
+        sql="INSERT INTO shared_orders (order_id, order_date) SELECT order_id, order_date FROM late_orders "
+        "WHERE order_date = '{{ ds }}' ON CONFLICT (order_id) DO UPDATE SET order_date = EXCLUDED.order_date",
     )
