@@ -21,6 +21,7 @@ from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.sinks import clock_destination
 from airflow_idempotent.lint.source import Located
+from airflow_idempotent.lint.windowsinks import WINDOW_INFO_TAIL, window_destination
 
 __all__ = ["Anchors", "Recorder", "TaskCheck", "without_restated"]
 
@@ -172,6 +173,22 @@ class Recorder:
             )
             ref = WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
         elif relative:
+            tree = self.trees(file) if self.trees is not None else None
+            why = window_destination(tree, line)
+            if why is not None:  # round 36d (lint57): a window whose value reaches no data
+                self.picks_no_data.add((file, line))
+                self.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f'the window is "the last N" before {name} in {where}, but {why}; {WINDOW_INFO_TAIL}',
+                    dag_id=owner.dag_id if owner is not None else None,
+                    task_id=task.task_id if task is not None else None,
+                    anchors=anchors,
+                )
+                return WindowRef(
+                    "relative", f'The clock: "the last N" before {name} in {where}, reaching no data.', False
+                )
             rule = "IDEM004"
             message = (
                 f'the window is "the last N" before now: {name} shifted by a fixed span in {where}; a rerun '
