@@ -66,7 +66,6 @@ _DEFECTS = {
         "    cutoff = datetime.now() - timedelta(days=2)\n"
         "    PostgresHook().run(f\"INSERT INTO old_sales SELECT * FROM src WHERE day < '{cutoff}'\")"
     ),
-    "returned": "    return (datetime.now() - timedelta(days=1)).isoformat()",
     "logged_and_used": (
         "    start = datetime.now() - timedelta(days=1)\n"
         "    logging.info('loading since %s', start)\n"
@@ -154,3 +153,68 @@ def test_a_window_reaching_no_data_makes_no_catchup_finding(tmp_path: Path) -> N
     assert len(messages) == 1
     assert "read the clock or a window not the run's" not in messages[0]
     assert "no task takes the run's window" in messages[0]
+
+
+_RETURNED = "    return (datetime.now() - timedelta(days=1)).isoformat()"
+_PULLER = """
+    BashOperator(task_id="load", bash_command="load --since {{ ti.xcom_pull('work') }}")
+"""
+
+
+def test_a_window_only_returned_as_an_xcom_no_task_pulls_is_information(tmp_path: Path) -> None:
+    report = _lint(tmp_path, _RETURNED)
+    assert [row for row in finding_rows(report) if row[0] == "IDEM004"] == []
+    information = [f.message for f in report.information if f.rule == "IDEM004"]
+    assert len(information) == 1
+    assert "its value is only returned, an XCom no task pulls" in information[0]
+
+
+def test_a_window_returned_as_an_xcom_a_task_pulls_stays_a_finding(tmp_path: Path) -> None:
+    text = _DAG.format(body=_RETURNED) + _PULLER
+    text = text.replace(
+        "from airflow.operators.python import PythonOperator",
+        "from airflow.operators.bash import BashOperator\nfrom airflow.operators.python import PythonOperator",
+    )
+    report = lint_files(tmp_path, {"dags/window.py": text})
+    assert ("IDEM004", "window.py", _LINE + 1, "work") in finding_rows(report)
+
+
+_TASKFLOW = """\
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, task
+
+
+@dag(schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False)
+def window():
+    @task
+    def since():
+        return (datetime.now() - timedelta(days=1)).isoformat()
+
+    @task
+    def load(start):
+        print(start)
+
+{calls}
+
+
+window()
+"""
+
+
+@pytest.mark.parametrize(
+    ("calls", "pulled"),
+    [
+        ("    since() >> load('2024-01-01')", False),
+        ("    load(since())", True),
+        ("    s = since()\n    load(s)", True),
+    ],
+)
+def test_a_taskflow_window_is_information_only_when_its_output_is_not_taken(
+    tmp_path: Path, calls: str, pulled: bool
+) -> None:
+    report = lint_files(tmp_path, {"dags/window.py": _TASKFLOW.format(calls=calls)})
+    raised = [row for row in finding_rows(report) if row[0] == "IDEM004"]
+    information = [f for f in report.information if f.rule == "IDEM004"]
+    assert raised == ([("IDEM004", "window.py", 10, "since")] if pulled else [])
+    assert len(information) == (0 if pulled else 1)

@@ -23,7 +23,11 @@ from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["clock_destination"]
+__all__ = ["RETURNED", "clock_destination"]
+
+#: a relative window's reason (window mode) when a use of its value is its function's return value:
+#: an XCom, data only if a task pulls it (`windowsinks` asks that once every task is known)
+RETURNED = "its value is only returned, an XCom"
 
 #: names (variables, keywords, dict keys, attributes) that say the value is a timer's, a log's or a
 #: message's, or the clock itself (``now``); a stamp's are `benign.STAMP_NAME`: what a rerun changes
@@ -153,7 +157,7 @@ def clock_destination(tree: ast.Module, line: int, window: bool = False) -> str 
         if verdict is None:
             return None
         shown.append(verdict)
-    return shown[0]
+    return RETURNED if RETURNED in shown else shown[0]
 
 
 #: what holds the values handed on together: a list of a job's parameters, a dict, a call's arguments
@@ -258,7 +262,7 @@ def _follow(
             if func not in _CARRY:
                 return None  # handed to code the linter does not follow: the finding stands
         elif isinstance(parent, ast.Return):
-            return None  # returned (an XCom a later task may read by it)
+            return RETURNED if window else None  # returned (an XCom a later task may read by it)
         elif isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign):
             return _follow_targets(_targets(parent), parent, parent_of, depth, seen, window=window)
         elif isinstance(parent, ast.stmt):
@@ -325,6 +329,8 @@ def _follow_targets(
             reasons.append(verdict)
         if _stamp(name) and not window:
             reasons.insert(0, f"its value ({name}) only stamps, times or logs")
+    if RETURNED in reasons:
+        return RETURNED
     return reasons[0] if reasons else None
 
 

@@ -22,11 +22,11 @@ import functools
 import re
 
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
-from airflow_idempotent.lint.sinks import clock_destination
+from airflow_idempotent.lint.sinks import RETURNED, clock_destination
 from airflow_idempotent.lint.syntax import dotted, last_name
 from airflow_idempotent.lint.textuse import PASS, value_ends
 
-__all__ = ["WINDOW_INFO_TAIL", "window_destination"]
+__all__ = ["RETURNED", "WINDOW_INFO_TAIL", "window_destination"]
 
 #: what the information says would make the window a defect
 WINDOW_INFO_TAIL = (
