@@ -71,6 +71,9 @@ _DEFECTS = {
         "    cutoff = datetime.now() - timedelta(days=2)\n"
         "    PostgresHook().run(f\"INSERT INTO old_sales SELECT * FROM src WHERE day < '{cutoff}'\")"
     ),
+    "year_of_another_value": (
+        "    day = day.replace(year=datetime.now().year - 1)\n    PostgresHook().insert_rows('files', [day])"
+    ),
     "logged_and_used": (
         "    start = datetime.now() - timedelta(days=1)\n"
         "    logging.info('loading since %s', start)\n"

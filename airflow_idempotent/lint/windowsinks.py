@@ -73,7 +73,7 @@ def _retention_cutoff(tree: ast.Module, line: int) -> str | None:
     for call in calls:
         sink = functools.partial(_cutoff_sink, parent_of)
         ends = value_ends(call, tree, parent_of, sink, None, 0, _LIMIT)
-        if not ends:
+        if not ends or "cutoff" not in ends:
             return None
     return "it is only a retention cutoff (what is older than it is deleted): a late run deletes as much"
 
@@ -91,7 +91,7 @@ def _cutoff_sink(
     if isinstance(parent, ast.Call):
         name = last_name(dotted(parent.func))
         if child is parent.func or name in _CARRY:
-            if name in _CARRY and _reassigned(parent, parent_of):
+            if child is parent.func and name in _CARRY and _reassigned(parent, parent_of):
                 return "reassigned", state  # ``cutoff = cutoff.astimezone(..)``: its reads are followed
             return (PASS if name in _CARRY else None), state
         return ("cutoff" if _DELETES.search(name) else None), state
