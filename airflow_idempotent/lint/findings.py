@@ -184,15 +184,9 @@ class Recorder:
                 why = None
             if why is not None:  # round 36d (lint57): a window whose value reaches no data
                 self.picks_no_data.add((file, line))
-                self.info(
-                    "IDEM004",
-                    file,
-                    line,
-                    f'the window is "the last N" before {name} in {where}, but {why}; {WINDOW_INFO_TAIL}',
-                    dag_id=owner.dag_id if owner is not None else None,
-                    task_id=task.task_id if task is not None else None,
-                    anchors=anchors,
-                )
+                ids = {"dag_id": dag.dag_id if dag is not None else None, "anchors": anchors}
+                text = f'the window is "the last N" before {name} in {where}, but {why}; {WINDOW_INFO_TAIL}'
+                self.info("IDEM004", file, line, text, task_id=task.task_id if task else None, **ids)
                 return WindowRef(
                     "relative", f'The clock: "the last N" before {name} in {where}, reaching no data.', False
                 )
