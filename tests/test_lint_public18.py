@@ -160,7 +160,7 @@ def test_the_clock_as_host_of_a_time_of_day_is_no_window(tmp_path: Path) -> None
         "    return (datetime.combine(date.today(), time()) - timedelta(days=7)).isoformat()\n"  # 9
         "with DAG('d', schedule='@daily', start_date=datetime(2024, 1, 1), catchup=False):\n"
         "    shift(time(9))\n"  # 11
-        "    window()\n"
+        "    since = window()\n"  # its output kept: an XCom a task may take (round 36d)
     )
     report = lint_files(tmp_path, {"d.py": code})
     # only the window the shifted date keeps is one: seven days before today

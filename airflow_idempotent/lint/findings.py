@@ -21,6 +21,7 @@ from airflow_idempotent.lint.schedule import manual_only, start_date_moot
 from airflow_idempotent.lint.scope import Workspace
 from airflow_idempotent.lint.sinks import clock_destination
 from airflow_idempotent.lint.source import Located
+from airflow_idempotent.lint.windowsinks import RETURNED, WINDOW_INFO_TAIL, window_destination
 
 __all__ = ["Anchors", "Recorder", "TaskCheck", "without_restated"]
 
@@ -45,6 +46,9 @@ class Recorder:
         #: (file, line) of clock and randomness reads reported that choose no data: an id made of
         #: randomness, a stamp of when a record was written; catch-up (IDEM005) does not count them
         self.picks_no_data: set[tuple[str, int]] = set()
+        #: (file, line, dag id, task id) of relative windows whose value only their task returns:
+        #: information when no task pulls that XCom (`returnedwindows`, once every task is known)
+        self.returned_windows: list[tuple[str, int, str | None, str | None]] = []
 
     def add(
         self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
@@ -172,6 +176,20 @@ class Recorder:
             )
             ref = WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
         elif relative:
+            tree = self.trees(file) if self.trees is not None else None
+            why = window_destination(tree, line)
+            if why == RETURNED:  # an XCom: data only if a task pulls it, asked once all are known
+                if task is not None and _in_callable(task, file, line):
+                    self.returned_windows.append((file, line, task.dag_id, task.task_id))
+                why = None
+            if why is not None:  # round 36d (lint57): a window whose value reaches no data
+                self.picks_no_data.add((file, line))
+                ids = {"dag_id": dag.dag_id if dag is not None else None, "anchors": anchors}
+                text = f'the window is "the last N" before {name} in {where}, but {why}; {WINDOW_INFO_TAIL}'
+                self.info("IDEM004", file, line, text, task_id=task.task_id if task else None, **ids)
+                return WindowRef(
+                    "relative", f'The clock: "the last N" before {name} in {where}, reaching no data.', False
+                )
             rule = "IDEM004"
             message = (
                 f'the window is "the last N" before now: {name} shifted by a fixed span in {where}; a rerun '
@@ -213,6 +231,16 @@ class Recorder:
             anchors=anchors,
         )
         return ref
+
+
+def _in_callable(task: TaskDef, file: str, line: int) -> bool:
+    """`line` of `file` is in one of the task's own callables (whose return value is its XCom)."""
+    return any(
+        task.homes.get(id(fn), task.scope).source.display == file
+        and fn.lineno <= line <= (fn.end_lineno or fn.lineno)
+        for fn in task.functions
+        if not isinstance(fn, ast.Lambda)
+    )
 
 
 @dataclass

@@ -44,6 +44,7 @@ from airflow_idempotent.lint.pyreloads import check_python_reload
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.repomarks import repository_marks
 from airflow_idempotent.lint.report import LintReport, Notice, RuleFinding, TaskReport
+from airflow_idempotent.lint.returnedwindows import check_returned_windows
 from airflow_idempotent.lint.rolling import check_rolling_windows
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
@@ -217,6 +218,9 @@ class Linter:
             )
         every = [check for check, _repo in self.checks]
         if every:
+            self._guarded(
+                every[0].file, functools.partial(check_returned_windows, every, self.recorder, self.workspace)
+            )
             self._guarded(
                 every[0].file, functools.partial(check_rolling_windows, every, self.recorder, self.workspace)
             )

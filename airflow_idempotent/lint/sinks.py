@@ -23,7 +23,11 @@ from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["clock_destination"]
+__all__ = ["RETURNED", "clock_destination"]
+
+#: a relative window's reason (window mode) when a use of its value is its function's return value:
+#: an XCom, data only if a task pulls it (`windowsinks` asks that once every task is known)
+RETURNED = "its value is only returned, an XCom"
 
 #: names (variables, keywords, dict keys, attributes) that say the value is a timer's, a log's or a
 #: message's, or the clock itself (``now``); a stamp's are `benign.STAMP_NAME`: what a rerun changes
@@ -56,6 +60,30 @@ def _log_reason(name: str) -> str:
 def _stamp(name: str) -> bool:
     """`name` says its value only stamps, times, logs or titles what is written."""
     return bool(STAMP_NAME.search(name) or _SHOWN.search(name))
+
+
+#: words of a name whose value is a message's text (a relative window's only harmless names: a window
+#: is no stamp, so ``start``, ``updated`` or ``startDate`` say data there, `windowsinks`)
+_TEXT_WORDS = frozenset({"message", "msg", "text", "subject", "title", "body", "caption", "note", "comment",
+                         "alert", "html", "log", "logs"})  # fmt: skip
+
+
+def _shows_only(name: str, window: bool) -> bool:
+    """`name` says its value only stamps, logs or titles what is written; for a relative window
+    (`window`), only a message's text, read word by word (``startDate`` is a start and a date)."""
+    if not window:
+        return _stamp(name) and not _DATA.search(name)
+    parts = name_parts(name)
+    return bool(set(parts) & _TEXT_WORDS) and not _data_name("_".join(parts), window)
+
+
+def _shown_as(window: bool, what: str = "what is written") -> str:
+    return "the text of a message" if window else f"a stamp of {what}"
+
+
+def _data_name(name: str, window: bool) -> bool:
+    """`name` says its value is data (a bound, path, key, mark); word by word for a window."""
+    return bool(_DATA.search("_".join(name_parts(name)) if window else name))
 
 
 #: names that say the value is data the task reads or writes by: a bound, period, path, key or mark
@@ -105,10 +133,11 @@ _DEPTH = 4
 _BODIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 
 
-def clock_destination(tree: ast.Module, line: int) -> str | None:
+def clock_destination(tree: ast.Module, line: int, window: bool = False) -> str | None:
     """Why a plain clock read at `line` of the module `tree` cannot change what a rerun reads or
     writes, or None when its value reaches data (or no clock call is found there: the finding
-    stands)."""
+    stands). `window`: the read is itself a relative window's (IDEM004, `windowsinks`), so it is
+    never the end of a window spelled beside it."""
     parent_of = parents(tree)
     calls = [
         n
@@ -122,11 +151,13 @@ def clock_destination(tree: ast.Module, line: int) -> str | None:
         return None
     shown: list[str] = []
     for call in calls:
-        verdict = _follow(call, parent_of, 0, set()) or _window_end(call, parent_of)
+        verdict = _follow(call, parent_of, 0, set(), window=window)
+        if verdict is None and not window:
+            verdict = _window_end(call, parent_of)
         if verdict is None:
             return None
         shown.append(verdict)
-    return shown[0]
+    return RETURNED if RETURNED in shown else shown[0]
 
 
 #: what holds the values handed on together: a list of a job's parameters, a dict, a call's arguments
@@ -174,11 +205,13 @@ def _follow(
     depth: int,
     seen: set[str],
     stamp: str | None = None,
+    window: bool = False,
 ) -> str | None:
     """Climb from `node` (the clock's value, or a name holding it) to where it goes: None when it
     reaches data, else a short reason (stamp, log, timer). `stamp`: the value is already a stamp
     field of a record (the reason); the record is then data only where it is kept as state (Airflow's
-    task-state example: a stamped result saved with ``task_state_store.set``, read back on a retry)."""
+    task-state example: a stamped result saved with ``task_state_store.set``, read back on a retry).
+    `window`: the value is a relative window's (`clock_destination`)."""
     if depth > _DEPTH:
         return None
     current, parent = node, parent_of.get(node)
@@ -187,7 +220,7 @@ def _follow(
             if isinstance(parent, ast.Call) and current is not parent.func:
                 return None if last_name(dotted(parent.func)) in _STATE_CALLS else stamp
             if isinstance(parent, ast.Assign | ast.AnnAssign):
-                return _follow_targets(_targets(parent), parent, parent_of, depth, seen, stamp)
+                return _follow_targets(_targets(parent), parent, parent_of, depth, seen, stamp, window)
             if isinstance(parent, ast.keyword):
                 call = parent_of.get(parent)
                 stateful = isinstance(call, ast.Call) and last_name(dotted(call.func)) in _STATE_CALLS
@@ -204,8 +237,8 @@ def _follow(
             name = parent.arg or ""
             if _log_name(name):
                 return _log_reason(f"{name}=")
-            if _stamp(name) and not _DATA.search(name):
-                return f"its value is only {name}=, a stamp of what is written"
+            if _shows_only(name, window):
+                return f"its value is only {name}=, {_shown_as(window)}"
             call = parent_of.get(parent)
             if isinstance(call, ast.Call) and last_name(dotted(call.func)) in _SHOW:
                 return "its value is only shown in a log line or message"
@@ -214,11 +247,11 @@ def _follow(
             key = _key_of(parent, current)
             if key is not None and _log_name(key):
                 return _log_reason(repr(key))
-            if key is not None and _stamp(key) and not _DATA.search(key):
-                stamp = f"its value is only the {key!r} field, a stamp of the record written"
+            if key is not None and _shows_only(key, window):
+                stamp = f"its value is only the {key!r} field, {_shown_as(window, 'the record written')}"
                 current, parent = parent, parent_of.get(parent)
                 continue
-            if key is not None and _DATA.search(key):
+            if key is not None and _data_name(key, window):
                 return None
         elif isinstance(parent, ast.Call) and current is not parent.func:
             func = last_name(dotted(parent.func))
@@ -229,9 +262,9 @@ def _follow(
             if func not in _CARRY:
                 return None  # handed to code the linter does not follow: the finding stands
         elif isinstance(parent, ast.Return):
-            return None  # returned (an XCom a later task may read by it)
+            return RETURNED if window else None  # returned (an XCom a later task may read by it)
         elif isinstance(parent, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            return _follow_targets(_targets(parent), parent, parent_of, depth, seen)
+            return _follow_targets(_targets(parent), parent, parent_of, depth, seen, window=window)
         elif isinstance(parent, ast.stmt):
             if isinstance(parent, ast.Expr):
                 return "its value is not kept"
@@ -259,6 +292,7 @@ def _follow_targets(
     depth: int,
     seen: set[str],
     stamp: str | None = None,
+    window: bool = False,
 ) -> str | None:
     reasons: list[str] = []
     for target in targets:
@@ -267,14 +301,14 @@ def _follow_targets(
             if stamp is None and name is not None and _log_name(name):
                 reasons.append(_log_reason(name))
                 continue
-            if stamp is None and name is not None and _stamp(name) and not _DATA.search(name):
-                reasons.append(f"its value is only {name}, a stamp of what is written")
+            if stamp is None and name is not None and _shows_only(name, window):
+                reasons.append(f"its value is only {name}, {_shown_as(window)}")
                 continue
             return None
         if not isinstance(target, ast.Name):
             return None
         name = target.id
-        if _DATA.search(name) and stamp is None and not _log_name(name):
+        if _data_name(name, window) and stamp is None and not _log_name(name):
             return None  # a log-named variable (``LOG_PATH``): its uses decide
         if name in seen:
             continue
@@ -289,12 +323,14 @@ def _follow_targets(
             reasons.append(f"its value ({name}) is never read")
             continue
         for use in uses:
-            verdict = _follow(use, parent_of, depth + 1, seen, stamp)
+            verdict = _follow(use, parent_of, depth + 1, seen, stamp, window)
             if verdict is None:
                 return None
             reasons.append(verdict)
-        if _stamp(name):
+        if _stamp(name) and not window:
             reasons.insert(0, f"its value ({name}) only stamps, times or logs")
+    if RETURNED in reasons:
+        return RETURNED
     return reasons[0] if reasons else None
 
 
