@@ -333,59 +333,46 @@ def check_shared_targets(
                 f"{table} is also written by {', '.join(task_label(t) for t, _ in shown_others)}"
             )
             staged = [_staged((task, write), o, facts_of, built.get(table, [])) for o in conflicting]
+            where = {"dag_id": task.dag_id, "task_id": task.task_id, "anchors": ((write.file, write.line),)}
+            # round 36c: a defect only where the two writes overlap on the same rows
+            harm = _overlap(task, table, conflicting, facts_of) if conflicting and not all(staged) else None
+            if harm is not None:
+                recorder.add(
+                    "IDEM007",
+                    task.scope.source.display,
+                    task.line,
+                    f"{table} is also written by {names}, and {harm}",
+                    cause=table,
+                    **where,
+                )
+                continue
             if conflicting and all(staged):
                 builder = next(b for b in staged if b is not None)
-                recorder.info(
-                    "IDEM007",
-                    task.scope.source.display,
-                    task.line,
-                    f"{table} is also written by {names}, but as steps of a staged build: "
-                    f"{task_label(builder)} rebuilds {table} whole each run and the other writers only "
-                    "update or delete its rows in place; rerunning the build from its first step "
-                    "rebuilds the table (a step rerun alone applies that step to the built table again)",
-                    dag_id=task.dag_id,
-                    task_id=task.task_id,
-                    anchors=((write.file, write.line),),
+                note = (
+                    f"as steps of a staged build: {task_label(builder)} rebuilds {table} whole each run "
+                    "and the other writers only update or delete its rows in place; rerunning the build "
+                    "from its first step rebuilds the table (a step rerun alone applies that step to the "
+                    "built table again)"
                 )
-                continue
-            if not conflicting:
-                recorder.info(
-                    "IDEM007",
-                    task.scope.source.display,
-                    task.line,
-                    f"{table} is also written by {names}, but each leaves the other's rows alone on a "
-                    "rerun (a clear and its loader, keyed writers, each its own slice, flags set to "
-                    "literals, a scratch table each DAG rebuilds whole, writers that only append their "
-                    "own rows, or writers that neither replace rows nor both add amounts: runs of two "
-                    "DAGs at once still race, a scheduling matter)",
-                    dag_id=task.dag_id,
-                    task_id=task.task_id,
-                    anchors=((write.file, write.line),),
+            elif not conflicting:
+                note = (
+                    "each leaves the other's rows alone on a rerun (a clear and its loader, keyed "
+                    "writers, each its own slice, flags set to literals, a scratch table each DAG rebuilds "
+                    "whole, writers that only append their own rows, or writers that neither replace rows "
+                    "nor both add amounts: runs of two DAGs at once still race, a scheduling matter)"
                 )
-                continue
-            harm = _overlap(task, table, conflicting, facts_of)
-            if harm is None:  # round 36c: defects only where the two writes overlap on the same rows
-                recorder.info(
-                    "IDEM007",
-                    task.scope.source.display,
-                    task.line,
-                    f"{table} is also written by {names}, but nothing shows their writes overlap on the "
-                    "same rows (steps of one DAG in order, a load and updates of its rows, each writer's "
-                    "own keys or slice): a rerun redoes this task's own part. It would be a defect if one "
-                    "of them emptied the table whole while the other's rows are not rebuilt by it, or "
-                    "two DAGs added to, or deleted and reinserted, the same rows",
-                    dag_id=task.dag_id,
-                    task_id=task.task_id,
-                    anchors=((write.file, write.line),),
+            else:
+                note = (
+                    "nothing shows their writes overlap on the same rows (steps of one DAG in order, a "
+                    "load and updates of its rows, each writer's own keys or slice): a rerun redoes this "
+                    "task's own part. It would be a defect if one of them emptied the table whole while "
+                    "the other's rows are not rebuilt by it, or two DAGs added to, or deleted and "
+                    "reinserted, the same rows"
                 )
-                continue
-            recorder.add(
+            recorder.info(
                 "IDEM007",
                 task.scope.source.display,
                 task.line,
-                f"{table} is also written by {names}, and {harm}",
-                cause=table,
-                dag_id=task.dag_id,
-                task_id=task.task_id,
-                anchors=((write.file, write.line),),
+                f"{table} is also written by {names}, but {note}",
+                **where,
             )
