@@ -6,7 +6,7 @@ last 90 days?  The checks (`checks`) gather the facts; nothing here adds a findi
 
 from __future__ import annotations
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.facts import Effect, TaskFacts
 from airflow_idempotent.lint.notices import NOTICE_TEXT
 from airflow_idempotent.lint.schedule import dag_schedule

@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.envchoices import choices, is_none
 from airflow_idempotent.lint.facts import CONTEXT_FETCH

@@ -14,7 +14,7 @@ import re
 
 from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write, same_table
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.notices import NOTICE_TEXT, notice_operator

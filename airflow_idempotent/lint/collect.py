@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from airflow_idempotent.lint import factorycalls as calls
 from airflow_idempotent.lint.branches import static_truth
@@ -20,6 +20,7 @@ from airflow_idempotent.lint.callables import task_callable
 from airflow_idempotent.lint.customops import operator_classes
 from airflow_idempotent.lint.dagargs import factory_arguments, is_dag_call, unpacked_kwargs
 from airflow_idempotent.lint.decorators import decorator_kwargs, decorator_name, task_decorator
+from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.scope import Bound, FunctionNode, Scope, bind_arguments
 from airflow_idempotent.lint.source import is_project_file
 from airflow_idempotent.lint.syntax import (
@@ -32,60 +33,13 @@ from airflow_idempotent.lint.syntax import (
 )
 from airflow_idempotent.lint.taskwrappers import wrapped_task
 
-__all__ = ["Collector", "DagDef", "TaskDef"]
+__all__ = ["Collector"]
 
 #: How deep task factories calling task factories are followed.
 _MAX_DEPTH = 4
 #: DAG arguments a file may set as attributes after constructing the DAG
 _DAG_ATTRIBUTES = frozenset({"catchup", "end_date", "max_active_runs"})
 _MAPPING_METHODS = frozenset({"expand", "expand_kwargs"})
-
-
-@dataclass
-class DagDef:
-    """A DAG found in a file: its id, arguments, default_args and tasks."""
-
-    dag_id: str
-    scope: Scope
-    line: int
-    end_line: int
-    kwargs: dict[str, ast.expr]
-    default_args: dict[str, ast.expr]
-    tasks: list[TaskDef] = field(default_factory=list)
-    #: arguments a DAG factory's parameter defaults give (written in the factory's file, not here)
-    inherited: frozenset[str] = frozenset()
-
-    @property
-    def file(self) -> str:
-        return self.scope.source.display
-
-
-@dataclass
-class TaskDef:
-    """A task found in a file: its id (with its task group's prefix), operator, arguments and code."""
-
-    task_id: str
-    dag: DagDef | None
-    scope: Scope
-    line: int
-    end_line: int
-    operator: str
-    kwargs: dict[str, ast.expr]
-    functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
-    decorator: str | None = None
-    #: arguments given to ``.expand()``: each item is one mapped task instance's value
-    mapped: frozenset[str] = frozenset()
-    #: TaskFlow tasks whose output this task takes as an argument (their task ids)
-    inputs: tuple[str, ...] = ()
-    #: a custom operator of the repository: its class and the repository's classes it derives from
-    #: (own first); its ``execute`` is the task's code (`operator_execute`)
-    classes: list[tuple[ast.ClassDef, Scope]] = field(default_factory=list)
-    #: the scope a function of `functions` is read in when another module defines it (`callables`)
-    homes: dict[int, Scope] = field(default_factory=dict)
-
-    @property
-    def dag_id(self) -> str | None:
-        return self.dag.dag_id if self.dag else None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import method_of, parameters
 from airflow_idempotent.lint.syntax import compared, decided, self_attr
 

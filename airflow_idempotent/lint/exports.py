@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 
 __all__ = ["file_names", "rows_file"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, WindowRef
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.decorators import decorator_kwargs
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import (
     Bound,
     FunctionNode,

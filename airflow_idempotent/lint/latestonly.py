@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import itertools
 
-from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.syntax import dotted, last_name
 
 __all__ = ["latest_only_gate"]

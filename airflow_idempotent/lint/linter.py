@@ -31,7 +31,8 @@ from airflow_idempotent.lint.catchups import PendingCatchup, check_catchup, deci
 from airflow_idempotent.lint.chatreports import check_chat_report
 from airflow_idempotent.lint.checks import check_task, task_findings
 from airflow_idempotent.lint.codechecks import check_dag_code_clock
-from airflow_idempotent.lint.collect import Collector, DagDef
+from airflow_idempotent.lint.collect import Collector
+from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.deployment import (
     CatchupDefault,
     DataIntervals,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.pyfacts import clock_call, clock_use, is_relative, parents
 from airflow_idempotent.lint.scope import Scope
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.pyfacts import parents
 from airflow_idempotent.lint.scope import Workspace

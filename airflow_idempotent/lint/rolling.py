@@ -41,7 +41,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 
-from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.facts import same_table
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.latestonly import latest_only_gate

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import TaskDef
 from airflow_idempotent.lint.customops import operator_classes
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.pyfacts import parents
 from airflow_idempotent.lint.scope import Scope, method_of, parameters
 from airflow_idempotent.lint.syntax import dotted, last_name, self_attr

@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 
 from croniter import CroniterError, croniter
 
-from airflow_idempotent.lint.collect import DagDef
+from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.envchoices import choices
 from airflow_idempotent.lint.pyfacts import (
     RELATIVE_CALLS,

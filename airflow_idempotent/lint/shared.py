@@ -41,7 +41,7 @@ import re
 from collections.abc import Sequence
 
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, Write
 from airflow_idempotent.lint.findings import Recorder
 

@@ -14,7 +14,7 @@ import ast
 import posixpath
 from pathlib import Path
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.source import deployed_path, found_file
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import Collector, DagDef
+from airflow_idempotent.lint.collect import Collector
+from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.findings import Recorder
 from airflow_idempotent.lint.pyfacts import clock_call
 from airflow_idempotent.lint.syntax import dotted

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import Bound, Row
 from airflow_idempotent.lint.source import UNRESOLVED, deployed_path, found_file, is_unresolved
 

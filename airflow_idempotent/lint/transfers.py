@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from airflow_idempotent.lint.collect import TaskDef
+from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.facts import Write
 from airflow_idempotent.lint.findings import TaskCheck
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from airflow_idempotent.lint.collect import DagDef, TaskDef
+from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.deployment import DataIntervals
 from airflow_idempotent.lint.findings import Recorder
 from airflow_idempotent.lint.schedule import dag_schedule
