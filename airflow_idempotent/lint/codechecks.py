@@ -61,13 +61,14 @@ from airflow_idempotent.lint.rowwrites import (
 )
 from airflow_idempotent.lint.schedule import runs_on_schedule, windowless_factory
 from airflow_idempotent.lint.scope import Scope, bind_arguments, method_of, self_method
-from airflow_idempotent.lint.sendtargets import loop_send, target_text, to_the_data
+from airflow_idempotent.lint.sendtargets import target_text, to_the_data
 from airflow_idempotent.lint.source import Located
 from airflow_idempotent.lint.sqlchecks import check_jinja, check_sql
 from airflow_idempotent.lint.sqltext import prepare_sql
 from airflow_idempotent.lint.startdates import start_date_taker
 from airflow_idempotent.lint.syntax import (
     dotted,
+    in_loop,
     last_name,
     main_guard,
     walk_no_defs,
@@ -256,7 +257,7 @@ def check_code(check: TaskCheck) -> None:
                 what = f"{SIDE_EFFECT_CALLS[method]} ({name}(...))"
                 has_key = keyed(node) or (method == "post" and triggers_keyed_run(node, fn, scope))
                 target = target_text(node, fn)
-                looped = loop_send(node, parent_of) or (method not in _HTTP_VERBS and to_the_data(node, fn))
+                looped = in_loop(node, parent_of) or (method not in _HTTP_VERBS and to_the_data(node, fn))
                 facts.effects.append(Effect(what, has_key, file, node.lineno, again, False, target, looped))
         if guard[0] is not None and guard.count(guard[0]) == len(guard):  # every call is guarded
             absent += inserted_when_absent(facts.writes[start:], guard[0])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.pyfacts import RELATIVE_CALLS, clock_use, parents
-from airflow_idempotent.lint.syntax import dotted, last_name
+from airflow_idempotent.lint.syntax import dotted, in_loop, last_name
 from airflow_idempotent.lint.textuse import assigned_name, name_loads
 
 __all__ = ["GATE_TEXT", "PRINTED_TEXT", "flag_only", "gates_only", "returned_for_output", "shift_gates"]
@@ -47,20 +47,9 @@ Calls = list[tuple[ast.Call, ast.AST]] | None
 
 GATE = "gate"
 PREDICATE = "predicate"
-_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 _FLAG_OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
 _TEXT_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
 _MAX_DEPTH = 3
-
-
-def _in_loop(node: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> bool:
-    parent = parent_of.get(node)
-    while parent is not None and not isinstance(parent, _FUNCTIONS):
-        if isinstance(parent, _LOOPS):
-            return True
-        parent = parent_of.get(parent)
-    return False
 
 
 def _is_shift(binop: ast.AST | None, node: ast.AST) -> bool:
@@ -97,9 +86,9 @@ def _decides(
         elif isinstance(parent, ast.BoolOp | ast.UnaryOp) and compared:
             pass
         elif isinstance(parent, ast.If) and child is parent.test:
-            return GATE if compared and not _in_loop(parent, parent_of) else None
+            return GATE if compared and not in_loop(parent, parent_of) else None
         elif isinstance(parent, ast.Return):
-            return PREDICATE if compared and not _in_loop(parent, parent_of) else None
+            return PREDICATE if compared and not in_loop(parent, parent_of) else None
         elif (name := assigned_name(parent)) is not None and depth < _MAX_DEPTH:
             uses = name_loads(body, name)
             found = {_decides(use, body, parent_of, compared, depth + 1) for use in uses}

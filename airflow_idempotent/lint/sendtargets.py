@@ -18,7 +18,9 @@ import ast
 import itertools
 import re
 
-__all__ = ["creates", "loop_send", "target_text", "to_the_data"]
+from airflow_idempotent.lint.syntax import assigned_values, request_url
+
+__all__ = ["creates", "target_text", "to_the_data"]
 
 #: words of a URL path that name something created, sent or moved for someone outside
 _EFFECT_WORDS = frozenset(
@@ -88,30 +90,14 @@ def creates(what: str, target: str | None) -> str | None:
 def target_text(call: ast.Call, fn: ast.AST) -> str | None:
     """The URL a ``requests.post(url, ..)`` call sends to, as text (its constant parts; a local name is
     read from its last assignment before the call in `fn`)."""
-    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "url"), None)
+    arg = request_url(call)
     if isinstance(arg, ast.Name):
-        assigned = [
-            n.value
-            for n in ast.walk(fn)
-            if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
-            and n.lineno <= call.lineno
-        ]
-        arg = max(assigned, key=lambda v: v.lineno) if assigned else arg
+        before = [v for v in assigned_values(fn, arg.id) if v.lineno <= call.lineno]
+        arg = max(before, key=lambda v: v.lineno) if before else arg
     if arg is None:
         return None
     parts = [n.value for n in ast.walk(arg) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     return "/".join(parts) if parts else None
-
-
-def loop_send(call: ast.Call, parent_of: dict[ast.AST, ast.AST]) -> bool:
-    """The call is inside a loop of its function: one send per record."""
-    node: ast.AST | None = parent_of.get(call)
-    while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-        if isinstance(node, ast.For | ast.AsyncFor | ast.While | ast.comprehension):
-            return True
-        node = parent_of.get(node)
-    return False
 
 
 #: keyword arguments that carry an e-mail's or message's recipients

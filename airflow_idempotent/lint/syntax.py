@@ -11,6 +11,7 @@ __all__ = [
     "assigned_values",
     "dict_literal",
     "dotted",
+    "in_loop",
     "keywords",
     "last_name",
     "post_order_calls",
@@ -182,3 +183,18 @@ def compared(value: Any, op: ast.cmpop, other: Any) -> bool | None:
     if isinstance(op, ast.NotEq | ast.IsNot):
         return bool(value != other)
     return None
+
+
+#: statements and expressions that run their body once per item
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
+
+
+def in_loop(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`node` runs once per item of a loop or comprehension of its own function."""
+    parent = parents.get(node)
+    while parent is not None and not isinstance(parent, _SCOPES):
+        if isinstance(parent, _LOOPS):
+            return True
+        parent = parents.get(parent)
+    return False
