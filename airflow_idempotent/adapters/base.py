@@ -201,16 +201,19 @@ class EngineAdapter(
         )
 
     # ------------------------------------------------------------------ rendering
-    def render(self, expression: exp.Expr, copy: bool = True) -> str:
+    def render(self, expression: exp.Expr | str, copy: bool = True) -> str:
         """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind.
 
         The dialect's generator writes the placeholders itself (`binding_dialect`), so rendering
         does not walk the tree first: it ran for every statement of every write. `copy=False`
-        only for a tree nobody else holds: the generator preprocesses it in place.
+        only for a tree nobody else holds: the generator preprocesses it in place. A string is a
+        statement this adapter rendered already (`window_checksum_sql`), returned as it is.
         """
+        if isinstance(expression, str):
+            return expression
         return expression.sql(dialect=binding_dialect(self.dialect), copy=copy)
 
-    def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+    def execute(self, conn: Connection, expression: exp.Expr | str, params: Mapping[str, Any]) -> Any:
         """Run one statement built by this adapter with bound parameters; SQLAlchemy's result.
 
         The builders below make a tree per statement (the user's query copied once, by `source`),
