@@ -101,6 +101,21 @@ def test_a_column_added_between_two_writes_enters_the_recorded_checksum(
     ]
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "duckdb:///:memory:", "postgresql+psycopg2://u@h/d"])
+def test_the_fingerprints_sql_is_each_texts_own_rendering(url: str) -> None:
+    """`render_text` (the fingerprint's "sql") is rendered once per adapter class and text in a
+    process: texts that differ only in a comment, which sqlglot renders, stay apart."""
+    from airflow_idempotent.adapters import adapter_for
+    from airflow_idempotent.lint import check_deterministic
+
+    adapter = adapter_for(sa.create_engine(url))
+    one, two = "SELECT 1 AS x /* one */ FROM t", "SELECT 1 AS x /* two */ FROM t"
+    for sql in (one, two, one, two):
+        assert adapter.render_text(sql) == adapter.render(check_deterministic(sql, adapter.dialect))
+    assert adapter.render_text(one) != adapter.render_text(two)
+    assert "one" in adapter.render_text(one) and "two" in adapter.render_text(two)
+
+
 def test_new_policy_is_a_new_dataset_version_not_a_nondeterminism(loaded: Any, history: HistoryStore) -> None:
     v1 = make("overwrite").execute(run_ctx(1))
     v2 = make("overwrite", parameters={"policy_version": "v2"}).execute(run_ctx(2))

@@ -9,17 +9,13 @@ adapter overrides `row_hash`, or `row_checksum` where its database has typed has
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sqlglot import exp
 
+from airflow_idempotent.adapters.rendered import rendered_once
 from airflow_idempotent.adapters.schema import ColumnInfo
 from airflow_idempotent.checksum import LEGACY_VERSION, format_checksum
-
-#: How many rendered checksum statements a process keeps (`window_checksum_sql`): one per target
-#: table and column set it writes; past this many the memo starts again.
-RENDERED_LIMIT = 256
-_rendered: dict[tuple[Any, ...], str] = {}
 
 
 class ChecksumStatements:
@@ -102,14 +98,10 @@ class ChecksumStatements:
         or server state), and building and rendering it cost ~0.5-1 ms of CPU on every write and
         guarded check (#33). The columns are as the caller just reflected them, so a table altered
         between two writes is a new key, never a stale statement."""
-        key = (type(self), table, partition_column, tuple(columns))
-        text = _rendered.get(key)
-        if text is None:
-            if len(_rendered) >= RENDERED_LIMIT:
-                _rendered.clear()
-            text = self.render(self.window_checksum(table, partition_column, columns), copy=False)
-            _rendered[key] = text
-        return text
+        return rendered_once(
+            (type(self), "window_checksum", table, partition_column, tuple(columns)),
+            lambda: self.render(self.window_checksum(table, partition_column, columns), copy=False),
+        )
 
     def checksum_text(self, count: int, total: object) -> str:
         """The checksum text of `window_checksum`'s result, tagged with this adapter's version."""
