@@ -25,6 +25,7 @@ fingerprint, history). Results: bench/results/write-engines.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -423,6 +424,18 @@ def cpu_ticks() -> tuple[int, int]:
 
 
 @contextmanager
+def connection(conn_id: str, kind: str, home: Path, prefix: str = "idem_bench") -> Iterator[Database]:
+    """A throw-away database of `kind`, the Airflow connection `conn_id` while the block runs."""
+    db = Database(kind, home, prefix)
+    db.create()
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(db.conn)
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+@contextmanager
 def airflow_home(prefix: str = "idem_bench") -> Iterator[Path]:
     """A throw-away Airflow home (SQLite metadata) and a history store in a PostgreSQL database of
     its own, named by the environment as a task finds them; both removed at the end."""
@@ -436,25 +449,15 @@ def airflow_home(prefix: str = "idem_bench") -> Iterator[Path]:
     )
     import airflow  # noqa: F401  (before the package, as a task imports them)
 
-    history = Database("postgres", home, prefix)
-    history.create()
-    os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(history.conn)
-    try:
+    with connection("idempotent_history", "postgres", home, prefix):
         yield home
-    finally:
-        history.drop()
 
 
-@contextmanager
-def warehouse(kind: str, home: Path, prefix: str = "idem_bench") -> Iterator[Database]:
+def warehouse(
+    kind: str, home: Path, prefix: str = "idem_bench"
+) -> contextlib.AbstractContextManager[Database]:
     """An engine's throw-away database, the Airflow connection `warehouse` while the block runs."""
-    db = Database(kind, home, prefix)
-    db.create()
-    os.environ["AIRFLOW_CONN_WAREHOUSE"] = json.dumps(db.conn)
-    try:
-        yield db
-    finally:
-        db.drop()
+    return connection("warehouse", kind, home, prefix)
 
 
 def main() -> int:
