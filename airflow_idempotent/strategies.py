@@ -344,7 +344,7 @@ def checksum_window(
     (None, None without `spec.checksum` or a partition column): what history records."""
     if not spec.checksum or spec.partition_column is None:
         return None, None
-    query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
+    query = adapter.window_checksum_sql(spec.table, spec.partition_column, list(info.columns.values()))
     count, total = adapter.execute(conn, query, params).one()
     return int(count), adapter.checksum_text(int(count), total)
 
@@ -379,7 +379,9 @@ def checksum_periods(
     for period, rows_before in zip(spec.periods, before, strict=True):
         binds = period_binds(adapter, info, spec, period)
         if spec.checksum:
-            query = adapter.window_checksum(spec.table, spec.partition_column, list(info.columns.values()))
+            query = adapter.window_checksum_sql(
+                spec.table, spec.partition_column, list(info.columns.values())
+            )
             count, total = adapter.execute(conn, query, binds).one()
             text: str | None = adapter.checksum_text(int(count), total)
         else:

@@ -25,6 +25,7 @@ fingerprint, history). Results: bench/results/write-engines.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -56,9 +57,9 @@ MARIADB = "root@127.0.0.1:3306"
 class Database:
     """One engine's throw-away database: its URL, Airflow connection and hand-written statements."""
 
-    def __init__(self, kind: str, workdir: Path) -> None:
+    def __init__(self, kind: str, workdir: Path, prefix: str = "idem_bench") -> None:
         self.kind = kind
-        self.name = f"idem_bench_{secrets.token_hex(4)}"
+        self.name = f"{prefix}_{secrets.token_hex(4)}"
         if kind == "duckdb":
             self.path = workdir / f"{self.name}.duckdb"
             self.url = f"duckdb:///{self.path}"
@@ -422,16 +423,23 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields[:8]), fields[7]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", default="postgres,mariadb,duckdb")
-    parser.add_argument("--sizes", default="100000,1000000")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    args = parser.parse_args()
-    started = time.perf_counter()
-    ticks = cpu_ticks()
-    home = scratch_dir("idem_bench_home_")
+@contextmanager
+def connection(conn_id: str, kind: str, home: Path, prefix: str = "idem_bench") -> Iterator[Database]:
+    """A throw-away database of `kind`, the Airflow connection `conn_id` while the block runs."""
+    db = Database(kind, home, prefix)
+    db.create()
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(db.conn)
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+@contextmanager
+def airflow_home(prefix: str = "idem_bench") -> Iterator[Path]:
+    """A throw-away Airflow home (SQLite metadata) and a history store in a PostgreSQL database of
+    its own, named by the environment as a task finds them; both removed at the end."""
+    home = scratch_dir(f"{prefix}_home_")
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),
@@ -441,17 +449,31 @@ def main() -> int:
     )
     import airflow  # noqa: F401  (before the package, as a task imports them)
 
-    history = Database("postgres", home)
-    history.create()
-    os.environ["AIRFLOW_CONN_IDEMPOTENT_HISTORY"] = json.dumps(history.conn)
+    with connection("idempotent_history", "postgres", home, prefix):
+        yield home
+
+
+def warehouse(
+    kind: str, home: Path, prefix: str = "idem_bench"
+) -> contextlib.AbstractContextManager[Database]:
+    """An engine's throw-away database, the Airflow connection `warehouse` while the block runs."""
+    return connection("warehouse", kind, home, prefix)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default="postgres,mariadb,duckdb")
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    ticks = cpu_ticks()
     rows: list[str] = []
     loads: list[str] = [f"start {load()}"]
-    try:
+    with airflow_home() as home:
         for kind in args.engines.split(","):
-            db = Database(kind, home)
-            db.create()
-            os.environ["AIRFLOW_CONN_WAREHOUSE"] = json.dumps(db.conn)
-            try:
+            with warehouse(kind, home) as db:
                 for n in [int(s) for s in args.sizes.split(",")]:
                     fill(db, n)
                     for strategy in ("overwrite", "merge"):
@@ -508,10 +530,6 @@ def main() -> int:
                             f"{s['extra_ms']:.0f} | | | | |"
                         )
                         print(rows[-1], flush=True)
-            finally:
-                db.drop()
-    finally:
-        history.drop()
     loads.append(f"end {load()}")
     total, steal = (now - then for now, then in zip(cpu_ticks(), ticks, strict=True))
     write(args, rows, loads, time.perf_counter() - started, 100 * steal / max(total, 1))

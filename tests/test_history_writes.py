@@ -66,6 +66,56 @@ def test_reruns_get_ordinals_and_one_dataset_version(
     assert not any(w["nondeterministic"] for w in writes)
 
 
+@pytest.mark.parametrize("strategy", ["overwrite", "merge"])
+def test_a_column_added_between_two_writes_enters_the_recorded_checksum(
+    loaded: Any, history: HistoryStore, strategy: str
+) -> None:
+    """The checksum statement is rendered once per table and column set in a process
+    (`window_checksum_sql`): a column added between two writes of one process makes a new one,
+    so the second record's checksum is the window's as a statement built afresh reads it."""
+    import pendulum
+
+    from airflow_idempotent.adapters import adapter_for
+    from airflow_idempotent.window import Window
+
+    first = make(strategy).execute(run_ctx(1))
+    with loaded.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE payouts ADD COLUMN note VARCHAR(20)"))
+    second = make(strategy).execute(run_ctx(2))
+
+    adapter = adapter_for(sa.create_engine(loaded.url))  # SQLite's row hash is set up per new engine
+    start = pendulum.datetime(DAY.year, DAY.month, DAY.day, tz="UTC")
+    with adapter.engine.connect() as conn:
+        info = adapter.describe(conn, "payouts")
+        assert "note" in info.columns
+        afresh = adapter.window_checksum("payouts", "sale_date", list(info.columns.values()))
+        window = Window(start, start.add(days=1), source="test")
+        count, total = conn.execute(
+            sa.text(adapter.render(afresh)), adapter.window_params(window, "date")
+        ).one()
+    assert second["checksum"] == adapter.checksum_text(int(count), total)
+    assert second["checksum"] != first["checksum"]  # the new column (NULL in every row) is hashed
+    assert [w["checksum"] for w in history.writes(target="warehouse:payouts")] == [
+        first["checksum"],
+        second["checksum"],
+    ]
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "duckdb:///:memory:", "postgresql+psycopg2://u@h/d"])
+def test_the_fingerprints_sql_is_each_texts_own_rendering(url: str) -> None:
+    """`render_text` (the fingerprint's "sql") is rendered once per adapter class and text in a
+    process: texts that differ only in a comment, which sqlglot renders, stay apart."""
+    from airflow_idempotent.adapters import adapter_for
+    from airflow_idempotent.lint import check_deterministic
+
+    adapter = adapter_for(sa.create_engine(url))
+    one, two = "SELECT 1 AS x /* one */ FROM t", "SELECT 1 AS x /* two */ FROM t"
+    for sql in (one, two, one, two):
+        assert adapter.render_text(sql) == adapter.render(check_deterministic(sql, adapter.dialect))
+    assert adapter.render_text(one) != adapter.render_text(two)
+    assert "one" in adapter.render_text(one) and "two" in adapter.render_text(two)
+
+
 def test_new_policy_is_a_new_dataset_version_not_a_nondeterminism(loaded: Any, history: HistoryStore) -> None:
     v1 = make("overwrite").execute(run_ctx(1))
     v2 = make("overwrite", parameters={"policy_version": "v2"}).execute(run_ctx(2))

@@ -28,6 +28,7 @@ from airflow_idempotent.adapters.identifiers import split_table_name, table_part
 from airflow_idempotent.adapters.insert_counts import InsertCounts
 from airflow_idempotent.adapters.late import LateClose
 from airflow_idempotent.adapters.locks import LockId, LockStyle
+from airflow_idempotent.adapters.rendered import rendered_once
 from airflow_idempotent.adapters.schema import ColumnInfo, ColumnKind, TableInfo
 from airflow_idempotent.adapters.source_checks import SOURCE_ALIAS, SourceChecks
 from airflow_idempotent.adapters.staging import StagingStatements
@@ -37,6 +38,7 @@ from airflow_idempotent.errors import (
     SqlParseError,
     UnsupportedConnectionError,
 )
+from airflow_idempotent.lint.sql import parsed_statement
 from airflow_idempotent.window import Window, spanning
 
 
@@ -201,16 +203,27 @@ class EngineAdapter(
         )
 
     # ------------------------------------------------------------------ rendering
-    def render(self, expression: exp.Expr, copy: bool = True) -> str:
+    def render(self, expression: exp.Expr | str, copy: bool = True) -> str:
         """Render in this dialect, keeping `:name` placeholders for SQLAlchemy to bind.
 
         The dialect's generator writes the placeholders itself (`binding_dialect`), so rendering
         does not walk the tree first: it ran for every statement of every write. `copy=False`
-        only for a tree nobody else holds: the generator preprocesses it in place.
+        only for a tree nobody else holds: the generator preprocesses it in place. A string is a
+        statement this adapter rendered already (`window_checksum_sql`), returned as it is.
         """
+        if isinstance(expression, str):
+            return expression
         return expression.sql(dialect=binding_dialect(self.dialect), copy=copy)
 
-    def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+    def render_text(self, sql: str) -> str:
+        """`render` of `sql` as the determinism lint parses it in this dialect (`write_spec`'s
+        query), once per adapter class and text in a process: the fingerprint's "sql" rendered
+        the task's SQL on every write (~0.5 ms of CPU), though it is a function of the text."""
+        return rendered_once(
+            (type(self), "sql", sql), lambda: self.render(parsed_statement(sql, self.dialect), copy=False)
+        )
+
+    def execute(self, conn: Connection, expression: exp.Expr | str, params: Mapping[str, Any]) -> Any:
         """Run one statement built by this adapter with bound parameters; SQLAlchemy's result.
 
         The builders below make a tree per statement (the user's query copied once, by `source`),

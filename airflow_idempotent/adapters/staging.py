@@ -35,7 +35,7 @@ class StagingStatements:
     # ------------------------------------------------------------------ provided by EngineAdapter
     engine: Any
 
-    def execute(self, conn: Connection, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+    def execute(self, conn: Connection, expression: exp.Expr | str, params: Mapping[str, Any]) -> Any:
         raise NotImplementedError
 
     def table(self, name: str, alias: str | None = None) -> exp.Table:

@@ -450,6 +450,12 @@ def check_deterministic(sql: str, dialect: str, allow: Iterable[str] = ()) -> ex
     return parsed.copy()
 
 
+def parsed_statement(sql: str, dialect: str) -> exp.Expression:
+    """`check_deterministic`'s parse of `sql` without its checks (a copy of the process's one
+    parse): for what is a function of the text alone, e.g. the fingerprint's rendering of it."""
+    return _linted(sql, dialect)[0].copy()
+
+
 @functools.lru_cache(maxsize=256)
 def _linted(sql: str, dialect: str) -> tuple[exp.Expression, tuple[Finding, ...]]:
     """The statement parsed and its findings, once per text and dialect in a process (a task's

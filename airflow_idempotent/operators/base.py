@@ -486,7 +486,7 @@ class WindowWriteOperator(GuardedWriteMixin, BaseOperator):
         outside Airflow has none, and its fingerprint is what it was before versions were recorded).
         """
         parts: dict[str, Any] = {
-            "sql": adapter.render(spec.query),
+            "sql": adapter.render_text(self.sql),  # spec.query's rendering (write_spec parses self.sql)
             "parameters": dict(spec.params),
             "window": [spec.window.start.isoformat(), spec.window.end.isoformat()],
             "strategy": self.strategy,

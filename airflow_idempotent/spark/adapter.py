@@ -297,7 +297,7 @@ class SparkAdapter(CatalogStatements):
         return cls(SparkEngine(SparkConnectHook(conn_id).get_connection_url(), conn_id))
 
     # ------------------------------------------------------------------ statements
-    def execute(self, conn: Any, expression: exp.Expr, params: Mapping[str, Any]) -> Any:
+    def execute(self, conn: Any, expression: exp.Expr | str, params: Mapping[str, Any]) -> Any:
         return conn.sql(self.render(expression), self.bindable(params))
 
     def bindable(self, params: Mapping[str, Any]) -> dict[str, Any]:
