@@ -3,8 +3,9 @@
 `text_of` evaluates what the linter can know without running anything: literals (one place per
 implicitly concatenated piece), f-strings (each literal piece and field placed where written, read
 from the source text by `pystrings`, since the syntax tree does not place them), ``+``, ``join``,
-``.format``, ``strip``, paths (``os.path.join``, ``Path(..) / ..``, ``__file__``), names through
-`ValueScope.value`. A part only known at run time becomes a name standing for it (`UNRESOLVED`).
+``.format``, ``strip``, a Jinja template's text, paths (``os.path.join``, ``Path(..) / ..``,
+``__file__``), names through `ValueScope.value`. A part only known at run time becomes a name
+standing for it (`UNRESOLVED`).
 """
 
 from __future__ import annotations
@@ -116,6 +117,19 @@ def _call_text(scope: ValueScope, node: ast.Call, depth: int) -> Located | None:
         return _format_text(scope, node, depth)
     if method in ("read", "read_text") and isinstance(node.func, ast.Attribute) and not node.args:
         return _file_text(scope, node.func.value, depth)
+    if method == "render" and isinstance(node.func, ast.Attribute):
+        return _template_text(scope, node.func.value, depth)
+    return None
+
+
+def _template_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None:
+    """``Template(sql).render(..)`` (also ``env.from_string(sql)``): the template's text, its
+    fields left as written (``{{ ds }}`` reads as the run's window, as Airflow's own rendering does)."""
+    value, where = scope.value(owner, depth)
+    if isinstance(value, ast.Call) and len(value.args) == 1:
+        name = dotted(value.func)
+        if name.split(".")[-1] in ("Template", "from_string"):
+            return _text(where, value.args[0], depth + 1)
     return None
 
 
