@@ -4,8 +4,18 @@
 (``return f.read()``, ``Path(..).read_text()``), a path a TaskFlow call or ``op_args`` passes, the
 statements of the file run one by one (``sql.split(";")``, ``sqlparse.split``), a Jinja template made
 of it: the file's INSERTs and clock reads are that task's SQL, at the file's lines, as an operator's
-``sql=`` file's are. Every finding asserted is a defect (in ``report.findings``, not information);
-lines are counted by hand in the SQL files below. The ``*_counter`` tests pass on main too.
+``sql=`` file's are.
+
+(b) A DAG's ``default_args`` or arguments loaded from a JSON or YAML file of the repository
+(``json.load(open(..))``, a helper returning ``yaml.safe_load(f)``): the file's ``retries``,
+``start_date`` and ``catchup`` count as a dict written in the DAG file would; ``catchup`` in
+``default_args`` counts for nothing, as in Airflow 2 and 3 (``airflow.sdk.definitions.dag.DAG.catchup``
+is a DAG attribute whose default comes from ``[scheduler] catchup_by_default``, never from
+``default_args``), and the finding says so.
+
+Every finding asserted is a defect (in ``report.findings``, not information); lines are counted by
+hand in the files below. On cf69dd7 10 of these 16 tests fail; the six that pass there are the
+``*_counter`` tests.
 """
 
 from __future__ import annotations
@@ -174,3 +184,100 @@ def test_a_template_path_argument_stays_unknown_counter(tmp_path: Path) -> None:
         'str(Path(__file__).parent / "sql" / "load.sql")', '"{{ params.sql }}"'
     )
     assert _rows(_lint(tmp_path, body, _APPEND_SQL)) == []
+
+
+# (b) a DAG's arguments loaded from a JSON or YAML file of the repository ---------------------------
+
+_JSON_ARGS = """\
+{"default_args": {"owner": "data", "retries": 2, "start_date": "2024-01-01"}}
+"""
+
+_POSTING_DAG = """\
+import json
+from datetime import datetime
+
+import requests
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+CONFIG = json.load(open("config/settings.json"))
+
+
+def push_orders():
+    for order in fetch_orders():
+        requests.post("https://shop.example.com/api/orders", json=order)
+
+
+with DAG("push", default_args=CONFIG["default_args"], schedule="@daily", catchup=False):
+    PythonOperator(task_id="push", python_callable=push_orders)
+"""
+
+
+def test_b_retries_from_a_json_config_file(tmp_path: Path) -> None:
+    """retries=2 in the JSON file's default_args: the POST that creates orders is retried (IDEM006 at
+    the post, line 13)."""
+    report = lint_files(tmp_path, {"dags/push.py": _POSTING_DAG, "dags/config/settings.json": _JSON_ARGS})
+    assert _rows(report) == [("IDEM006", "dags/push.py", 13, "push")]
+
+
+def test_b_no_retries_in_the_json_config_file_counter(tmp_path: Path) -> None:
+    settings = _JSON_ARGS.replace('"retries": 2', '"retries": 0')
+    report = lint_files(tmp_path, {"dags/push.py": _POSTING_DAG, "dags/config/settings.json": settings})
+    assert _rows(report) == []
+
+
+_YAML_DAG = """\
+from pathlib import Path
+
+import yaml
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+
+
+def load_config():
+    with open(Path(__file__).parent / "dag.yaml") as f:
+        return yaml.safe_load(f)
+
+
+CFG = load_config()
+
+with DAG("rollup", **CFG["dag"]):
+    SQLExecuteQueryOperator(
+        task_id="rollup",
+        conn_id="pg",
+        sql="DELETE FROM daily WHERE day = CURRENT_DATE - 1; "
+        "INSERT INTO daily SELECT * FROM src WHERE day = CURRENT_DATE - 1",
+    )
+"""
+
+_YAML = """\
+dag:
+  schedule_interval: "@daily"
+  start_date: 2024-01-01
+  catchup: {catchup}
+"""
+
+
+def test_b_catchup_from_a_yaml_config_file(tmp_path: Path) -> None:
+    """The YAML file's catchup: true over a task whose window is the clock's yesterday: every window
+    since 2024-01-01 is run with the same yesterday (IDEM005 at the DAG's line, 15)."""
+    files = {"dags/rollup.py": _YAML_DAG, "dags/dag.yaml": _YAML.format(catchup="true")}
+    rows = [r for r in _rows(lint_files(tmp_path, files)) if r[0] == "IDEM005"]
+    assert rows == [("IDEM005", "dags/rollup.py", 15, None)]
+
+
+def test_b_catchup_off_in_the_yaml_config_file_counter(tmp_path: Path) -> None:
+    files = {"dags/rollup.py": _YAML_DAG, "dags/dag.yaml": _YAML.format(catchup="false")}
+    assert [r for r in _rows(lint_files(tmp_path, files)) if r[0] == "IDEM005"] == []
+
+
+def test_b_catchup_in_default_args_is_ignored(tmp_path: Path) -> None:
+    """Airflow takes catchup only as a DAG argument: the file's default_args say catchup: false, the
+    DAG (Airflow 2: schedule_interval=) says nothing, so the default (on) holds: IDEM005, and its
+    message says why the file's catchup does not count."""
+    dag = _YAML_DAG.replace('**CFG["dag"]', 'schedule_interval="@daily", default_args=CFG["default_args"]')
+    config = "default_args:\n  start_date: 2024-01-01\n  catchup: false\n"
+    report = lint_files(tmp_path, {"dags/rollup.py": dag, "dags/dag.yaml": config})
+    (found,) = [f for f in report.findings if f.rule == "IDEM005"]
+    assert found.line == 15
+    assert "the catchup in its default_args is ignored" in found.message

@@ -7,12 +7,16 @@ syntax: the one expression it returns, when that is a file read (``.read()``, ``
 directly or through a local assigned once (``sql = f.read()``; ``return sql``), and the simple
 locals it builds the path from (``path = os.path.join(SQL_DIR, name)``). `scope` binds the call's
 arguments and those locals; `texts` reads the file (only a ``.sql`` file of the project). Pure
-syntax, so `scope` can use it without a cycle.
+syntax, so `scope` can use it without a cycle. A helper returning a configuration file's content
+(``return yaml.safe_load(f)``) is read the same way (`configfiles`).
 """
 
 from __future__ import annotations
 
 import ast
+
+from airflow_idempotent.lint.configfiles import CONFIG_LOADS
+from airflow_idempotent.lint.syntax import dotted
 
 __all__ = ["file_read_return"]
 
@@ -44,7 +48,9 @@ def file_read_return(
 
 
 def _is_read(node: ast.expr) -> bool:
-    """``x.read()`` or ``x.read_text()``, possibly stripped (``.strip()``)."""
+    """``x.read()`` or ``x.read_text()``, possibly stripped (``.strip()``), or a JSON/YAML load."""
+    if isinstance(node, ast.Call) and dotted(node.func) in CONFIG_LOADS:
+        return True  # ``return yaml.safe_load(f)``: a configuration file's content (`configfiles`)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
         if node.func.attr in _READS:
             return True

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from airflow_idempotent.lint.configfiles import loaded_config
 from airflow_idempotent.lint.filereads import file_read_return
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path, root_relative
@@ -268,6 +269,9 @@ class Scope:
                 item = self._item(node.func.value, node.args[0], _depth)
                 if item is not None:
                     return item.scope.value(item.expr, _depth + 1)
+            loaded = loaded_config(self, node)  # a project's JSON/YAML file as a literal (round 36f)
+            if loaded is not None:
+                return loaded, self
             returned = self._returned_text(node)
             if returned is not None:
                 return returned.scope.value(returned.expr, _depth + 1)

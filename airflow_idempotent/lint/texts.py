@@ -20,7 +20,7 @@ from airflow_idempotent.lint.pystrings import Field, Literal, scan_strings
 from airflow_idempotent.lint.source import UNRESOLVED, Located, Source, deployed_path
 from airflow_idempotent.lint.syntax import dotted, keywords
 
-__all__ = ["ValueScope", "standing_name", "text_of"]
+__all__ = ["ValueScope", "opened_by_with", "standing_name", "text_of"]
 
 
 class ValueScope(Protocol):
@@ -140,7 +140,7 @@ def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None
     it, as a deployed path is. Only ``.sql`` files: another file's text is not the task's SQL."""
     path = owner
     if isinstance(owner, ast.Name):
-        path = _opened(getattr(scope, "tree", None), owner) or owner
+        path = opened_by_with(getattr(scope, "tree", None), owner) or owner
     if isinstance(path, ast.Call) and dotted(path.func) in ("open", "io.open") and path.args:
         path = path.args[0]
     named = _text(scope, path, depth + 1)
@@ -152,7 +152,7 @@ def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None
     return Located.of_file(src) if src is not None else None
 
 
-def _opened(tree: ast.AST | None, name: ast.Name) -> ast.expr | None:
+def opened_by_with(tree: ast.AST | None, name: ast.Name) -> ast.expr | None:
     """What the ``with`` around `name` (the innermost that binds it) opened: ``with open(..) as f``."""
     found = [
         item.context_expr
