@@ -13,8 +13,14 @@ of it: the file's INSERTs and clock reads are that task's SQL, at the file's lin
 is a DAG attribute whose default comes from ``[scheduler] catchup_by_default``, never from
 ``default_args``), and the finding says so.
 
+(c) A Python script of the repository a task runs (``bash_command="cd /opt/airflow/dags && python
+scripts/load.py {{ ds }}"``, ``$AIRFLOW__CORE__DAGS_FOLDER/scripts/load.py``, an ``SSHOperator``'s
+``command``, ``subprocess.run(["python", ..])`` in a callable): the script's top-level code (and the
+functions it calls) is the task's code, its findings at the script's lines, as a
+``SparkSubmitOperator``'s application already was.
+
 Every finding asserted is a defect (in ``report.findings``, not information); lines are counted by
-hand in the files below. On cf69dd7 10 of these 16 tests fail; the six that pass there are the
+hand in the files below. On cf69dd7 14 of these 24 tests fail; the ten that pass there are the
 ``*_counter`` tests.
 """
 
@@ -281,3 +287,81 @@ def test_b_catchup_in_default_args_is_ignored(tmp_path: Path) -> None:
     (found,) = [f for f in report.findings if f.rule == "IDEM005"]
     assert found.line == 15
     assert "the catchup in its default_args is ignored" in found.message
+
+
+# (c) a repository's Python script run by a task's command ------------------------------------------
+
+#: an append at line 10 of the script, run under ``if __name__ == "__main__"``
+_SCRIPT = """\
+import sys
+
+import psycopg2
+
+
+def main(day):
+    conn = psycopg2.connect("dbname=dw")
+    cur = conn.cursor()
+    cur.execute(
+        "INSERT INTO sales.daily SELECT * FROM staging.orders WHERE day = %s", (day,)
+    )
+    conn.commit()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+"""
+
+_RUNNING_DAG = """\
+import subprocess
+from datetime import datetime
+
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+from airflow.operators.python import PythonOperator
+from airflow.providers.ssh.operators.ssh import SSHOperator
+
+
+CD = "cd /opt/airflow/dags && "
+FOLDER = "python3 -u $AIRFLOW__CORE__DAGS_FOLDER"
+
+
+def run_script(**context):
+    subprocess.run(["python3", "/opt/airflow/dags/scripts/load.py", context["ds"]], check=True)
+
+
+with DAG("run", start_date=datetime(2024, 1, 1), schedule="@daily", catchup=False):
+    {task}
+"""
+
+_RUNNERS = {
+    "bash_cd": 'BashOperator(task_id="load", bash_command=CD + "python scripts/load.py {{ ds }}")',
+    "bash_dags_folder": 'BashOperator(task_id="load", bash_command=FOLDER + "/scripts/load.py {{ ds }}")',
+    "ssh": 'SSHOperator(task_id="load", ssh_conn_id="etl", command="python scripts/load.py {{ ds }}")',
+    "subprocess": 'PythonOperator(task_id="load", python_callable=run_script)',
+}
+
+
+@pytest.mark.parametrize("runner", sorted(_RUNNERS))
+def test_c_a_script_the_task_runs_is_its_code(tmp_path: Path, runner: str) -> None:
+    dag = _RUNNING_DAG.format(task=_RUNNERS[runner])
+    report = lint_files(tmp_path, {"dags/run.py": dag, "dags/scripts/load.py": _SCRIPT})
+    assert _rows(report) == [("IDEM002", "scripts/load.py", 10, "load")]
+
+
+def test_c_a_keyed_script_is_clean_counter(tmp_path: Path) -> None:
+    script = _SCRIPT.replace("WHERE day = %s", "WHERE day = %s ON CONFLICT (day) DO NOTHING")
+    dag = _RUNNING_DAG.format(task=_RUNNERS["bash_cd"])
+    assert _rows(lint_files(tmp_path, {"dags/run.py": dag, "dags/scripts/load.py": script})) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python scripts/{{ params.job }}.py",  # a script named at run time
+        "python other/load.py",  # no such script in the repository
+        "cat scripts/load.py",  # the script is read, not run
+    ],
+)
+def test_c_a_script_not_known_or_not_run_is_not_read_counter(tmp_path: Path, command: str) -> None:
+    dag = _RUNNING_DAG.format(task=f'BashOperator(task_id="load", bash_command="{command}")')
+    assert _rows(lint_files(tmp_path, {"dags/run.py": dag, "dags/scripts/load.py": _SCRIPT})) == []
