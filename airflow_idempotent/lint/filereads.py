@@ -1,5 +1,5 @@
-"""A repository helper that returns a file's text: ``def read_sql(name): with open(DIR / name) as f:
-return f.read()`` (round 36f, lint61).
+"""A repository helper that returns a file's text (``def read_sql(name): with open(DIR / name) as f:
+return f.read()``) or its path (``return os.path.join(root, f"queries/{name}.sql")``) (round 36f).
 
 A task that runs ``hook.run(read_sql("load.sql"))`` runs the SQL of that file, as a task whose own
 code reads it (``open(path).read()``, `texts`) does. Reading the helper's value needs only its
@@ -26,9 +26,9 @@ _READS = frozenset({"read", "read_text"})
 def file_read_return(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
 ) -> tuple[ast.expr, list[tuple[str, ast.expr]]] | None:
-    """The expression `fn` returns when it is a file's text, and `fn`'s simple locals (one name
-    assigned once, in source order) to read it with; None for any other function (more than one
-    ``return``, a value computed otherwise)."""
+    """The expression `fn` returns when it is a file's text or a path built from parts, and `fn`'s
+    simple locals (one name assigned once, in source order) to read it with; None for any other
+    function (more than one ``return``, a value computed otherwise)."""
     returns = [n for n in _own_nodes(fn) if isinstance(n, ast.Return)]
     if len(returns) != 1 or returns[0].value is None:
         return None
@@ -42,7 +42,7 @@ def file_read_return(
     if isinstance(expr, ast.Name):
         owner = [n.value for n in once if isinstance(n.targets[0], ast.Name) and n.targets[0].id == expr.id]
         read = owner[0] if owner else expr
-    if not _is_read(read):
+    if not (_is_read(read) or _is_path(read)):
         return None
     return expr, [(n.targets[0].id, n.value) for n in once if isinstance(n.targets[0], ast.Name)]
 
@@ -57,6 +57,19 @@ def _is_read(node: ast.expr) -> bool:
         if node.func.attr in ("strip", "rstrip", "lstrip"):
             return _is_read(node.func.value)
     return False
+
+
+def _is_path(node: ast.expr) -> bool:
+    """A path built from parts (``os.path.join(root, f"queries/{name}.sql")``, ``Path(..) / name``):
+    the file a caller then reads (``file_to_string(get_query_filepath("update_table"))``)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return True
+    return isinstance(node, ast.Call) and dotted(node.func) in (
+        "os.path.join",
+        "path.join",
+        "Path",
+        "pathlib.Path",
+    )
 
 
 def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
