@@ -20,7 +20,7 @@ functions it calls) is the task's code, its findings at the script's lines, as a
 ``SparkSubmitOperator``'s application already was.
 
 Every finding asserted is a defect (in ``report.findings``, not information); lines are counted by
-hand in the files below. On cf69dd7 15 of these 25 tests fail; the ten that pass there are the
+hand in the files below. On cf69dd7 16 of these 26 tests fail; the ten that pass there are the
 ``*_counter`` tests.
 """
 
@@ -382,3 +382,15 @@ def test_c_a_keyed_script_is_clean_counter(tmp_path: Path) -> None:
 def test_c_a_script_not_known_or_not_run_is_not_read_counter(tmp_path: Path, command: str) -> None:
     dag = _RUNNING_DAG.format(task=f'BashOperator(task_id="load", bash_command="{command}")')
     assert _rows(lint_files(tmp_path, {"dags/run.py": dag, "dags/scripts/load.py": _SCRIPT})) == []
+
+
+def test_a_jinja_fields_the_render_call_gives_are_filled(tmp_path: Path) -> None:
+    """``render(table="#staging_rows")``: the rows go to a SQL Server temp table, no append to report;
+    the same template rendered into ``sales.daily`` appends (line 1 of the file)."""
+    sql = "INSERT INTO {{ table }} SELECT day, total FROM staging.orders;\n"
+    body = _SHAPES["jinja_template"].replace('render(ds=context["ds"])', 'render(table="{table}")')
+    temp = _lint(tmp_path / "temp", body.replace("{table}", "#staging_rows"), sql)
+    assert _rows(temp) == []
+    kept = _lint(tmp_path / "kept", body.replace("{table}", "sales.daily"), sql)
+    assert _rows(kept) == [("IDEM002", "sql/load.sql", 1, "load")]
+    assert "sales.daily" in kept.findings[0].message

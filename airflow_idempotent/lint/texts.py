@@ -118,19 +118,37 @@ def _call_text(scope: ValueScope, node: ast.Call, depth: int) -> Located | None:
     if method in ("read", "read_text") and isinstance(node.func, ast.Attribute) and not node.args:
         return _file_text(scope, node.func.value, depth)
     if method == "render" and isinstance(node.func, ast.Attribute):
-        return _template_text(scope, node.func.value, depth)
+        return _template_text(scope, node, depth)
     return None
 
 
-def _template_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None:
-    """``Template(sql).render(..)`` (also ``env.from_string(sql)``): the template's text, its
-    fields left as written (``{{ ds }}`` reads as the run's window, as Airflow's own rendering does)."""
-    value, where = scope.value(owner, depth)
-    if isinstance(value, ast.Call) and len(value.args) == 1:
-        name = dotted(value.func)
-        if name.split(".")[-1] in ("Template", "from_string"):
-            return _text(where, value.args[0], depth + 1)
-    return None
+def _template_text(scope: ValueScope, render: ast.Call, depth: int) -> Located | None:
+    """``Template(sql).render(table=T)`` (also ``env.from_string(sql)``): the template's text, a
+    ``{{ name }}`` field the call gives a known text filled with it (``#temp_counts``), any other field
+    left as written (``{{ ds }}`` reads as the run's window, as Airflow's own rendering does)."""
+    assert isinstance(render.func, ast.Attribute)
+    value, where = scope.value(render.func.value, depth)
+    if not (isinstance(value, ast.Call) and len(value.args) == 1):
+        return None
+    if dotted(value.func).split(".")[-1] not in ("Template", "from_string"):
+        return None
+    template = _text(where, value.args[0], depth + 1)
+    if template is None:
+        return None
+    named = keywords(render)
+    pieces: list[Located | str] = []
+    position = 0
+    for field in re.finditer(r"\{\{\s*(\w+)\s*\}\}", template.text):
+        given = named.get(field.group(1))
+        filled = _text(scope, given, depth + 1) if given is not None else None
+        if filled is None:
+            continue
+        pieces.extend([template.slice(position, field.start()), filled])
+        position = field.end()
+    if not pieces:
+        return template
+    pieces.append(template.slice(position))
+    return Located.join(pieces)
 
 
 def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None:
