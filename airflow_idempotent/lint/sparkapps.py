@@ -44,12 +44,8 @@ _SUBPROCESS = frozenset(
         "subprocess.Popen",
     }
 )
-#: ``python x.py`` (any interpreter path, ``python3.11``, flags), ``spark-submit [options] x.py``
-_RUNS = re.compile(
-    r"(?:^|\s)(?:\S*/)?(?:python(?:3(?:\.\d+)?)?(?:\s+-[A-Za-z]+)*"
-    r"|spark-submit(?:\s+--?\S+(?:[ =][^-\s]\S*)?)*)"
-    r"\s+(?P<script>[^\s'\"]+\.py)\b"
-)
+#: interpreters and launchers whose first ``.py`` argument is the script they run
+_RUNNER = re.compile(r"^(?:\S*/)?(?:python(?:3(?:\.\d+)?)?|spark-submit)$")
 #: the DAG folder's shell variable: its scripts are found as a deployed path is
 _DAGS_FOLDER = re.compile(r"^\$\{?AIRFLOW__CORE__DAGS_FOLDER\}?/|^\$\{?AIRFLOW_HOME\}?/")
 
@@ -100,15 +96,29 @@ def commanded_scripts(command: str) -> list[str]:
         if len(words) >= 2 and words[0] == "cd":
             folder = words[1]
             continue
-        match = _RUNS.search(part)
-        if match is None:
+        script = _script_word(words)
+        if script is None:
             continue
-        script = _DAGS_FOLDER.sub("/", match.group("script"))
+        script = _DAGS_FOLDER.sub("/", script)
         if folder and not script.startswith("/"):
             script = posixpath.join(_DAGS_FOLDER.sub("/", folder), script)
         if not any(mark in script for mark in ("{{", "$", "%", UNRESOLVED)):
             out.append(script)
     return out
+
+
+def _script_word(words: list[str]) -> str | None:
+    """The first ``.py`` word after an interpreter or ``spark-submit`` (its options skipped)."""
+    runner = next((i for i, word in enumerate(words) if _RUNNER.match(word.strip("'\""))), None)
+    if runner is None:
+        return None
+    for word in words[runner + 1 :]:
+        word = word.strip("'\"")
+        if word.endswith(".py"):
+            return word
+        if word == "-m" or word == "-c":
+            return None  # a module or inline code, no script file
+    return None
 
 
 def _script_body(text: str, task: TaskDef) -> tuple[ast.FunctionDef, Scope] | None:
