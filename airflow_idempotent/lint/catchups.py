@@ -22,7 +22,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
+from airflow_idempotent.lint.configfiles import config_file
 from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.envchoices import choices, is_none
@@ -86,7 +88,8 @@ def check_catchup(
     start_node = dag.kwargs.get("start_date") or dag.default_args.get("start_date")
     start = static_date(dag.scope, start_node)
     own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
-    line = node.lineno if own and node is not None else dag.line
+    loaded = config_file(node)  # ``DAG(**CFG["dag"])`` of a YAML/JSON file (round 36f)
+    line = node.lineno if own and node is not None and loaded is None else dag.line
     read = clock_start_read(dag) if start is None else None
     moving = read[0] if read is not None else None
     if read is not None and read[1].source is not dag.scope.source:
@@ -128,6 +131,12 @@ def check_catchup(
     setting = (
         "catchup=True" if node is not None else f"no catchup= and the deployment's default is on ({source})"
     )
+    if loaded is not None:
+        setting += f" (in {Path(loaded).name}, the configuration file the DAG is built from)"
+    if node is None and "catchup" in dag.default_args:  # round 36f: Airflow reads it only from the DAG
+        setting += (
+            "; the catchup in its default_args is ignored: Airflow takes catchup only as a DAG argument"
+        )
     gate = latest_only_gate(dag)
     if gate is not None:  # round 34b (issue 35): caught-up runs skip all their work
         recorder.info(

@@ -26,7 +26,7 @@ from airflow_idempotent.lint.scope import (
     method_of,
     parameters,
 )
-from airflow_idempotent.lint.templatefiles import templated_arguments
+from airflow_idempotent.lint.templatefiles import path_arguments, templated_arguments
 
 __all__ = ["callable_bindings", "instances", "object_method", "own_method"]
 
@@ -35,11 +35,13 @@ _MAX_DEPTH = 8
 
 
 def callable_bindings(task: TaskDef, fn: ast.AST) -> dict[str, Row]:
-    """`fn`'s parameters as a task runs it: unknown, but for those its ``op_kwargs`` name."""
+    """`fn`'s parameters as a task runs it: unknown, but for those its ``op_kwargs`` name and the
+    texts its ``op_args`` or TaskFlow call give."""
     names = parameters(fn) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else []
     bound: dict[str, Row] = dict.fromkeys(names, ())
     given = task.scope.mapping(task.kwargs.get("op_kwargs")) if task.kwargs.get("op_kwargs") else {}
     bound.update({k: Bound(v, task.scope) for k, v in given.items() if k in bound})
+    bound.update(path_arguments(task, fn))  # ``op_args`` and a TaskFlow call's texts (round 36f)
     bound.update(templated_arguments(task, fn))  # a ``.sql`` file a TaskFlow task's renderer reads
     return bound
 

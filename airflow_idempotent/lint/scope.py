@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from airflow_idempotent.lint.configfiles import loaded_config
+from airflow_idempotent.lint.filereads import file_read_return
 from airflow_idempotent.lint.pysyntax import parse_module
 from airflow_idempotent.lint.source import Located, Source, is_project_file, module_path, root_relative
 from airflow_idempotent.lint.syntax import dotted, keywords
@@ -267,6 +269,9 @@ class Scope:
                 item = self._item(node.func.value, node.args[0], _depth)
                 if item is not None:
                     return item.scope.value(item.expr, _depth + 1)
+            loaded = loaded_config(self, node)  # a project's JSON/YAML file as a literal (round 36f)
+            if loaded is not None:
+                return loaded, self
             returned = self._returned_text(node)
             if returned is not None:
                 return returned.scope.value(returned.expr, _depth + 1)
@@ -274,15 +279,21 @@ class Scope:
 
     def _returned_text(self, call: ast.Call) -> Bound | None:
         """``sql=delete_sql(db)``: what a repository function returns when its one ``return`` gives a
-        string built from literals and its parameters (an f-string, ``+``, ``.format``), read with the
-        call's arguments bound; None for anything else (a factory returning an operator, a value
-        computed in the body)."""
+        string built from literals and its parameters (an f-string, ``+``, ``.format``), or a file's
+        text (``return f.read()``, `filereads`), read with the call's arguments bound; None for
+        anything else (a factory returning an operator, a value computed in the body)."""
         if not isinstance(call.func, ast.Name):
             return None
         found = self.function(call.func.id)
         if found is None or isinstance(found[0], ast.AsyncFunctionDef):
             return None
         fn, def_scope = found
+        read = file_read_return(fn)  # ``read_sql("load.sql")``: the file's text (round 36f)
+        if read is not None:
+            inner = def_scope.child(bind_arguments(fn, call, self, def_scope))
+            for name, value in read[1]:
+                inner = inner.child({name: Bound(value, inner)})
+            return Bound(read[0], inner)
         body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
             return None

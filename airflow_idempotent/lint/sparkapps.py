@@ -1,45 +1,128 @@
-"""The PySpark script a ``SparkSubmitOperator(application="job.py")`` submits (issue 35, lint41).
+"""The script a task runs: the PySpark script a ``SparkSubmitOperator(application="job.py")``
+submits (issue 35, lint41), and a Python script of the repository a command runs (round 36f, lint61):
+``BashOperator(bash_command="python scripts/load.py --day {{ ds }}")``, ``spark-submit job.py``, an
+``SSHOperator``'s or ``DockerOperator``'s ``command``, ``subprocess.run(["python", "load.py"])`` in
+the task's own code.
 
-The DAG file says only where the script is; what the task does (``df.write.mode("append")``, a
-clock read) is written in the script. When the path names a Python file of the linted tree (beside
-the DAG file, below a linted root, or where a deployed path lands, as a SQL file is found), the
-script's top-level code is read as the task's own code, in the script's scope, so its findings
-point at the script's lines. A path known only at run time (a template, a Variable) is skipped, as
-other file references are (round 31: 8 missed appends).
+The DAG file says only where the script is; what the task does (``df.write.mode("append")``, an
+INSERT, a clock read) is written in the script. When the path names a Python file of the linted tree
+(beside the DAG file, below a linted root, or where a deployed path lands, as a SQL file is found;
+after a ``cd DIR &&`` the command names, below DIR), the script's top-level code is read as the task's
+own code, in the script's scope, so its findings point at the script's lines. A path known only at
+run time (a template, a Variable, a shell variable other than the DAG folder's) is skipped, as other
+file references are (round 31: 8 missed appends).
 """
 
 from __future__ import annotations
 
 import ast
 import posixpath
+import re
 from pathlib import Path
 
 from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import Scope
-from airflow_idempotent.lint.source import deployed_path, found_file
+from airflow_idempotent.lint.source import UNRESOLVED, deployed_path, found_file
+from airflow_idempotent.lint.syntax import dotted
 
-__all__ = ["attach_submitted_script"]
+__all__ = ["attach_submitted_script", "commanded_scripts"]
 
 _SUBMIT_OPERATORS = frozenset({"SparkSubmitOperator"})
+#: operators that run a shell command, and the argument that holds it
+_COMMAND_ARGUMENTS = {
+    "BashOperator": "bash_command",
+    "SSHOperator": "command",
+    "DockerOperator": "command",
+    "KubernetesPodOperator": "arguments",
+}
+_SUBPROCESS = frozenset(
+    {
+        "subprocess.run",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "subprocess.Popen",
+    }
+)
+#: interpreters and launchers whose first ``.py`` argument is the script they run
+_RUNNER = re.compile(r"^(?:\S*/)?(?:python(?:3(?:\.\d+)?)?|spark-submit)$")
+#: the DAG folder's shell variable: its scripts are found as a deployed path is
+_DAGS_FOLDER = re.compile(r"^\$\{?AIRFLOW__CORE__DAGS_FOLDER\}?/|^\$\{?AIRFLOW_HOME\}?/")
 
 
 def attach_submitted_script(task: TaskDef) -> None:
-    """Add the submitted script's top level to the task's functions (read in the script's scope)."""
-    found = _submitted_script(task)
-    if found is None or any(id(fn) in task.homes and task.homes[id(fn)] is found[1] for fn in task.functions):
-        return
-    body, scope = found
-    task.functions.append(body)
-    task.homes[id(body)] = scope
+    """Add the top level of each script the task runs to its functions (read in the script's scope)."""
+    for found in _run_scripts(task):
+        if any(id(fn) in task.homes and task.homes[id(fn)] is found[1] for fn in task.functions):
+            continue
+        body, scope = found
+        task.functions.append(body)
+        task.homes[id(body)] = scope
 
 
-def _submitted_script(task: TaskDef) -> tuple[ast.FunctionDef, Scope] | None:
-    if task.operator not in _SUBMIT_OPERATORS:
+def _run_scripts(task: TaskDef) -> list[tuple[ast.FunctionDef, Scope]]:
+    """The scripts the task runs: its operator's application or command, its code's subprocesses."""
+    texts: list[str] = []
+    if task.operator in _SUBMIT_OPERATORS:
+        named = task.scope.string(task.kwargs.get("application"))
+        if named is not None and not named.unresolved and named.text.endswith(".py"):
+            texts.append(named.text)
+    argument = _COMMAND_ARGUMENTS.get(task.operator)
+    if argument is not None:
+        command = " ".join(s.text for s in task.scope.strings(task.kwargs.get(argument)))
+        texts.extend(commanded_scripts(command))
+    for fn in list(task.functions):
+        home = task.homes.get(id(fn), task.scope)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and dotted(node.func) in _SUBPROCESS and node.args:
+                words = [s.text for s in home.strings(node.args[0])]
+                texts.extend(commanded_scripts(" ".join(words)))
+    out = []
+    for text in dict.fromkeys(texts):
+        found = _script_body(text, task)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def commanded_scripts(command: str) -> list[str]:
+    """The Python scripts a shell command runs (``python x.py``, ``python3 -u x.py``, ``spark-submit
+    .. x.py``), joined to the folder a ``cd DIR &&`` before it names; a part known only at run time
+    (a template, a shell variable but the DAG folder's) leaves the script out."""
+    out: list[str] = []
+    folder = ""
+    for part in re.split(r"&&|\|\||;|\n", command):
+        words = part.split()
+        if len(words) >= 2 and words[0] == "cd":
+            folder = words[1]
+            continue
+        script = _script_word(words)
+        if script is None:
+            continue
+        script = _DAGS_FOLDER.sub("/", script)
+        if folder and not script.startswith("/"):
+            script = posixpath.join(_DAGS_FOLDER.sub("/", folder), script)
+        if not any(mark in script for mark in ("{{", "$", "%", UNRESOLVED)):
+            out.append(script)
+    return out
+
+
+def _script_word(words: list[str]) -> str | None:
+    """The first ``.py`` word after an interpreter or ``spark-submit`` (its options skipped)."""
+    runner = next((i for i, word in enumerate(words) if _RUNNER.match(word.strip("'\""))), None)
+    if runner is None:
         return None
-    named = task.scope.string(task.kwargs.get("application"))
-    if named is None or named.unresolved or not named.text.endswith(".py"):
-        return None
-    path = _script_path(named.text, task.scope)
+    for word in words[runner + 1 :]:
+        word = word.strip("'\"")
+        if word.endswith(".py"):
+            return word
+        if word == "-m" or word == "-c":
+            return None  # a module or inline code, no script file
+    return None
+
+
+def _script_body(text: str, task: TaskDef) -> tuple[ast.FunctionDef, Scope] | None:
+    path = _script_path(text, task.scope)
     script = task.scope.workspace.scope(path) if path is not None else None
     if script is None or script.source is task.scope.source:
         return None

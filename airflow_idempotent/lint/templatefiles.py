@@ -17,7 +17,7 @@ from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import Bound, Row
 from airflow_idempotent.lint.source import UNRESOLVED, deployed_path, found_file, is_unresolved
 
-__all__ = ["find_sql_file", "templated_arguments"]
+__all__ = ["find_sql_file", "given_arguments", "path_arguments", "templated_arguments"]
 
 
 def find_sql_file(task: TaskDef, name: str) -> Path | None:
@@ -56,19 +56,40 @@ def templated_arguments(task: TaskDef, fn: ast.AST) -> dict[str, Row]:
     exts = task.scope.literal(task.kwargs.get("templates_exts"))
     if not isinstance(exts, list) or ".sql" not in exts:
         return {}
-    given: dict[str, ast.expr] = {}
-    positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    op_args = task.kwargs.get("op_args")
-    if isinstance(op_args, ast.List):
-        given.update(zip(positional, op_args.elts, strict=False))
-    names = {*positional, *(a.arg for a in fn.args.kwonlyargs)}
-    given.update({k: v for k, v in task.kwargs.items() if k in names})
     bound: dict[str, Row] = {}
-    for name, expr in given.items():
+    for name, expr in given_arguments(task, fn).items():
         text = task.scope.literal(expr)
         found = find_sql_file(task, text) if isinstance(text, str) and text.endswith(".sql") else None
         if found is not None:
             opened = ast.Call(ast.Name(id="open", ctx=ast.Load()), [ast.Constant(str(found))], [])
             read = ast.Call(ast.Attribute(value=opened, attr="read", ctx=ast.Load()), [], [])
             bound[name] = Bound(ast.copy_location(read, expr), task.scope)
+    return bound
+
+
+def given_arguments(task: TaskDef, fn: ast.AST) -> dict[str, ast.expr]:
+    """What the task gives `fn`'s parameters: its ``op_args`` by position (a TaskFlow call's
+    positional arguments are recorded as such) and, for a TaskFlow task, the call's keywords."""
+    if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+        return {}
+    given: dict[str, ast.expr] = {}
+    positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    op_args = task.kwargs.get("op_args")
+    if isinstance(op_args, ast.List):
+        given.update(zip(positional, op_args.elts, strict=False))
+    if task.decorator is not None:
+        names = {*positional, *(a.arg for a in fn.args.kwonlyargs)}
+        given.update({k: v for k, v in task.kwargs.items() if k in names})
+    return given
+
+
+def path_arguments(task: TaskDef, fn: ast.AST) -> dict[str, Row]:
+    """Parameters given a text known before the run that is no template (``run_file("sql/x.sql")``,
+    ``op_args=[SQL_DIR / "load.sql"]``): bound to it, so the helper that opens the path reads the file
+    (round 36f). Others stay unknown: a task's output, a template Airflow renders at run time."""
+    bound: dict[str, Row] = {}
+    for name, expr in given_arguments(task, fn).items():
+        text = task.scope.string(expr)
+        if text is not None and not text.unresolved and "{{" not in text.text and "{%" not in text.text:
+            bound[name] = Bound(expr, task.scope)
     return bound

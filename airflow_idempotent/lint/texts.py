@@ -3,8 +3,9 @@
 `text_of` evaluates what the linter can know without running anything: literals (one place per
 implicitly concatenated piece), f-strings (each literal piece and field placed where written, read
 from the source text by `pystrings`, since the syntax tree does not place them), ``+``, ``join``,
-``.format``, ``strip``, paths (``os.path.join``, ``Path(..) / ..``, ``__file__``), names through
-`ValueScope.value`. A part only known at run time becomes a name standing for it (`UNRESOLVED`).
+``.format``, ``strip``, a Jinja template's text, paths (``os.path.join``, ``Path(..) / ..``,
+``__file__``), names through `ValueScope.value`. A part only known at run time becomes a name
+standing for it (`UNRESOLVED`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from airflow_idempotent.lint.pystrings import Field, Literal, scan_strings
 from airflow_idempotent.lint.source import UNRESOLVED, Located, Source, deployed_path
 from airflow_idempotent.lint.syntax import dotted, keywords
 
-__all__ = ["ValueScope", "standing_name", "text_of"]
+__all__ = ["ValueScope", "opened_by_with", "standing_name", "text_of"]
 
 
 class ValueScope(Protocol):
@@ -116,7 +117,38 @@ def _call_text(scope: ValueScope, node: ast.Call, depth: int) -> Located | None:
         return _format_text(scope, node, depth)
     if method in ("read", "read_text") and isinstance(node.func, ast.Attribute) and not node.args:
         return _file_text(scope, node.func.value, depth)
+    if method == "render" and isinstance(node.func, ast.Attribute):
+        return _template_text(scope, node, depth)
     return None
+
+
+def _template_text(scope: ValueScope, render: ast.Call, depth: int) -> Located | None:
+    """``Template(sql).render(table=T)`` (also ``env.from_string(sql)``): the template's text, a
+    ``{{ name }}`` field the call gives a known text filled with it (``#temp_counts``), any other field
+    left as written (``{{ ds }}`` reads as the run's window, as Airflow's own rendering does)."""
+    assert isinstance(render.func, ast.Attribute)
+    value, where = scope.value(render.func.value, depth)
+    if not (isinstance(value, ast.Call) and len(value.args) == 1):
+        return None
+    if dotted(value.func).split(".")[-1] not in ("Template", "from_string"):
+        return None
+    template = _text(where, value.args[0], depth + 1)
+    if template is None:
+        return None
+    named = keywords(render)
+    pieces: list[Located | str] = []
+    position = 0
+    for field in re.finditer(r"\{\{\s*(\w+)\s*\}\}", template.text):
+        given = named.get(field.group(1))
+        filled = _text(scope, given, depth + 1) if given is not None else None
+        if filled is None:
+            continue
+        pieces.extend([template.slice(position, field.start()), filled])
+        position = field.end()
+    if not pieces:
+        return template
+    pieces.append(template.slice(position))
+    return Located.join(pieces)
 
 
 def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None:
@@ -126,7 +158,7 @@ def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None
     it, as a deployed path is. Only ``.sql`` files: another file's text is not the task's SQL."""
     path = owner
     if isinstance(owner, ast.Name):
-        path = _opened(getattr(scope, "tree", None), owner) or owner
+        path = opened_by_with(getattr(scope, "tree", None), owner) or owner
     if isinstance(path, ast.Call) and dotted(path.func) in ("open", "io.open") and path.args:
         path = path.args[0]
     named = _text(scope, path, depth + 1)
@@ -138,7 +170,7 @@ def _file_text(scope: ValueScope, owner: ast.expr, depth: int) -> Located | None
     return Located.of_file(src) if src is not None else None
 
 
-def _opened(tree: ast.AST | None, name: ast.Name) -> ast.expr | None:
+def opened_by_with(tree: ast.AST | None, name: ast.Name) -> ast.expr | None:
     """What the ``with`` around `name` (the innermost that binds it) opened: ``with open(..) as f``."""
     found = [
         item.context_expr
