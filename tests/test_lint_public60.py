@@ -106,8 +106,8 @@ def test_a_random_object_name_under_the_runs_partition_stays_a_defect(tmp_path: 
 
 
 def test_a_random_value_given_as_a_key_or_returned_stays_a_defect(tmp_path: Path) -> None:
-    """Given whole as an object's key, or returned (a later task may name a file by it): the linter
-    cannot show it names nothing, so the finding stands."""
+    """Given whole as an object's key (by keyword, or to a call that writes), or returned (a later task
+    may name a file by it): the linter cannot show it names nothing, so the finding stands."""
     report = _lint(
         tmp_path,
         """
@@ -119,10 +119,18 @@ def test_a_random_value_given_as_a_key_or_returned_stays_a_defect(tmp_path: Path
     def make_id():
         return uuid.uuid4().hex
 
-    put() >> make_id()
+    @task
+    def put_positional(client=None):
+        client.put_object("raw", str(uuid.uuid4()), b"")
+
+    put() >> make_id() >> put_positional()
 """,
     )
-    assert _rows(report.findings) >= {("put", _FIRST + 4), ("make_id", _FIRST + 8)}
+    assert _rows(report.findings) == {
+        ("put", _FIRST + 4),
+        ("make_id", _FIRST + 8),
+        ("put_positional", _FIRST + 12),
+    }
     assert not _rows(report.information)
 
 

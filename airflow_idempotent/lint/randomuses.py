@@ -37,6 +37,10 @@ _CARRY = frozenset({"str", "hex", "upper", "lower", "replace", "strip"})
 _BUILD = frozenset({"format", "join", "Path", "PurePath", "PosixPath"})
 #: a keyword, dict key or attribute whose name says the value names a place: a path, key or object
 _PLACE = re.compile(r"(?i)(path|file|folder|dir|prefix|key|object|blob|bucket|uri|url|location|dest)")
+#: calls that write or place something, whose positional argument may be its name or key
+_WRITES = re.compile(
+    r"(?i)upload|put|write|save|copy|move|rename|open|mkdir|makedirs|to_(parquet|csv|json)|load_"
+)
 _NAMED, _WHOLE = "named", "whole"
 #: draws whose value, used whole, is an identifier or a pick among given items; a random number
 #: (``randint``, ``random()``, ``uniform``) is left a finding: it may be the data itself (round 36e:
@@ -84,8 +88,8 @@ def _sink(parent: ast.AST, child: ast.AST, state: object, _depth: int) -> tuple[
         name = last_name(dotted(parent.func))
         if child is parent.func:
             return (_NAMED if name in _BUILD else PASS), state
-        if name in _BUILD:
-            return _NAMED, state
+        if name in _BUILD or _WRITES.search(name):
+            return _NAMED, state  # built into a text or path, or given to a call that writes or places
         if name in _CARRY:
             return PASS, state
         return _WHOLE, state
