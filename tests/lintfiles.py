@@ -30,6 +30,8 @@ ROUND_36C = (
     "only as a test of current state",
     "its value is a stamp of when",
     "It would be a defect if the stamp were read as a mark",
+    # round 36e (lint60): IDEM003's randomness used whole (`randomuses`, tests/test_lint_public60.py)
+    "never built into a name",
 )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.facts import TaskFacts, WindowRef
+from airflow_idempotent.lint.randomuses import RANDOM_INFO_TAIL, random_use
 from airflow_idempotent.lint.report import RuleFinding
 from airflow_idempotent.lint.rules import RULES
 from airflow_idempotent.lint.schedule import manual_only, start_date_moot
@@ -205,8 +206,20 @@ class Recorder:
             ref = WindowRef("clock", f"The clock: {name} in {where} (line {line}).", kind == "the clock")
             if kind == "randomness":
                 self.picks_no_data.add((file, line))
-            tree = self.trees(file) if self.trees is not None and kind == "the clock" else None
-            why = clock_destination(tree, line) if tree is not None else None
+            tree = self.trees(file) if self.trees is not None else None
+            if kind == "randomness" and (used := random_use(tree, line)) is not None:
+                # round 36e (lint60): a random value used whole names nothing a rerun writes
+                self.info(
+                    "IDEM003",
+                    file,
+                    line,
+                    f"{name} in {where} reads randomness, but {used}: {RANDOM_INFO_TAIL}",
+                    dag_id=owner.dag_id if owner is not None else None,
+                    task_id=task.task_id if task is not None else None,
+                    anchors=anchors,
+                )
+                return WindowRef("clock", f"The clock: {name} in {where} (line {line}).", False)
+            why = clock_destination(tree, line) if tree is not None and kind == "the clock" else None
             if why is not None:  # IDEM003's severity (issue 35, lint46): the value only stamps or logs
                 self.picks_no_data.add((file, line))
                 self.info(
