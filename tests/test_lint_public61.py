@@ -394,3 +394,33 @@ def test_a_jinja_fields_the_render_call_gives_are_filled(tmp_path: Path) -> None
     kept = _lint(tmp_path / "kept", body.replace("{table}", "sales.daily"), sql)
     assert _rows(kept) == [("IDEM002", "sql/load.sql", 1, "load")]
     assert "sales.daily" in kept.findings[0].message
+
+
+_SELF_LOADED_DAG = """\
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+with DAG("sign", schedule=None, catchup=False):
+    BashOperator(task_id="sign", bash_command="python /opt/airflow/dags/scripts/sign.py '{{ ds }}'")
+"""
+
+#: a script whose module-level name is re-bound from itself: the last binding is what the name reads
+_SELF_LOADED_SCRIPT = """\
+import json
+import sys
+
+data = sys.argv[1]
+if data.startswith("{"):
+    data = json.loads(data)
+print(data)
+"""
+
+
+def test_b_a_name_loaded_from_itself_ends(tmp_path: Path) -> None:
+    """A script's ``data = json.loads(data)`` at module level: following the loaded text back to a
+    file reaches the same call again; the linter must end with the value unknown, not fail on the
+    file (IDEM000, a RecursionError before the value followed carried its depth into the lookup)."""
+    files = {"dags/sign.py": _SELF_LOADED_DAG, "dags/scripts/sign.py": _SELF_LOADED_SCRIPT}
+    report = lint_files(tmp_path, files)
+    assert [f.rule for f in report.findings] == []
+    assert len(report.files) == 1

@@ -33,13 +33,14 @@ CONFIG_FILE = "config_file"
 _MAX_BYTES = 1_000_000
 
 
-def loaded_config(scope: ValueScope, call: ast.Call) -> ast.expr | None:
+def loaded_config(scope: ValueScope, call: ast.Call, depth: int = 0) -> ast.expr | None:
     """The literal a ``json.load``/``yaml.safe_load`` call of a project file returns, located at the
-    call; None for any other call or a file the linter cannot find or read."""
+    call; None for any other call or a file the linter cannot find or read. `depth`: how far the
+    value being followed has come, passed on so that ``data = json.loads(data)`` ends."""
     name = dotted(call.func)
     if name not in CONFIG_LOADS or not call.args:
         return None
-    path = _file_of(scope, call.args[0])
+    path = _file_of(scope, call.args[0], depth)
     if path is None:
         return None
     try:
@@ -58,7 +59,7 @@ def config_file(node: ast.AST | None) -> str | None:
     return getattr(node, CONFIG_FILE, None)
 
 
-def _file_of(scope: ValueScope, arg: ast.expr) -> Path | None:
+def _file_of(scope: ValueScope, arg: ast.expr, depth: int) -> Path | None:
     """The project file `arg` reads: ``open(P)``, ``f`` of ``with open(P) as f``, ``open(P).read()``,
     ``Path(P).read_text()``."""
     node = arg
@@ -76,7 +77,7 @@ def _file_of(scope: ValueScope, arg: ast.expr) -> Path | None:
         and node.args
     ):
         node = node.args[0]
-    named = text_of(scope, node)
+    named = text_of(scope, node, depth + 1)
     if named is None or named.unresolved or not named.text.endswith((".json", ".yaml", ".yml")):
         return None
     here = scope.source.path

@@ -269,7 +269,7 @@ class Scope:
                 item = self._item(node.func.value, node.args[0], _depth)
                 if item is not None:
                     return item.scope.value(item.expr, _depth + 1)
-            loaded = loaded_config(self, node)  # a project's JSON/YAML file as a literal (round 36f)
+            loaded = loaded_config(self, node, _depth)  # a project's JSON/YAML file as a literal (round 36f)
             if loaded is not None:
                 return loaded, self
             returned = self._returned_text(node)
