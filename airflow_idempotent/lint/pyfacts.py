@@ -30,9 +30,11 @@ __all__ = [
     "SQL_METHODS",
     "START_DATE_CONTEXT",
     "clock_call",
+    "clock_calls_at",
     "clock_owner_purpose",
     "clock_use",
     "context_of",
+    "is_random",
     "is_relative",
     "keeps",
     "keyed",
@@ -134,6 +136,24 @@ def clock_call(call: ast.Call, scope: Scope | None) -> str | None:
     if origin is not None and _clock_call_name(origin) is not None:
         return f"{written}()"  # ``from pendulum import today`` then ``today("UTC")`` (round 24, rocs)
     return _clock_call_name(written)
+
+
+def clock_calls_at(tree: ast.AST, line: int) -> list[tuple[ast.Call, str]]:
+    """The calls on `line` of `tree` that read the clock or randomness, each with its `clock_call`
+    name: the reads a finding reported at that line stands for."""
+    return [
+        (node, name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node, "lineno", 0) == line
+        and (name := clock_call(node, None)) is not None
+    ]
+
+
+def is_random(name: str) -> bool:
+    """Whether the `clock_call` name `name` reads randomness (uuid, random, secrets, os.urandom)
+    rather than the clock."""
+    return name.startswith(("uuid", "random", "secrets", "os."))
 
 
 def _imported_from(written: str, scope: Scope | None) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.pyfacts import clock_call, parents
+from airflow_idempotent.lint.pyfacts import clock_calls_at, is_random, parents
 from airflow_idempotent.lint.syntax import dotted, last_name
 from airflow_idempotent.lint.textuse import PASS, value_ends
 
@@ -58,17 +58,10 @@ def random_use(tree: ast.Module | None, line: int) -> str | None:
     if tree is None:
         return None
     parent_of = parents(tree)
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and getattr(n, "lineno", 0) == line
-        and (name := clock_call(n, None)) is not None
-        and name.startswith(("uuid", "random", "secrets", "os."))
-    ]
-    if not calls or any(not _WHOLE_KINDS.match(clock_call(c, None) or "") for c in calls):
+    calls = [(call, name) for call, name in clock_calls_at(tree, line) if is_random(name)]
+    if not calls or any(not _WHOLE_KINDS.match(name) for _, name in calls):
         return None  # a random number may be data itself (a count of rows, a measurement)
-    for call in calls:
+    for call, _ in calls:
         ends = value_ends(call, tree, parent_of, _sink, None, 0, _LIMIT, _WHOLE)
         if not ends or any(end != _WHOLE for end in ends):
             return None

@@ -19,7 +19,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.benign import STAMP_NAME
-from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
+from airflow_idempotent.lint.pyfacts import clock_call, clock_calls_at, is_random, is_relative, parents
 from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, last_name
 
@@ -139,14 +139,7 @@ def clock_destination(tree: ast.Module, line: int, window: bool = False) -> str 
     stands). `window`: the read is itself a relative window's (IDEM004, `windowsinks`), so it is
     never the end of a window spelled beside it."""
     parent_of = parents(tree)
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and getattr(n, "lineno", 0) == line
-        and (name := clock_call(n, None)) is not None
-        and not name.startswith(("uuid", "random", "secrets", "os."))
-    ]
+    calls = [call for call, name in clock_calls_at(tree, line) if not is_random(name)]
     if not calls:
         return None
     shown: list[str] = []

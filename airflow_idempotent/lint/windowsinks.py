@@ -21,7 +21,7 @@ import ast
 import functools
 import re
 
-from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
+from airflow_idempotent.lint.pyfacts import clock_calls_at, is_relative, parents
 from airflow_idempotent.lint.sinks import RETURNED, clock_destination
 from airflow_idempotent.lint.syntax import dotted, last_name
 from airflow_idempotent.lint.textuse import PASS, value_ends
@@ -60,14 +60,7 @@ def _retention_cutoff(tree: ast.Module, line: int) -> str | None:
     """Why the relative window read at `line` is only a retention cutoff (every use of its value
     deletes what is older), or None."""
     parent_of = parents(tree)
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and getattr(n, "lineno", 0) == line
-        and clock_call(n, None) is not None
-        and is_relative(n, parent_of)
-    ]
+    calls = [call for call, _ in clock_calls_at(tree, line) if is_relative(call, parent_of)]
     if not calls:
         return None
     for call in calls:
