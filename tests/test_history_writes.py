@@ -398,3 +398,28 @@ def test_an_existing_store_gains_the_code_columns_and_keeps_its_writes(
         ("r1", None, None, None, None),
         ("r2", "0193a1b2-0000-7000-8000-000000000002", None, "dags-folder", "abc123"),
     ]
+
+
+def test_a_nondeterministic_write_is_compared_with_the_result_that_differs(history: HistoryStore) -> None:
+    """Three writes of one window by the same SQL: c1, then c2 (flagged), then c2 again. The third is
+    still nondeterministic (the first gave c1), and the checksum its warning names as "before" is c1,
+    not the last write's c2, which equals its own (the bench printed "checksum X, before X")."""
+    from airflow_idempotent.history.store import WriteRecord, utcnow
+    from airflow_idempotent.window import day_range
+
+    history.migrate()
+    day = day_range(DAY, DAY)
+    c1, c2 = "v2:10:111", "v2:10:222"
+
+    def write(n: int, checksum: str) -> Any:
+        return history.record(
+            WriteRecord(
+                dag_id="d", run_id=f"r{n}", task_id="t", map_index=-1, try_number=1, target="w:payouts",
+                window_start=day.start, window_end=day.end, window_label=day.label(), strategy="overwrite",
+                status="written", fingerprint="f1", checksum=checksum, written_at=utcnow(),
+            )
+        )  # fmt: skip
+
+    stored = [write(n, checksum) for n, checksum in enumerate((c1, c2, c2), start=1)]
+    derived = [(s.nondeterministic, s.previous_checksum) for s in stored if s is not None]
+    assert derived == [(False, None), (True, c1), (True, c1)]

@@ -199,6 +199,8 @@ class StoredWrite:
     ordinal: int
     dataset_version: int
     nondeterministic: bool
+    #: the checksum this write is compared with: the newest earlier result of the same fingerprint
+    #: that differs (when nondeterministic), else the window's last written checksum
     previous_checksum: str | None = None
     #: the window's content changed: a first write, a checksum other than its previous version's,
     #: or no checksum to tell (what decides an asset event with emit_asset="changed")
@@ -347,15 +349,22 @@ class HistoryStore:
             version = last.dataset_version + 1
         # Only checksums of the same definition compare: a window written before the checksum's
         # version changed is a new dataset version (its result may differ), never nondeterministic.
-        nondeterministic = any(
-            row.fingerprint == record.fingerprint
-            and row.checksum is not None
-            and row.checksum != record.checksum
-            and (record.checksum is None or comparable(row.checksum, record.checksum))
-            for row in written
+        differing = next(
+            (
+                row
+                for row in written
+                if row.fingerprint == record.fingerprint
+                and row.checksum is not None
+                and row.checksum != record.checksum
+                and (record.checksum is None or comparable(row.checksum, record.checksum))
+            ),
+            None,
         )
         changed = last is None or record.checksum is None or version != last.dataset_version
-        return StoredWrite(ordinal, version, nondeterministic, last.checksum if last else None, changed)
+        # the checksum the warning compares with: the earlier result that differs, not the last one
+        # (which may equal this write's when an older write of the same SQL gave another result)
+        previous = differing.checksum if differing is not None else (last.checksum if last else None)
+        return StoredWrite(ordinal, version, differing is not None, previous, changed)
 
     # ------------------------------------------------------------------ reading
     def last_write(self, target: str, window: Window, status: str = "written") -> dict[str, Any] | None:
