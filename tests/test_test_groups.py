@@ -21,8 +21,9 @@ SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "test_groups.sh"
 STAND_IN = """#!/usr/bin/env bash
 trap 'echo torn-down > "{dir}/teardown"; exit 2' INT
 setsid sleep 300 &
-echo $! > "{dir}/orphan"
+orphan=$!
 sleep 300 &
+echo $orphan > "{dir}/orphan"  # written once both children run: the test signals when it appears
 wait
 """
 
