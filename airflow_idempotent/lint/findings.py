@@ -136,6 +136,12 @@ class Recorder:
         spell it (the helper's own read and its call are one window)."""
         task = owner if isinstance(owner, TaskDef) else None
         file, line = place
+        # whose finding or note it is: the same for every outcome below
+        owned: dict[str, Any] = {
+            "dag_id": owner.dag_id if owner is not None else None,
+            "task_id": task.task_id if task is not None else None,
+            "anchors": anchors,
+        }
         randomness = name.split(".")[0].rstrip("()") in ("random", "uuid", "secrets", "os")
         kind = "randomness" if randomness or name.startswith("uuid") else "the clock"
         cause = "window" if relative and not start_date else kind
@@ -149,9 +155,7 @@ class Recorder:
                 file,
                 line,
                 f"start_date moves with the clock ({name} in {where}), but {moot}",
-                dag_id=owner.dag_id if owner is not None else None,
-                task_id=task.task_id if task is not None else None,
-                anchors=anchors,
+                **owned,
             )
             return WindowRef("param", f"The clock: {name} in {where} decides the start_date.")
         if relative and not start_date and dag is not None and manual_only(dag):
@@ -162,9 +166,7 @@ class Recorder:
                 f'the window is "the last N" before {name} in {where}, but the DAG runs only when '
                 "triggered (schedule=None): no scheduled window is missed, and each run is started for "
                 "the span it reads",
-                dag_id=owner.dag_id if owner is not None else None,
-                task_id=task.task_id if task is not None else None,
-                anchors=anchors,
+                **owned,
             )
             return WindowRef("relative", f'The clock: "the last N" before {name} in {where} (run by hand).')
         if start_date:
@@ -214,9 +216,7 @@ class Recorder:
                     file,
                     line,
                     f"{name} in {where} reads randomness, but {used}: {RANDOM_INFO_TAIL}",
-                    dag_id=owner.dag_id if owner is not None else None,
-                    task_id=task.task_id if task is not None else None,
-                    anchors=anchors,
+                    **owned,
                 )
                 return WindowRef("clock", f"The clock: {name} in {where} (line {line}).", False)
             why = clock_destination(tree, line) if tree is not None and kind == "the clock" else None
@@ -228,9 +228,7 @@ class Recorder:
                     line,
                     f"{name} in {where} reads the clock, but {why}: a rerun reads and writes the same "
                     "data, only stamped or logged at another time",
-                    dag_id=owner.dag_id if owner is not None else None,
-                    task_id=task.task_id if task is not None else None,
-                    anchors=anchors,
+                    **owned,
                 )
                 return WindowRef("clock", f"The clock: {name} in {where} (line {line}), a stamp only.", False)
         self.add(
@@ -239,9 +237,7 @@ class Recorder:
             line,
             message,
             cause=cause,
-            dag_id=owner.dag_id if owner is not None else None,
-            task_id=task.task_id if task is not None else None,
-            anchors=anchors,
+            **owned,
         )
         return ref
 
