@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.configfiles import CONFIG_LOADS
-from airflow_idempotent.lint.syntax import dotted
+from airflow_idempotent.lint.syntax import dotted, walk_no_defs
 
 __all__ = ["file_read_return"]
 
@@ -29,11 +29,11 @@ def file_read_return(
     """The expression `fn` returns when it is a file's text or a path built from parts, and `fn`'s
     simple locals (one name assigned once, in source order) to read it with; None for any other
     function (more than one ``return``, a value computed otherwise)."""
-    returns = [n for n in _own_nodes(fn) if isinstance(n, ast.Return)]
+    returns = [n for n in walk_no_defs(fn) if isinstance(n, ast.Return)]
     if len(returns) != 1 or returns[0].value is None:
         return None
     assigned: dict[str, list[ast.Assign]] = {}
-    for node in _own_nodes(fn):
+    for node in walk_no_defs(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             assigned.setdefault(node.targets[0].id, []).append(node)
     once = sorted((v[0] for v in assigned.values() if len(v) == 1), key=lambda n: (n.lineno, n.col_offset))
@@ -70,15 +70,3 @@ def _is_path(node: ast.expr) -> bool:
         "Path",
         "pathlib.Path",
     )
-
-
-def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
-    """The nodes of `fn`'s body, not those of functions or classes defined inside it."""
-    out: list[ast.AST] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            stack.extend(ast.iter_child_nodes(node))
-    return out
