@@ -205,39 +205,25 @@ def test_1_an_unknown_subcommand_reads_the_whole_script_counter(tmp_path: Path, 
     assert [row for row in _script_rows(report) if row[3] == "load"] == [(*_LOAD, "load"), (*_NOTIFY, "load")]
 
 
+#: both subcommands' findings for both tasks: the whole script is each task's code
+_BOTH_FOR_BOTH = [(*_LOAD, "load"), (*_LOAD, "notify"), (*_NOTIFY, "load"), (*_NOTIFY, "notify")]
+
+
 def test_1_a_script_without_subcommands_is_read_whole_counter(tmp_path: Path) -> None:
     """``load`` as a plain argument of a script that declares no subcommand: both calls run, for
     both tasks."""
-    script = _FUNCTIONS + '\nif __name__ == "__main__":\n    load(sys.argv[1])\n    notify(sys.argv[1])\n'
-    report = lint_files(
-        tmp_path,
-        {"dags/etl_dag.py": _DAG.replace("{load}", _RUNNERS["bash"]), "dags/scripts/etl.py": script},
-    )
-    assert _script_rows(report) == [
-        (*_LOAD, "load"),
-        (*_LOAD, "notify"),
-        (*_NOTIFY, "load"),
-        (*_NOTIFY, "notify"),
-    ]
+    script = '\nif __name__ == "__main__":\n    load(sys.argv[1])\n    notify(sys.argv[1])\n'
+    assert _script_rows(_lint_etl(tmp_path, _RUNNERS["bash"], script)) == _BOTH_FOR_BOTH
 
 
 def test_1_another_test_spelling_a_command_is_no_dispatch_counter(tmp_path: Path) -> None:
     """``if os.environ["MODE"] == "notify":`` compares no argument of the command: both branches may run."""
-    script = _FUNCTIONS + (
+    script = (
         "\nimport os\n\nparser = argparse.ArgumentParser()\nsub = parser.add_subparsers(dest='command')\n"
         "sub.add_parser('load')\nsub.add_parser('notify')\nargs = parser.parse_args()\n"
         "load()\nif os.environ['MODE'] == 'notify':\n    notify()\n"
     )
-    report = lint_files(
-        tmp_path,
-        {"dags/etl_dag.py": _DAG.replace("{load}", _RUNNERS["bash"]), "dags/scripts/etl.py": script},
-    )
-    assert _script_rows(report) == [
-        (*_LOAD, "load"),
-        (*_LOAD, "notify"),
-        (*_NOTIFY, "load"),
-        (*_NOTIFY, "notify"),
-    ]
+    assert _script_rows(_lint_etl(tmp_path, _RUNNERS["bash"], script)) == _BOTH_FOR_BOTH
 
 
 # (2) an INSERT run only when a SELECT of its key found nothing --------------------------------------

@@ -8,8 +8,9 @@ The DAG file says only where the script is; what the task does (``df.write.mode(
 INSERT, a clock read) is written in the script. When the path names a Python file of the linted tree
 (beside the DAG file, below a linted root, or where a deployed path lands, as a SQL file is found;
 after a ``cd DIR &&`` the command names, below DIR), the script's top-level code is read as the task's
-own code, in the script's scope, so its findings point at the script's lines. A path known only at
-run time (a template, a Variable, a shell variable other than the DAG folder's) is skipped, as other
+own code, in the script's scope, so its findings point at the script's lines; when the words after the
+script name one of its subcommands, only that subcommand's code (`subcommands`, round 36h). A path known
+only at run time (a template, a Variable, a shell variable other than the DAG folder's) is skipped, as other
 file references are (round 31: 8 missed appends).
 """
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 
 from airflow_idempotent.lint.source import UNRESOLVED
 from airflow_idempotent.lint.syntax import dotted, last_name
@@ -131,13 +132,7 @@ def _is_command_table(node: ast.Dict, module: ast.Module, functions: set[str]) -
         for k, v in zip(node.keys, node.values, strict=True)
     ):
         return False
-    bound = {
-        t.id
-        for s in ast.walk(module)
-        if isinstance(s, ast.Assign) and s.value is node
-        for t in s.targets
-        if isinstance(t, ast.Name)
-    }
+    bound = _names_bound(module, lambda value: value is node)
     for use in ast.walk(module):
         if isinstance(use, ast.Subscript) and not isinstance(use.slice, ast.Constant):
             table = use.value
@@ -172,13 +167,7 @@ def _click_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def _argv_literals(module: ast.Module) -> set[str]:
     """The strings ``sys.argv[1]`` (or a name bound to it) is compared with."""
-    argv_names = {
-        t.id
-        for s in ast.walk(module)
-        if isinstance(s, ast.Assign) and _is_argv(s.value)
-        for t in s.targets
-        if isinstance(t, ast.Name)
-    }
+    argv_names = _names_bound(module, _is_argv)
     out: set[str] = set()
     for node in ast.walk(module):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -230,10 +219,18 @@ def _dispatch_values(module: ast.Module) -> set[str]:
         )
 
     out = {_key(n) for n in ast.walk(module) if isinstance(n, ast.expr) and holds(n)}
-    for node in ast.walk(module):
-        if isinstance(node, ast.Assign) and holds(node.value):
-            out.update(_key(t) for t in node.targets if isinstance(t, ast.Name))
-    return out
+    return out | {f"name {name}" for name in _names_bound(module, holds)}
+
+
+def _names_bound(module: ast.Module, value: Callable[[ast.expr], bool]) -> set[str]:
+    """The names the script assigns (``name = ..``) a value `value` accepts."""
+    return {
+        t.id
+        for s in ast.walk(module)
+        if isinstance(s, ast.Assign) and value(s.value)
+        for t in s.targets
+        if isinstance(t, ast.Name)
+    }
 
 
 def _key(node: ast.expr) -> str:
