@@ -26,6 +26,7 @@ from airflow_idempotent.lint.instances import instances as own_instances
 from airflow_idempotent.lint.lastsuccess import check_last_success
 from airflow_idempotent.lint.localvalues import value_at, with_locals
 from airflow_idempotent.lint.lookups import (
+    Lookup,
     absent_after_lookup,
     inserted_when_absent,
     key_filtered,
@@ -105,7 +106,7 @@ def check_code(check: TaskCheck) -> None:
         queue.append((execute[0], execute[1].child(dict.fromkeys(callable_params(execute[0]), ()))))
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
-    guards: dict[int, list[tuple[str, frozenset[str]] | None]] = {}  # `lookups`: helper -> each call's
+    guards: dict[int, list[Lookup | None]] = {}  # `lookups`: helper -> each call's
     values = constructor_values(task) if task.classes else {}  # `dispatch`: branches it never runs
     methods = {id(m) for cls, _ in task.classes for m in cls.body}
     key_tested: frozenset[str] = frozenset()  # `lookups.skipped_keys`: tables whose keys a row filter tests

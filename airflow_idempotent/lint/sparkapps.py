@@ -8,8 +8,9 @@ The DAG file says only where the script is; what the task does (``df.write.mode(
 INSERT, a clock read) is written in the script. When the path names a Python file of the linted tree
 (beside the DAG file, below a linted root, or where a deployed path lands, as a SQL file is found;
 after a ``cd DIR &&`` the command names, below DIR), the script's top-level code is read as the task's
-own code, in the script's scope, so its findings point at the script's lines. A path known only at
-run time (a template, a Variable, a shell variable other than the DAG folder's) is skipped, as other
+own code, in the script's scope, so its findings point at the script's lines; when the words after the
+script name one of its subcommands, only that subcommand's code (`subcommands`, round 36h). A path known
+only at run time (a template, a Variable, a shell variable other than the DAG folder's) is skipped, as other
 file references are (round 31: 8 missed appends).
 """
 
@@ -23,9 +24,10 @@ from pathlib import Path
 from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.scope import Scope
 from airflow_idempotent.lint.source import UNRESOLVED, deployed_path, found_file
+from airflow_idempotent.lint.subcommands import dispatched_body
 from airflow_idempotent.lint.syntax import dotted
 
-__all__ = ["attach_submitted_script", "commanded_scripts"]
+__all__ = ["attach_submitted_script", "commanded_runs", "commanded_scripts"]
 
 _SUBMIT_OPERATORS = frozenset({"SparkSubmitOperator"})
 #: operators that run a shell command, and the argument that holds it
@@ -62,24 +64,25 @@ def attach_submitted_script(task: TaskDef) -> None:
 
 def _run_scripts(task: TaskDef) -> list[tuple[ast.FunctionDef, Scope]]:
     """The scripts the task runs: its operator's application or command, its code's subprocesses."""
-    texts: list[str] = []
+    runs: list[tuple[str, tuple[str, ...]]] = []
     if task.operator in _SUBMIT_OPERATORS:
         named = task.scope.string(task.kwargs.get("application"))
         if named is not None and not named.unresolved and named.text.endswith(".py"):
-            texts.append(named.text)
+            given = task.scope.strings(task.kwargs.get("application_args"))
+            runs.append((named.text, tuple(s.text for s in given)))
     argument = _COMMAND_ARGUMENTS.get(task.operator)
     if argument is not None:
         command = " ".join(s.text for s in task.scope.strings(task.kwargs.get(argument)))
-        texts.extend(commanded_scripts(command))
+        runs.extend(commanded_runs(command))
     for fn in list(task.functions):
         home = task.homes.get(id(fn), task.scope)
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and dotted(node.func) in _SUBPROCESS and node.args:
-                words = [s.text for s in home.strings(node.args[0])]
-                texts.extend(commanded_scripts(" ".join(words)))
+                spelled = [s.text for s in home.strings(node.args[0])]
+                runs.extend(commanded_runs(" ".join(spelled)))
     out = []
-    for text in dict.fromkeys(texts):
-        found = _script_body(text, task)
+    for text, words in dict.fromkeys(runs):
+        found = _script_body(text, list(words), task)
         if found is not None:
             out.append(found)
     return out
@@ -89,48 +92,56 @@ def commanded_scripts(command: str) -> list[str]:
     """The Python scripts a shell command runs (``python x.py``, ``python3 -u x.py``, ``spark-submit
     .. x.py``), joined to the folder a ``cd DIR &&`` before it names; a part known only at run time
     (a template, a shell variable but the DAG folder's) leaves the script out."""
-    out: list[str] = []
+    return [script for script, _ in commanded_runs(command)]
+
+
+def commanded_runs(command: str) -> list[tuple[str, tuple[str, ...]]]:
+    """`commanded_scripts`, each with the words after the script (its arguments: a subcommand)."""
+    out: list[tuple[str, tuple[str, ...]]] = []
     folder = ""
     for part in re.split(r"&&|\|\||;|\n", command):
         words = part.split()
         if len(words) >= 2 and words[0] == "cd":
             folder = words[1]
             continue
-        script = _script_word(words)
-        if script is None:
+        at = _script_word(words)
+        if at is None:
             continue
+        script = words[at].strip("'\"")
         script = _DAGS_FOLDER.sub("/", script)
         if folder and not script.startswith("/"):
             script = posixpath.join(_DAGS_FOLDER.sub("/", folder), script)
         if not any(mark in script for mark in ("{{", "$", "%", UNRESOLVED)):
-            out.append(script)
+            out.append((script, tuple(words[at + 1 :])))
     return out
 
 
-def _script_word(words: list[str]) -> str | None:
-    """The first ``.py`` word after an interpreter or ``spark-submit`` (its options skipped)."""
+def _script_word(words: list[str]) -> int | None:
+    """Where the first ``.py`` word after an interpreter or ``spark-submit`` is (its options skipped)."""
     runner = next((i for i, word in enumerate(words) if _RUNNER.match(word.strip("'\""))), None)
     if runner is None:
         return None
-    for word in words[runner + 1 :]:
-        word = word.strip("'\"")
+    for at in range(runner + 1, len(words)):
+        word = words[at].strip("'\"")
         if word.endswith(".py"):
-            return word
+            return at
         if word == "-m" or word == "-c":
             return None  # a module or inline code, no script file
     return None
 
 
-def _script_body(text: str, task: TaskDef) -> tuple[ast.FunctionDef, Scope] | None:
+def _script_body(text: str, words: list[str], task: TaskDef) -> tuple[ast.FunctionDef, Scope] | None:
     path = _script_path(text, task.scope)
     script = task.scope.workspace.scope(path) if path is not None else None
     if script is None or script.source is task.scope.source:
         return None
-    # the module's statements as one function: the check reads a task's code function by function
+    # the module's statements as one function: the check reads a task's code function by function;
+    # a subcommand the words name (`subcommands`) keeps only its branch and what it calls
+    dispatched = dispatched_body(script.tree, words)
     body = ast.FunctionDef(
         name=path.stem if path is not None else "script",
         args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=script.tree.body or [ast.Pass()],
+        body=dispatched if dispatched is not None else script.tree.body or [ast.Pass()],
         decorator_list=[],
         returns=None,
         lineno=1,
