@@ -341,7 +341,7 @@ def overwrite(
     select = adapter.render(adapter.typed_rows(info, list(info.columns), spec.query, produced=columns))
     predicate = adapter.render(adapter.in_window(spec.partition_column))
     aggregates = []
-    if observable(conn, adapter, spec.table):
+    if observable(info):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
     # the tag as the write's own option: no session conf; REPLACE WHERE's row check is on in every

@@ -312,7 +312,7 @@ def overwrite(
     select = adapter.render(checked_rows(adapter, info, columns, spec))
     predicate = adapter.render(adapter.in_window(spec.partition_column))
     aggregates = []
-    if observable(conn, adapter, spec.table):
+    if observable(info):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
     def run() -> Observed | None:  # the snapshot validated from is read again on each try

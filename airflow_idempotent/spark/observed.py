@@ -42,15 +42,11 @@ class Observed:
     total: Any = None
 
 
-def observable(conn: SparkConnection, adapter: SparkAdapter, table: str) -> bool:
+def observable(info: SparkTableInfo) -> bool:
     """Whether the rows as written hash like the rows read back: not with a CHAR(n) column, which
     Spark pads when it reads (``spark.sql.readSideCharPadding``), not when it writes. The catalog
-    lists such a column as a string; its schema's field metadata keeps the CHAR type."""
-    schema = conn.session.table(adapter.qualified(table)).schema
-    return not any(
-        str(field.metadata.get("__CHAR_VARCHAR_TYPE_STRING", "")).lower().startswith("char(")
-        for field in schema.fields
-    )
+    lists such a column as a string; the schema `describe` read keeps the CHAR type."""
+    return not info.padded_chars
 
 
 def window_aggregates(
