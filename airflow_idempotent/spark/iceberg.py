@@ -12,10 +12,12 @@ outside it unchecked; DELETE then INSERT is two snapshots.
   NULL) fails the statement in the cluster before the commit, and the provider then names those rows
   as on the SQL engines (`strategies.raise_outside`). An empty SELECT commits a snapshot that
   empties the window; a month is replaced whole.
-  Serializable isolation from the snapshot read just before (after a REFRESH: Spark's Iceberg
-  catalog caches a table's metadata per session for 30 s by default): a concurrent commit that added
-  files to this window fails the commit (Iceberg's ValidationException), one to another window
-  does not, and the statement is retried within the lock timeout (`retry.retry_conflicts`).
+  Serializable isolation from the snapshot the session's catalog holds (Spark's Iceberg catalog
+  caches a table's metadata per session, 30 s by default; the first try takes the copy this call's
+  `describe` loaded, a retry REFRESHes first): a concurrent commit that added files to this window
+  fails the commit (Iceberg's ValidationException), one to another window does not, and the
+  statement is retried within the lock timeout (`retry.retry_conflicts`). Validating from an older
+  snapshot checks more commits, never fewer, so the first try's REFRESH (a round trip) is not needed.
 - Merge: ``MERGE INTO`` (the builder Delta's merge uses), its source refusing in the statement
   what Delta's refuses (repeated or NULL keys, rows outside the window, keys held in another
   window: `spark.merges.folded_source`), then named (`spark.merges.refusals_named`):
@@ -34,6 +36,7 @@ Delta's (`delta.DeltaResult`), its `table_version` the snapshot id.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import uuid
@@ -315,8 +318,11 @@ def overwrite(
     if observable(info):
         aggregates = window_aggregates(adapter, info, spec.table, spec.partition_column, spec.checksum)
 
+    tries = itertools.count()
+
     def run() -> Observed | None:  # the snapshot validated from is read again on each try
-        conn.sql(adapter.refresh(spec.table))  # past the session catalog's cache of the table
+        if next(tries):  # a retry reads past the session catalog's cache (the module's docstring)
+            conn.sql(adapter.refresh(spec.table))
         options = write_options(current_snapshot(conn, adapter, spec.table), tag)
         return write_observed(conn, adapter, spec.table, select, predicate, binds, aggregates, options)
 
@@ -366,8 +372,11 @@ def merge(
     statement = merge_into(adapter, spec, columns, key_names, delete_missing, changed_only)
     binds = adapter.bindable(params)
 
+    tries = itertools.count()
+
     def run() -> None:
-        conn.sql(adapter.refresh(spec.table))  # a retry merges into the table as it is now
+        if next(tries):  # a retry merges into the table as it is now
+            conn.sql(adapter.refresh(spec.table))
         with tagged(conn, tag):
             conn.sql(statement, binds)
 
