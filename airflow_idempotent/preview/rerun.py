@@ -320,7 +320,7 @@ def _findings(report: LintReport, dag_id: str, task_id: str) -> list[str]:
         f"{f.rule} {f.name}: {f.message} ({f.where()})"
         + (f" [acknowledged in the DAG file: {f.reason}]" if f.acknowledged else "")
         for f in report.findings
-        if f.dag_id == dag_id and f.task_id == task_id
+        if (dag_id, task_id) in f.reached_by()
     ]
 
 
