@@ -4,10 +4,12 @@ A helper module's INSERT that three DAGs' tasks call, and a DAG factory's ``sql=
 of its loop runs, are each ONE finding of the report, listing every (DAG, task) that reaches the
 line in the order found; an acknowledgement at one task's anchor covers that task only, so a site is
 one failing finding for the tasks left and one acknowledged finding for the task acknowledged. The
-per-task answers (`TaskReport.rules`) still name the rule for every task.
+per-task answers (`TaskReport.rules`) still name the rule for every task. A task that reaches one line
+for two causes (two tables in one ``sql=``) is one site listing the task once, its two per-task
+findings kept, each with its message, as the site's ``members``.
 
 Lines and tasks below are counted by hand in the files written here. On main 8e2ccbc (one finding per
-task) 9 of these 10 tests fail; the one that passes there is the per-task answers test, which pins
+task) 10 of these 11 tests fail; the one that passes there is the per-task answers test, which pins
 what must not change.
 """
 
@@ -195,3 +197,30 @@ def test_a_sites_fingerprint_stays_when_another_dag_calls_the_helper(tmp_path: P
     assert len(first) == len(second) == 1
     assert second[0]["properties"]["tasks"][0] == "dag_0.load"
     assert first[0]["partialFingerprints"] == second[0]["partialFingerprints"]
+
+
+_TWO_TABLES = (
+    "from datetime import datetime\n"  # 1
+    "\n"
+    "from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator\n"  # 3
+    "from airflow.sdk import DAG\n"
+    "\n"  # 5
+    'with DAG("copies", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False):\n'
+    "    SQLExecuteQueryOperator(\n"  # 7
+    '        task_id="copy",\n'
+    '        conn_id="warehouse",\n'  # 9
+    '        sql="INSERT INTO copy_a SELECT * FROM staging_a; INSERT INTO copy_b SELECT * FROM staging_b",\n'
+    "    )\n"  # 11
+)
+
+
+def test_a_task_reaching_a_line_for_two_causes_is_one_site_with_both_members(tmp_path: Path) -> None:
+    report = lint_files(tmp_path, {"dags/copies.py": _TWO_TABLES})
+    # two tables appended at line 10 by one task: two causes (per task), one site listing the task once
+    assert _sites(report.findings) == [("copies.py", 10, [("copies", "copy")])]
+    (site,) = report.findings
+    assert [m.message.split(" appends")[0] for m in site.members] == [
+        "INSERT INTO copy_a",
+        "INSERT INTO copy_b",
+    ]
+    assert all((m.dag_id, m.task_id, m.line) == ("copies", "copy", 10) for m in site.members)

@@ -68,7 +68,8 @@ class Found:
     dag: str | None
     task: str | None
     message: str
-    #: every (dag, task) reaching this code site (the linter's ``tasks``); empty: (dag, task) alone
+    #: the (dag, task) of each task's finding grouped into this code site (the linter's ``members``;
+    #: a task twice when it reaches the site for two causes); empty: (dag, task) alone
     tasks: tuple[tuple[str | None, str | None], ...] = ()
 
     def members(self) -> list[Found]:
@@ -132,15 +133,20 @@ def lint_repository(
     found = []
     if information is not None:
         information.extend(
-            Found(name, f.file, f.line, f.rule, f.dag_id, f.task_id, "", f.reached_by())
+            Found(name, f.file, f.line, f.rule, f.dag_id, f.task_id, "", _owners(f))
             for f in report.information
         )
     for f in report.findings:
         path = Path(f.file)
         path = (path if path.is_absolute() else Path.cwd() / path).resolve()
         rel = path.relative_to(tree.resolve()).as_posix() if path.is_relative_to(tree.resolve()) else f.file
-        found.append(Found(name, rel, f.line, f.rule, f.dag_id, f.task_id, f.message, f.reached_by()))
+        found.append(Found(name, rel, f.line, f.rule, f.dag_id, f.task_id, f.message, _owners(f)))
     return found
+
+
+def _owners(f: Any) -> tuple[tuple[str | None, str | None], ...]:
+    """(dag, task) of each per-task finding a reported site groups (round 36g's ``members``)."""
+    return tuple((m.dag_id, m.task_id) for m in f.members) or f.reached_by()
 
 
 def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
@@ -182,7 +188,7 @@ def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
                 used.add(hit)
                 hits.append(finding_labels[hit]["label"])
         counts[f.rule]["findings"] += 1
-        counts[f.rule]["tasks"] += len(f.members())
+        counts[f.rule]["per_task"] += len(f.members())
         if not hits:
             counts[f.rule]["unlabelled"] += 1
             unlabelled.append(f)
@@ -208,7 +214,7 @@ def _ratios(c: Counter[str]) -> dict[str, Any]:
         "false": c["false"],
         "unlabelled": c["unlabelled"],
         "mixed": c["mixed"],
-        "tasks": c["tasks"],
+        "per_task": c["per_task"],
         "actionable": c["useful"] / labelled if labelled else None,
         "problems": c["problems"],
         "found": c["found"],

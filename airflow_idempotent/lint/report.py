@@ -38,6 +38,9 @@ class RuleFinding:
     #: every (dag id, task id) whose code reaches this site, in the order found, the first being
     #: (dag_id, task_id); empty for a finding of one task not yet grouped (`sites.by_site`)
     tasks: tuple[tuple[str | None, str | None], ...] = ()
+    #: the findings of each task and cause grouped into this site, in the order found, each with its
+    #: own message (a task writing two tables through one helper line has two); empty when not grouped
+    members: tuple[RuleFinding, ...] = ()
 
     @property
     def name(self) -> str:

@@ -166,7 +166,7 @@ def test_a_site_counts_once_labelled_by_any_of_its_tasks_and_per_task_as_before(
         0,
         2,
     )
-    assert (idem2["unlabelled"], idem2["tasks"], idem2["actionable"]) == (0, 5, 0.5)
+    assert (idem2["unlabelled"], idem2["per_task"], idem2["actionable"]) == (0, 5, 0.5)
     assert (idem3["findings"], idem3["false"], idem3["mixed"], idem3["unlabelled"]) == (2, 1, 0, 1)
     # recall: the problem is dag c's task, a member of the helper's site (not its first)
     assert (idem2["problems"], idem2["found"]) == (1, 1)
