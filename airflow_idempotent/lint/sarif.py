@@ -83,6 +83,7 @@ def _result(finding: RuleFinding, index: dict[str, int], occurrence: int) -> dic
 
 
 def _results(findings: list[RuleFinding], index: dict[str, int]) -> list[dict[str, Any]]:
+    """A result per site; sites alike in rule, file and message are told apart by their rank."""
     seen: dict[tuple[str, str, str], int] = {}
     out = []
     for f in findings:
