@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
@@ -16,9 +18,20 @@ def lint_files(root: Path, files: dict[str, str]) -> LintReport:
     return lint_paths([root])
 
 
+def per_task(findings: Iterable[RuleFinding]) -> list[RuleFinding]:
+    """Each code site's finding once per (DAG, task) its `tasks` list (round 36g reports a site once):
+    for tests of which tasks a check reaches, the unit they were written in."""
+    return [
+        replace(f, dag_id=dag_id, task_id=task_id, tasks=())
+        for f in findings
+        for dag_id, task_id in f.reached_by()
+    ]
+
+
 def finding_rows(report: LintReport) -> list[tuple[str, str, int, str | None]]:
-    """The report's findings as sorted (rule, file name, line, task id) rows."""
-    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in report.findings)
+    """The report's findings as sorted (rule, file name, line, task id) rows, one per task reaching a
+    site (`per_task`)."""
+    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in per_task(report.findings))
 
 
 #: the reasons round 36c (issue 35, lint54) gives when IDEM001, IDEM006 or IDEM007 lists what it found
@@ -49,5 +62,5 @@ def explained(report: LintReport) -> list[RuleFinding]:
 
 
 def seen_rows(report: LintReport) -> list[tuple[str, str, int, str | None]]:
-    """`finding_rows` of what the rules saw (`seen`)."""
-    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in seen(report))
+    """`finding_rows` of what the rules saw (`seen`), one per task reaching a site."""
+    return sorted((f.rule, Path(f.file).name, f.line, f.task_id) for f in per_task(seen(report)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport, RuleFinding, lint_paths
-from tests.lintfiles import seen
+from tests.lintfiles import per_task, seen
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
@@ -26,7 +26,7 @@ def _lint(tmp_path: Path, files: dict[str, str]) -> LintReport:
 
 def _at(entries: list[RuleFinding], rule: str) -> list[tuple[int, str | None]]:
     """(line, task) of the entries of `rule` (findings or information), sorted."""
-    return sorted((f.line, f.task_id) for f in entries if f.rule == rule)
+    return sorted((f.line, f.task_id) for f in per_task(entries) if f.rule == rule)
 
 
 _CHAT = """from datetime import datetime

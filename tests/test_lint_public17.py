@@ -15,11 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import RuleFinding
-from tests.lintfiles import lint_files
+from tests.lintfiles import lint_files, per_task
 
 
 def _at(entries: list[RuleFinding], rule: str) -> list[tuple[str, int, str | None, str | None]]:
-    return sorted((Path(f.file).name, f.line, f.dag_id, f.task_id) for f in entries if f.rule == rule)
+    return sorted(
+        (Path(f.file).name, f.line, f.dag_id, f.task_id) for f in per_task(entries) if f.rule == rule
+    )
 
 
 _KNACK = (

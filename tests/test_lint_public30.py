@@ -22,7 +22,7 @@ import pytest
 
 from airflow_idempotent.lint import LintReport, lint_paths
 from airflow_idempotent.lint.cli import main
-from tests.lintfiles import explained, lint_files, seen
+from tests.lintfiles import explained, lint_files, per_task, seen
 
 
 def _follow(root: Path, files: dict[str, str]) -> LintReport:
@@ -69,7 +69,7 @@ PythonOperator(task_id="reload_epoch_vitals", python_callable=reload_epoch_data,
 
 
 def _rows(report: LintReport, rule: str) -> list[tuple[str, int, str | None]]:
-    return sorted((Path(f.file).name, f.line, f.task_id) for f in seen(report) if f.rule == rule)
+    return sorted((Path(f.file).name, f.line, f.task_id) for f in per_task(seen(report)) if f.rule == rule)
 
 
 def test_a_callable_imported_from_a_sibling_module_is_read_there(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_idempotent.lint import LintReport
-from tests.lintfiles import explained, lint_files, seen
+from tests.lintfiles import explained, lint_files, per_task, seen
 
 _LOOP_DAG = """\
 from datetime import datetime
@@ -51,7 +51,7 @@ _FILTER = 'row[2] == "HASH_DELTA" and row[3] == "ENABLED"'
 
 
 def _writers(report: LintReport) -> list[str | None]:
-    return sorted(f.task_id for f in seen(report) if f.rule == "IDEM007")
+    return sorted(f.task_id for f in per_task(seen(report)) if f.rule == "IDEM007")
 
 
 def test_a_rows_a_loop_filters_out_make_no_task(tmp_path: Path) -> None:

@@ -136,21 +136,25 @@ def _get(obj: Any, *names: str) -> Any:
 
 
 def findings_of(report: Any, places: Places) -> list[Item]:
-    """The findings of one lint report (objects or dicts with rule, file, line, task_id)."""
+    """The findings of one lint report (objects or dicts with rule, file, line, task_id), one item per
+    task a site's `tasks` list (the labels here are per task)."""
     raw = _get(report, "findings")
     if raw is None and isinstance(report, Iterable):
         raw = report
     out = []
     for f in raw or []:
-        out.append(
-            Item(
-                file=places.name(str(_get(f, "file"))),
-                rule=str(_get(f, "rule")),
-                task=_get(f, "task_id", "task"),
-                line=int(_get(f, "line") or 0),
-                why=str(_get(f, "message") or ""),
+        # one finding per code site (round 36g): its `tasks`; the labels here are one per task
+        members = _get(f, "tasks") or [{"task_id": _get(f, "task_id", "task")}]
+        for member in members:
+            out.append(
+                Item(
+                    file=places.name(str(_get(f, "file"))),
+                    rule=str(_get(f, "rule")),
+                    task=member[1] if isinstance(member, tuple) else _get(member, "task_id"),
+                    line=int(_get(f, "line") or 0),
+                    why=str(_get(f, "message") or ""),
+                )
             )
-        )
     return out
 
 

@@ -1,7 +1,7 @@
 """Score the DAG linter on public DAG repositories it was never tuned to (issue 35).
 
     .venv/bin/python tools/lint_public.py --trees DIR [--mirrors DIR] [--split heldout|tuning|all]
-        [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...] [--follow-imported-callables]
+        [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...] [--follow-imported-callables] [--per-task]
 
 The repositories and their exact commits are in tests/lint_eval/public_repos.json (split into a
 tuning and a held-out half before any linter output was read); the labels are
@@ -27,6 +27,13 @@ submitted Spark script's write); a finding no label matches is ``unlabelled`` (`
 lists them to be labelled). Per rule: the findings raised, the share a reviewer would act on (useful /
 labelled), and recall (problems matched by a raised finding of the same rule at the same place /
 problems).
+
+The unit (round 36g): the linter reports one finding per code site (rule, file, line) with the tasks
+reaching it; the labels are per task. A site matches the labels of all its (dag, task) members (each
+member as a finding of its own would) and counts once: useful if any matched label is useful, else
+harmless if any is, else false; unlabelled only when no member matches a label; ``mixed`` counts the
+sites whose matched labels disagree. A problem is found when any member matches it. ``--per-task``
+scores each member as its own finding (the unit before round 36g), information too.
 """
 
 from __future__ import annotations
@@ -61,6 +68,14 @@ class Found:
     dag: str | None
     task: str | None
     message: str
+    #: the (dag, task) of each task's finding grouped into this code site (the linter's ``members``;
+    #: a task twice when it reaches the site for two causes); empty: (dag, task) alone
+    tasks: tuple[tuple[str | None, str | None], ...] = ()
+
+    def members(self) -> list[Found]:
+        """The site as one finding per task reaching it (the unit before round 36g)."""
+        owners = self.tasks or ((self.dag, self.task),)
+        return [Found(self.repo, self.path, self.line, self.rule, d, t, self.message) for d, t in owners]
 
 
 def load_labels(splits: Iterable[str]) -> list[dict[str, Any]]:
@@ -118,14 +133,20 @@ def lint_repository(
     found = []
     if information is not None:
         information.extend(
-            Found(name, f.file, f.line, f.rule, f.dag_id, f.task_id, "") for f in report.information
+            Found(name, f.file, f.line, f.rule, f.dag_id, f.task_id, "", _owners(f))
+            for f in report.information
         )
     for f in report.findings:
         path = Path(f.file)
         path = (path if path.is_absolute() else Path.cwd() / path).resolve()
         rel = path.relative_to(tree.resolve()).as_posix() if path.is_relative_to(tree.resolve()) else f.file
-        found.append(Found(name, rel, f.line, f.rule, f.dag_id, f.task_id, f.message))
+        found.append(Found(name, rel, f.line, f.rule, f.dag_id, f.task_id, f.message, _owners(f)))
     return found
+
+
+def _owners(f: Any) -> tuple[tuple[str | None, str | None], ...]:
+    """(dag, task) of each per-task finding a reported site groups (round 36g's ``members``)."""
+    return tuple((m.dag_id, m.task_id) for m in f.members) or f.reached_by()
 
 
 def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
@@ -144,28 +165,40 @@ def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
     return label.get("task") == f.task and label.get("dag") in (None, f.dag)
 
 
+#: a site's label from its members' matched labels: the first of these any member carries
+_PRECEDENCE = ("useful", "harmless", "false")
+
+
 def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
-    """Per rule: findings raised, labelled useful / harmless / false / unlabelled, and recall."""
+    """Per rule: findings raised (code sites, each with its member tasks), labelled useful / harmless
+    / false / unlabelled, the sites whose members' labels disagree (mixed), and recall."""
     finding_labels = [x for x in labels if x["kind"] == "finding"]
     problems = [x for x in labels if x["kind"] == "problem"]
     counts: dict[str, Counter[str]] = {rule: Counter() for rule in RULES}
     unlabelled: list[Found] = []
     used: set[int] = set()
     for f in found:
-        hit = next(
-            (i for i, x in enumerate(finding_labels) if i not in used and _same_place(x, f)),
-            None,
-        )
+        hits: list[str] = []
+        for member in f.members():  # each member takes one label, as a per-task finding would
+            hit = next(
+                (i for i, x in enumerate(finding_labels) if i not in used and _same_place(x, member)),
+                None,
+            )
+            if hit is not None:
+                used.add(hit)
+                hits.append(finding_labels[hit]["label"])
         counts[f.rule]["findings"] += 1
-        if hit is None:
+        counts[f.rule]["per_task"] += len(f.members())
+        if not hits:
             counts[f.rule]["unlabelled"] += 1
             unlabelled.append(f)
         else:
-            used.add(hit)
-            counts[f.rule][finding_labels[hit]["label"]] += 1
+            counts[f.rule][next(label for label in _PRECEDENCE if label in hits)] += 1
+            counts[f.rule]["mixed"] += len(set(hits)) > 1
+    members = [m for f in found for m in f.members()]
     for p in problems:
         counts[p["rule"]]["problems"] += 1
-        if any(_same_place(p, f, task_too=p.get("task") is not None) for f in found):
+        if any(_same_place(p, m, task_too=p.get("task") is not None) for m in members):
             counts[p["rule"]]["found"] += 1
     rows = {rule: _ratios(c) for rule, c in counts.items()}
     rows["all"] = _ratios(sum(counts.values(), Counter()))
@@ -180,6 +213,8 @@ def _ratios(c: Counter[str]) -> dict[str, Any]:
         "harmless": c["harmless"],
         "false": c["false"],
         "unlabelled": c["unlabelled"],
+        "mixed": c["mixed"],
+        "per_task": c["per_task"],
         "actionable": c["useful"] / labelled if labelled else None,
         "problems": c["problems"],
         "found": c["found"],
@@ -196,9 +231,9 @@ def markdown(rows: dict[str, dict[str, Any]], information: Counter[str] | None =
     information (never failed) instead of raised."""
     info = information if information is not None else Counter()
     lines = [
-        "| rule | findings | useful | harmless | false | unlabelled | a reviewer would act on "
+        "| rule | findings | useful | harmless | false | unlabelled | mixed | a reviewer would act on "
         "| problems | found | recall | information |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for rule, r in rows.items():
         count = sum(info.values()) if rule == "all" else info[rule]
@@ -207,7 +242,7 @@ def markdown(rows: dict[str, dict[str, Any]], information: Counter[str] | None =
         name = "**all**" if rule == "all" else rule
         lines.append(
             f"| {name} | {r['findings']} | {r['useful']} | {r['harmless']} | {r['false']} "
-            f"| {r['unlabelled']} "
+            f"| {r['unlabelled']} | {r['mixed']} "
             f"| {_pct(r['actionable'])} | {r['problems']} | {r['found']} | {_pct(r['recall'])} | {count} |"
         )
     return "\n".join(lines) + "\n"
@@ -233,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="OWNER/NAME",
         help="score only these repositories (repeatable), e.g. one round's former held-out half",
     )
+    parser.add_argument(
+        "--per-task",
+        action="store_true",
+        help="count each task reaching a code site as its own finding (the unit before round 36g)",
+    )
     args = parser.parse_args(argv)
     splits = ["heldout", "tuning"] if args.split == "all" else [args.split]
     repos = [r for r in json.loads(REPOS.read_text())["repositories"] if r["split"] in splits]
@@ -247,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
                 mirrors = Path(args.mirrors) if args.mirrors else None
                 tree = tree_of(repo, Path(args.trees), mirrors, Path(scratch))
                 found.extend(lint_repository(repo["repo"], tree, information, args.follow_imported_callables))
+            if args.per_task:
+                found = [m for f in found for m in f.members()]
+                information = [m for f in information for m in f.members()]
             labels = [x for x in load_labels([split]) if not args.only or x["repo"] in args.only]
             result[split] = score(labels, found)
             counts = Counter(f.rule for f in information)

@@ -13,7 +13,8 @@ as a finding of that file (IDEM000) and the run goes on.
 
 A finding is acknowledged with a comment ``# idempotent: ack IDEM002 reason`` (``-- idempotent:
 ack ...`` in SQL) on its line or the line above (for a task's findings, also on the line that
-starts the task); acknowledged findings are listed, not failed.
+starts the task); acknowledged findings are listed, not failed. The report lists each code site once
+with the tasks reaching it (`sites.by_site`), grouped after acknowledgements.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from airflow_idempotent.lint.rolling import check_rolling_windows
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
+from airflow_idempotent.lint.sites import by_site
 from airflow_idempotent.lint.source import dag_files, shown
 from airflow_idempotent.lint.sqlfacts import TableKeys
 from airflow_idempotent.lint.stamps import check_stamps, exported_columns, exported_tables, marks_of
@@ -305,15 +307,16 @@ def lint_paths(
         if f.rule not in ignored:
             unique.setdefault((f.rule, f.file, f.line, f.message, f.dag_id, f.task_id), f)
     findings = sorted(without_restated(list(unique.values())), key=lambda f: (f.file, f.line, f.rule))
-    linter.acknowledge(findings)
+    linter.acknowledge(findings)  # per task, before sites are grouped: an ack covers its own task
+    information = sorted(
+        (f for f in linter.recorder.information if f.rule not in ignored),
+        key=lambda f: (f.file, f.line, f.rule),
+    )
     return LintReport(
         files=linter.files,
-        findings=findings,
+        findings=by_site(findings),
         tasks=linter.task_reports(),
         ignored=ignored,
         notices=linter.notices,
-        information=sorted(
-            (f for f in linter.recorder.information if f.rule not in ignored),
-            key=lambda f: (f.file, f.line, f.rule),
-        ),
+        information=by_site(information),
     )

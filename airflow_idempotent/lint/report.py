@@ -2,6 +2,10 @@
 
 A `RuleFinding` is one reason a rerun is unsafe (rule, file:line, message, fix); a `TaskReport` is
 a task as the linter understood it, with its answers to the three review questions.
+
+A report lists each code site once (round 36g, `sites.by_site`): a helper's INSERT that 86 DAGs call
+is one finding whose ``tasks`` name the 86 (DAG, task) pairs, since a reviewer acts on the line once;
+`TaskReport.rules` still names the rule for every task that reaches it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from airflow_idempotent.lint.rules import RULES
 
-__all__ = ["LintReport", "Notice", "RuleFinding", "TaskReport"]
+__all__ = ["SHOWN_TASKS", "LintReport", "Notice", "RuleFinding", "TaskReport", "task_label"]
 
 
 @dataclass
@@ -31,6 +35,12 @@ class RuleFinding:
     reason: str | None = None
     #: extra (file, line) places where an acknowledgement counts (the task's first line)
     anchors: tuple[tuple[str, int], ...] = ()
+    #: every (dag id, task id) whose code reaches this site, in the order found, the first being
+    #: (dag_id, task_id); empty for a finding of one task not yet grouped (`sites.by_site`)
+    tasks: tuple[tuple[str | None, str | None], ...] = ()
+    #: the findings of each task and cause grouped into this site, in the order found, each with its
+    #: own message (a task writing two tables through one helper line has two); empty when not grouped
+    members: tuple[RuleFinding, ...] = ()
 
     @property
     def name(self) -> str:
@@ -38,6 +48,10 @@ class RuleFinding:
 
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def reached_by(self) -> tuple[tuple[str | None, str | None], ...]:
+        """Every (dag id, task id) reaching this site: `tasks`, or this finding's own owner."""
+        return self.tasks or ((self.dag_id, self.task_id),)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -47,6 +61,7 @@ class RuleFinding:
             "line": self.line,
             "dag_id": self.dag_id,
             "task_id": self.task_id,
+            "tasks": [{"dag_id": dag, "task_id": task} for dag, task in self.reached_by()],
             "message": self.message,
             "fix": self.fix,
         }
@@ -139,6 +154,7 @@ class LintReport:
                 "tasks": len(self.tasks),
                 "findings": len(self.failing),
                 "acknowledged": len(self.acknowledged),
+                "task_findings": sum(len(f.reached_by()) for f in self.failing),
                 "by_rule": _count_by_rule(self.failing),
                 "ignored_rules": list(self.ignored),
             },
@@ -188,19 +204,36 @@ class LintReport:
             out.append("")
         failing, acked = len(self.failing), len(self.acknowledged)
         counts = ", ".join(f"{rule} x{n}" for rule, n in _count_by_rule(self.failing).items())
+        reached = sum(len(f.reached_by()) for f in self.failing)
+        per_task = f" reached by {reached} task(s)" if reached != failing else ""
         out.append(
-            f"{failing} finding(s){f' ({counts})' if counts else ''}, {acked} acknowledged; "
+            f"{failing} finding(s){f' ({counts})' if counts else ''}{per_task}, {acked} acknowledged; "
             f"{len(self.tasks)} task(s) in {len(self.files)} file(s)."
         )
         return "\n".join(out) + "\n"
 
 
+#: how many more tasks of a site the text output names after the first (then "...")
+SHOWN_TASKS = 5
+
+
+def task_label(dag_id: str | None, task_id: str | None) -> str:
+    """``dag.task``, the task alone, the DAG alone (a DAG-level finding), or "" (a file's)."""
+    if task_id:
+        return f"{dag_id}.{task_id}" if dag_id else task_id
+    return dag_id or ""
+
+
 def _task_suffix(f: RuleFinding) -> str:
-    if f.task_id:
-        return f" [{f.dag_id}.{f.task_id}]" if f.dag_id else f" [{f.task_id}]"
-    if f.dag_id:
-        return f" [{f.dag_id}]"
-    return ""
+    """`` [dag_a.load]``, or for a site several tasks reach ``[dag_a.load +85 more tasks: dag_b.load,
+    ..., ...]`` (at most `SHOWN_TASKS` more named)."""
+    labels = [task_label(dag, task) for dag, task in f.reached_by()]
+    if not any(labels):
+        return ""
+    more = labels[1 : 1 + SHOWN_TASKS] + (["..."] if len(labels) > 1 + SHOWN_TASKS else [])
+    count = len(labels) - 1
+    tail = f" +{count} more task{'s' if count > 1 else ''}: {', '.join(more)}" if more else ""
+    return f" [{labels[0]}{tail}]"
 
 
 def _count_by_rule(findings: Iterable[RuleFinding]) -> dict[str, int]:

@@ -2,7 +2,8 @@
 
 ``airflow-idempotent lint dags --format sarif > lint.sarif`` and upload it with
 ``github/codeql-action/upload-sarif``: every finding becomes an alert on its line, with the rule's
-summary and fix as help; an acknowledged finding is a result suppressed in source (with its
+summary and fix as help (one alert per code site: the tasks that reach it are its logical locations
+and ``properties.tasks``); an acknowledged finding is a result suppressed in source (with its
 reason), so the alert shows as dismissed rather than vanishing; notices (a file that needs a newer
 Python) become tool notifications.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_idempotent.lint.report import LintReport, RuleFinding
+from airflow_idempotent.lint.report import LintReport, RuleFinding, task_label
 from airflow_idempotent.lint.rules import RULES
 
 __all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "to_sarif", "to_sarif_json"]
@@ -56,24 +57,40 @@ def _rule(rule_id: str) -> dict[str, Any]:
     }
 
 
-def _result(finding: RuleFinding, index: dict[str, int]) -> dict[str, Any]:
-    where = f"{finding.dag_id}.{finding.task_id}" if finding.task_id and finding.dag_id else finding.task_id
-    identity = "\0".join([finding.rule, finding.file, str(where or finding.dag_id), finding.message])
+def _result(finding: RuleFinding, index: dict[str, int], occurrence: int) -> dict[str, Any]:
+    """One result per code site; its tasks in ``properties.tasks`` and as logical locations.
+
+    The fingerprint names the rule, file, message and the how-manieth site of those it is (`occurrence`),
+    not the line (an edit above moves it) nor the tasks (a new DAG calling the helper is the same site)."""
+    identity = "\0".join([finding.rule, finding.file, finding.message, str(occurrence)])
     result: dict[str, Any] = {
         "ruleId": finding.rule,
         "ruleIndex": index[finding.rule],
         "level": "error",
         "message": {"text": f"{finding.message}. Fix: {finding.fix}"},
         "locations": [_location(finding.file, finding.line)],
-        "partialFingerprints": {"idempotentFinding/v1": hashlib.sha256(identity.encode()).hexdigest()},
+        "partialFingerprints": {"idempotentSite/v2": hashlib.sha256(identity.encode()).hexdigest()},
     }
-    if where or finding.dag_id:
+    owners = [(label, task) for dag, task in finding.reached_by() if (label := task_label(dag, task))]
+    if owners:
         result["locations"][0]["logicalLocations"] = [
-            {"fullyQualifiedName": where or finding.dag_id, "kind": "function" if where else "module"}
+            {"fullyQualifiedName": label, "kind": "function" if task else "module"} for label, task in owners
         ]
+        result["properties"] = {"tasks": [label for label, _task in owners]}
     if finding.acknowledged:
         result["suppressions"] = [{"kind": "inSource", "justification": finding.reason or ""}]
     return result
+
+
+def _results(findings: list[RuleFinding], index: dict[str, int]) -> list[dict[str, Any]]:
+    """A result per site; sites alike in rule, file and message are told apart by their rank."""
+    seen: dict[tuple[str, str, str], int] = {}
+    out = []
+    for f in findings:
+        key = (f.rule, f.file, f.message)
+        seen[key] = seen.get(key, -1) + 1
+        out.append(_result(f, index, seen[key]))
+    return out
 
 
 def to_sarif(report: LintReport) -> dict[str, Any]:
@@ -103,7 +120,7 @@ def to_sarif(report: LintReport) -> dict[str, Any]:
                     {"location": _location(f, 1)["physicalLocation"]["artifactLocation"]}
                     for f in report.files
                 ],
-                "results": [_result(f, index) for f in report.findings],
+                "results": _results(report.findings, index),
             }
         ],
     }

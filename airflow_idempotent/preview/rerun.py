@@ -319,8 +319,9 @@ def _findings(report: LintReport, dag_id: str, task_id: str) -> list[str]:
     return [
         f"{f.rule} {f.name}: {f.message} ({f.where()})"
         + (f" [acknowledged in the DAG file: {f.reason}]" if f.acknowledged else "")
-        for f in report.findings
-        if f.dag_id == dag_id and f.task_id == task_id
+        for site in report.findings
+        for f in site.members or (site,)  # a code site's own finding for this task, with its message
+        if (f.dag_id, f.task_id) == (dag_id, task_id)
     ]
 
 

@@ -107,3 +107,86 @@ def test_a_label_matches_at_another_line_spelling_its_cause() -> None:
         ]
         == 0
     )
+
+
+def test_a_site_counts_once_labelled_by_any_of_its_tasks_and_per_task_as_before() -> None:
+    """Round 36g: a code site reached by several tasks matches each task's label and counts once:
+    useful if any is, else harmless if any is, else false; mixed when they disagree; --per-task
+    scores its members one by one as before. Figures counted by hand from the rows below."""
+    tool = _tool()
+    base = {"split": "heldout", "repo": "o/r", "commit": "c" * 40, "why": "w", "kind": "finding"}
+
+    def label(path: str, line: int, rule: str, dag: str, verdict: str) -> dict:
+        return {
+            **base,
+            "path": path,
+            "line": line,
+            "rule": rule,
+            "dag": dag,
+            "task": "load",
+            "label": verdict,
+        }
+
+    labels = [
+        # helper.py:6 IDEM002, reached by three DAGs: harmless for a, useful for b, unlabelled for c
+        label("helper.py", 6, "IDEM002", "a", "harmless"),
+        label("helper.py", 6, "IDEM002", "b", "useful"),
+        # factory.py:11 IDEM002, two DAGs: harmless and false
+        label("factory.py", 11, "IDEM002", "x", "harmless"),
+        label("factory.py", 11, "IDEM002", "y", "false"),
+        # clock.py:3 IDEM003, two DAGs, both false: not mixed
+        label("clock.py", 3, "IDEM003", "a", "false"),
+        label("clock.py", 4, "IDEM003", "b", "false"),
+        {
+            **base,
+            "kind": "problem",
+            "path": "helper.py",
+            "line": 6,
+            "rule": "IDEM002",
+            "dag": "c",
+            "task": "load",
+        },
+    ]
+
+    def site(path: str, line: int, rule: str, dags: list[str]) -> object:
+        return tool.Found("o/r", path, line, rule, dags[0], "load", "m", tuple((d, "load") for d in dags))
+
+    found = [
+        site("helper.py", 6, "IDEM002", ["a", "b", "c"]),
+        site("factory.py", 11, "IDEM002", ["x", "y"]),
+        site("clock.py", 3, "IDEM003", ["a", "b"]),
+        site("other.py", 9, "IDEM003", ["z"]),  # no label: unlabelled
+    ]
+    rows = tool.score(labels, found)["rules"]
+    idem2, idem3 = rows["IDEM002"], rows["IDEM003"]
+    assert (idem2["findings"], idem2["useful"], idem2["harmless"], idem2["false"], idem2["mixed"]) == (
+        2,
+        1,
+        1,
+        0,
+        2,
+    )
+    assert (idem2["unlabelled"], idem2["per_task"], idem2["actionable"]) == (0, 5, 0.5)
+    assert (idem3["findings"], idem3["false"], idem3["mixed"], idem3["unlabelled"]) == (2, 1, 0, 1)
+    # recall: the problem is dag c's task, a member of the helper's site (not its first)
+    assert (idem2["problems"], idem2["found"]) == (1, 1)
+    # --per-task: each member its own finding, as before round 36g (7 findings, 1 unlabelled member c)
+    per_task = tool.score(labels, [m for f in found for m in f.members()])["rules"]
+    assert (per_task["IDEM002"]["findings"], per_task["IDEM002"]["unlabelled"]) == (5, 1)
+    assert (per_task["IDEM002"]["useful"], per_task["IDEM002"]["harmless"], per_task["IDEM002"]["false"]) == (
+        1,
+        2,
+        1,
+    )
+    assert (
+        per_task["IDEM003"]["findings"],
+        per_task["IDEM003"]["false"],
+        per_task["IDEM003"]["unlabelled"],
+    ) == (3, 2, 1)
+    assert per_task["all"]["mixed"] == 0 and per_task["IDEM002"]["found"] == 1
+    # members() of a site are the findings the unit before round 36g had, owner first
+    assert [(m.dag, m.task, m.tasks) for m in found[0].members()] == [
+        ("a", "load", ()),
+        ("b", "load", ()),
+        ("c", "load", ()),
+    ]
