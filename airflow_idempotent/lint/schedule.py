@@ -118,10 +118,19 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
         return None  # any schedule: a weekly one's first window never comes due if the start moves daily
     if node is not None and read_schedule(dag.scope, node) is None:
         return "the DAG has no time-based schedule, so the start_date creates no windows"
-    midnight = "days_ago" in clock or "today" in clock
-    if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
-        return "it moves only at midnight and catchup=False: the scheduler creates only the latest window"
     schedule = read_schedule(dag.scope, node) if node is not None else None
+    midnight = "days_ago" in clock or "today" in clock or "yesterday" in clock
+    if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is False:
+        # round 36i (lint68): moot only when the latest finished window starts on or after it
+        days = _midnight_lag(dag, clock)
+        period = schedule.period if schedule is not None else timedelta(days=1) if node is None else None
+        if days is not None and period is not None and days >= period:
+            shown = schedule.shown if schedule is not None else "daily (no schedule=)"
+            return (
+                f"it moves only at midnight, {days.days} day(s) back, at least one {shown} period, and "
+                "catchup=False: the latest finished window always starts on or after it, and it is the "
+                "only one the scheduler creates"
+            )
     lag, period = _start_lag(dag), schedule.period if schedule is not None else None
     if schedule is None or lag is None or period is None or lag < 2 * period:
         return None
@@ -131,6 +140,28 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
         f"it lies {lag} before each parse, two {schedule.shown} periods or more, and catchup=False: "
         "the latest window always starts after it, and it is the only one created"
     )
+
+
+def _midnight_lag(dag: DagDef, clock: str) -> timedelta | None:
+    """How many whole days before the parse's midnight a midnight start lies: ``days_ago(N)`` N days,
+    ``today()`` none, ``yesterday()`` one, plus a span subtracted from it (``today().add(days=-1)``).
+    A ``today()`` start on a daily schedule is never moot: its first window ends at the next midnight,
+    when the start has moved on, so the DAG never runs on schedule. A ``days_ago`` whose N the linter
+    cannot read (a Variable, a repository helper's argument) counts as one day, the least it is
+    written with. None for ``datetime.today()``: the time of day, as ``now()`` is."""
+    if clock.rstrip("()").split(".")[-2:] == ["datetime", "today"]:
+        return None
+    found = clock_start_read(dag)
+    days = 0
+    if "days_ago" in clock:
+        given = None
+        if found is not None and last_name(dotted(found[2].func)) == "days_ago":
+            call = found[2]
+            given = found[1].literal(call.args[0] if call.args else keywords(call).get("n"))
+        days = given if isinstance(given, int) and not isinstance(given, bool) else 1
+    elif "yesterday" in clock:
+        days = 1
+    return timedelta(days=days) + (_start_lag(dag) or timedelta(0))
 
 
 def _start_lag(dag: DagDef) -> timedelta | None:
