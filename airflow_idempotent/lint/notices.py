@@ -23,10 +23,11 @@ from airflow_idempotent.lint.overwrites import replaces_named, says_overwrite
 from airflow_idempotent.lint.reads import request_repeat
 from airflow_idempotent.lint.resubmit import REPLACES_TEXT, replaces_interval
 from airflow_idempotent.lint.scope import Scope
+from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, request_url
 from airflow_idempotent.lint.teammail import team_recipients
 
-__all__ = ["NOTICE_CALLEE", "NOTICE_TEXT", "notice_call", "notice_operator", "repeat_is_safe"]
+__all__ = ["NOTICE_CALLEE", "NOTICE_TEXT", "chat_helper", "notice_call", "notice_operator", "repeat_is_safe"]
 
 NOTICE_TEXT = "it is a chat notice: a retry posts a second copy to the channel, no data changes"
 #: Functions named for sending a message to people (``send_notification``, ``post_to_slack``): a clock
@@ -44,6 +45,18 @@ _CHAT_HOST = re.compile(
 _CHAT_NAME = re.compile(
     r"slack|teams|telegram|discord|g_?chat|google_?chat|chat_?webhook|webhook_?chat", re.I
 )
+
+
+#: round 36i (lint68): a repository's own helper that posts to a chat (``send_slack_message``,
+#: ``post_to_teams``): a chat service's word and a sender's word both in the callee's name
+#: (``notify``/``alert`` alone may be business sends)
+_CHAT_POST = re.compile(r"slack|teams|telegram|discord", re.IGNORECASE)
+_POST_WORDS = frozenset({"send", "post", "alert", "message", "msg", "notify", "notification"})
+
+
+def chat_helper(func: str) -> bool:
+    """A function named for posting to a chat service: a value it gets is a message's text."""
+    return bool(_CHAT_POST.search(func)) and any(w in name_parts(func) for w in _POST_WORDS)
 
 
 def notice_operator(operator: str) -> bool:

@@ -19,6 +19,7 @@ import ast
 import re
 
 from airflow_idempotent.lint.benign import STAMP_NAME
+from airflow_idempotent.lint.notices import chat_helper
 from airflow_idempotent.lint.pyfacts import clock_call, clock_calls_at, is_random, is_relative, parents
 from airflow_idempotent.lint.sendernames import name_parts
 from airflow_idempotent.lint.syntax import dotted, last_name
@@ -125,12 +126,6 @@ _SHOW = frozenset(
         "RuntimeError", "AirflowException", "AirflowSkipException", "AirflowFailException",
     }
 )  # fmt: skip
-
-#: round 36i (lint68): a repository's own helper that posts to a chat (``send_slack_message``,
-#: ``post_to_teams``): the value is a message's text, as `_SHOW`'s calls are; a chat service's word
-#: and a sender's word both in the callee's name (``notify``/``alert`` alone may be business sends)
-_CHAT_POST = re.compile(r"slack|teams|telegram|discord", re.IGNORECASE)
-_POST_WORDS = frozenset({"send", "post", "alert", "message", "msg", "notify", "notification"})
 
 #: calls that keep a value as state a later run or retry reads back: a stamped record kept so is data
 _STATE_CALLS = frozenset({"set", "xcom_push", "set_state", "setdefault"})
@@ -256,7 +251,7 @@ def _follow(
             func = last_name(dotted(parent.func))
             if func in _SHOW:
                 return "its value is only shown in a log line or message"
-            if _CHAT_POST.search(func) and any(w in name_parts(func) for w in _POST_WORDS):
+            if chat_helper(func):  # round 36i: a repository's own chat-posting helper
                 return f"its value is only the text of a chat message ({func}())"
             if func in _DATA_CALLS:
                 return None
