@@ -409,8 +409,9 @@ def run_bench(args: argparse.Namespace, confs: dict[str, dict[str, str]], work: 
         *[line for r in ratios for line in (r, "")],
         "The operators' time by step (median of the measured runs; `prepared`: the table described and "
         "the SELECT's columns read, `checked`: the kill switch and fence "
-        "before the commit; `committed`: the statement itself; `counted`: the commit found in the "
-        "table's history and the window's count and checksum read at its version):",
+        "before the commit; `committed`: the statement itself; `counted`: the commit found by its tag "
+        "(Delta: the session's last commit, else the history; Iceberg: the snapshots) "
+        "and the window's count and checksum read at its version):",
         "",
         "| operator | step | median s |",
         "|---|---|---:|",

@@ -15,7 +15,8 @@
   `delete_missing` is ``WHEN NOT MATCHED BY SOURCE AND <window on t> THEN DELETE``, in that commit.
 
 Each commit carries the attempt's identity as its user metadata (`commit_tag`), so the commit is
-found in the table's history by its tag, not as "the latest" (another window may commit between),
+found by its tag, not as "the latest" (another window may commit between): the session's last commit
+read from the table's log (`session_commit`), else searched in the table's history,
 and a rerun after a crash can tell whether an earlier try's commit landed (`tagged_commits`). The
 count and checksum are that commit's, never a later state: an overwrite's from the rows it
 wrote when its metrics agree (`observed.trusted`), else read at its version (``VERSION AS OF``);
