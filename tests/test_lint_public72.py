@@ -19,8 +19,11 @@ block's insert.
 ``DELETE`` without ``WHERE`` or ``WHERE 1=1``, ``DROP`` then ``CREATE .. AS``), directly or through a
 temporary table of SQL that fills no other table, is a current-state rebuild (IDEM004 information);
 a window deleted by its own span, or a temporary table appended elsewhere, stays.
+(g) A DAG factory's local ``default_dag_args = {'start_date': pendulum.today(tz='UTC'), ..}`` is the
+DAG's ``default_args``, and a clock start written there is read (at the factory's call): IDEM003, or
+information when it is moot (round 36i's rule).
 
-Lines are counted by hand in the files below. On main 3f250a6 10 of these 20 tests fail; the 10 that
+Lines are counted by hand in the files below. On main 3f250a6 12 of these 22 tests fail; the 10 that
 pass there are the counter-shapes, which keep their findings.
 """
 
@@ -269,3 +272,45 @@ def test_window_through_a_temp_table_appended_stays(tmp_path: Path) -> None:
     dag = _sql_dag(_THROUGH_TEMP.format(load="INSERT INTO rpt.sales SELECT * FROM recent;"), catchup="True")
     found, _ = _rows(lint_files(tmp_path, {"dags/d.py": dag}), "IDEM004")
     assert found == [8]
+
+
+_FACTORY = """\
+import pendulum
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+
+def build_load_dag(dag_id, load_schedule_interval="0 6 * * *"):
+    default_dag_args = {{"depends_on_past": False, "start_date": {start}, "retries": 5}}
+    dag = DAG(dag_id, catchup=False, schedule_interval=load_schedule_interval, default_args=default_dag_args)
+    BashOperator(task_id="load", bash_command="echo {{{{ ds }}}}", dag=dag)
+    return dag
+"""
+_FACTORY_CALL = """\
+# an Airflow DAG file
+from factory import build_load_dag
+
+DAG = build_load_dag(dag_id="load_dag")
+"""
+
+
+def test_clock_start_in_a_factory_default_args_is_read(tmp_path: Path) -> None:
+    files = {
+        "dags/factory.py": _FACTORY.format(start='pendulum.today(tz="UTC")'),
+        "dags/load.py": _FACTORY_CALL,
+    }
+    report = lint_files(tmp_path, files)
+    found = [(Path(f.file).name, f.line) for f in report.findings if f.rule == "IDEM003"]
+    assert found == [("load.py", 4)]
+    assert "in its DAG factory's arguments" in report.findings[0].message
+
+
+def test_moot_clock_start_in_a_factory_default_args_is_information(tmp_path: Path) -> None:
+    # yesterday's midnight on a daily cron with catchup=False: round 36i's moot start
+    files = {
+        "dags/factory.py": _FACTORY.format(start='pendulum.yesterday(tz="UTC")'),
+        "dags/load.py": _FACTORY_CALL,
+    }
+    report = lint_files(tmp_path, files)
+    assert [f for f in report.findings if f.rule == "IDEM003"] == []
+    assert [Path(f.file).name for f in report.information if f.rule == "IDEM003"] == ["load.py"]
