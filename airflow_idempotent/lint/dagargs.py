@@ -107,7 +107,31 @@ def _made_keywords(
                 out[kw.arg] = ast.copy_location(ast.Name(id=f"<factory parameter {name}>"), kw.value)
             elif name in defaults:
                 out[kw.arg] = defaults[name]
+        elif kw.arg == "default_args" and isinstance(kw.value, ast.Name):
+            written = _local_dict(fn, kw.value.id, params)
+            if written is not None:
+                out[kw.arg] = written
     return out
+
+
+def _local_dict(fn: FunctionNode, name: str, params: set[str]) -> ast.Dict | None:
+    """The dict literal the factory assigns to `name` once (``default_dag_args = {'start_date':
+    pendulum.today(tz='UTC'), ..}``, round 41's solana-etl-airflow), with the entries written as they
+    are: those that read a parameter of the factory (``{'retries': retries}``, bound by the call and
+    taken from it elsewhere) and later additions (``default_dag_args['email'] = ..``) left out."""
+    found = [
+        s.value
+        for s in ast.walk(fn)
+        if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+    ]
+    if len(found) != 1 or not isinstance(found[0], ast.Dict):
+        return None
+    kept = [
+        (k, v)
+        for k, v in zip(found[0].keys, found[0].values, strict=True)
+        if k is not None and not any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(v))
+    ]
+    return ast.copy_location(ast.Dict(keys=[k for k, _ in kept], values=[v for _, v in kept]), found[0])
 
 
 class _Dag(Protocol):

@@ -52,6 +52,10 @@ def _slice_of(where: exp.Expression) -> Slice | None:
         return None if left is None or right is None else left + right
     if isinstance(where, exp.Paren):
         return _slice_of(where.this)
+    if isinstance(where, exp.Boolean) and where.this is True:
+        return ()  # WHERE TRUE: every row
+    if isinstance(where, exp.EQ) and isinstance(where.this, exp.Literal) and where.this == where.expression:
+        return ()  # WHERE 1=1: every row
     if isinstance(where, exp.EQ):
         column, literal = where.this, where.expression
         if isinstance(column, exp.Literal):

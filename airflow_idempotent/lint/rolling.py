@@ -18,7 +18,8 @@ A finding becomes information when all of these hold, read from the syntax:
   day on an hourly one; two periods, the corpus's rel03 hour synced every 30 minutes, stay a finding:
   a run late by more than one period loses data), or its count is read from an Airflow ``Variable``
   (a lookback the deployment sets) in a unit no shorter than the period; an unknown schedule keeps
-  the finding;
+  the finding. A date clock shifted by whole days (``CURRENT_DATE - 2``) starts at a midnight and
+  counts the run's own day too (three days: round 36j, `windowspans`);
 - the DAG runs with catchup off: ``catchup=False``, or every task after a ``LatestOnlyOperator``
   (`latestonly`);
 - what the task writes replaces rather than appends: every write is an overwrite, upsert, merge,

@@ -21,9 +21,10 @@ from airflow_idempotent.lint.macros import clock_macros
 from airflow_idempotent.lint.pyfacts import clock_call, is_relative, parents
 from airflow_idempotent.lint.runlabels import labels_written
 from airflow_idempotent.lint.schedule import manual_only
+from airflow_idempotent.lint.snapshots import daily_snapshots
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
-from airflow_idempotent.lint.sqlfacts import analyse_sql
+from airflow_idempotent.lint.sqlfacts import SqlStatement, SqlWrite, analyse_sql
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql
 from airflow_idempotent.lint.xcompulls import file_pulls, xcom_pulls
 
@@ -43,6 +44,7 @@ _TEMPORARY = re.compile(
     r"([\w.\"`]+)",
     re.IGNORECASE,
 )
+_CLEARS = frozenset({"delete", "truncate", "drop"})
 _SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
@@ -81,13 +83,18 @@ def check_sql(
     facts.files_read.extend(n for n in file_names(located.text) if n not in facts.files_read)
     check_jinja(check, jinja, located, "its SQL")
     replaced = reloads.replaced_before((w.table, w.how, w.detail) for w in facts.writes)
-    for stmt in analysis.statements:
+    snapshots = daily_snapshots(analysis.statements, check.task.dag) if not project else {}
+    rebuilds = _rebuilds(analysis.statements, replaced, facts.temporary)
+    for index, stmt in enumerate(analysis.statements):
         replaced.update(stmt.replaced)
         for read in stmt.reads:
             hit, text = read.finding, _shown(read.finding)
             file, line = located.place(read.offset if read.offset is not None else stmt.offset)
             acked = allowed is not None and hit.function in allowed
             dag = check.task.dag
+            if index in snapshots and hit.kind == "clock" and not acked:
+                check.info("IDEM001", file, line, f"{text} reads the clock, but {snapshots[index]}")
+                continue
             if read.relative and not acked and dag is not None and manual_only(dag):
                 check.info(
                     "IDEM004",
@@ -124,6 +131,18 @@ def check_sql(
                     f"{text} shifted by a span is only an upper bound (rows older than a cutoff, as "
                     "retention, archival or expiry select them): a late run takes as much or more, and "
                     "what one run leaves the next one takes",
+                )
+                continue
+            rebuilt = _rebuilt_whole(stmt.writes, replaced, facts.temporary, rebuilds)
+            if read.relative and rebuilt is not None and not acked:
+                check.info(
+                    "IDEM004",
+                    file,
+                    line,
+                    f"the window is taken relative to the clock ({text} shifted by a span), but it fills "
+                    f"{rebuilt}, which the task empties whole first: the table holds only the span of its "
+                    "latest run (a current-state rebuild), so a late or missed run leaves no span out; the "
+                    "next run writes the span of its own time",
                 )
                 continue
             if read.relative:
@@ -257,6 +276,35 @@ def check_sql(
                         write.constant,
                     )
                 )
+
+
+def _rebuilt_whole(
+    writes: list[SqlWrite], replaced: dict[str, reloads.Slice], temporary: set[str], rebuilds: bool
+) -> str | None:
+    """The tables a statement fills when the task emptied each whole before it (``TRUNCATE``, ``DROP``
+    then ``CREATE .. AS``, ``DELETE`` without ``WHERE``), or which are temporary tables of SQL that
+    fills no other table but ones it empties whole first (`rebuilds`): round 36j, Grover's reports and
+    dashboards rebuilt each run, through a temporary table or not."""
+    filled = [w.table for w in writes if w.how not in _CLEARS]
+    if not filled or any((not rebuilds) if t in temporary else replaced.get(t) != () for t in filled):
+        return None
+    return ", ".join(sorted({shown(t) for t in filled}))
+
+
+def _rebuilds(
+    statements: list[SqlStatement], replaced: dict[str, reloads.Slice], temporary: set[str]
+) -> bool:
+    """Every table but temporary ones that the SQL fills is one it emptied whole before."""
+    emptied = dict(replaced)
+    for stmt in statements:
+        emptied.update(stmt.replaced)
+        if any(
+            emptied.get(w.table) != ()
+            for w in stmt.writes
+            if w.how not in _CLEARS and w.table not in temporary
+        ):
+            return False
+    return True
 
 
 def check_jinja(

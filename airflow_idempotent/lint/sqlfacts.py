@@ -24,6 +24,7 @@ from airflow_idempotent.lint.partitionfuncs import partition_writes
 from airflow_idempotent.lint.sql import Finding, locate_nondeterminism
 from airflow_idempotent.lint.sqlsets import accumulating, constant_sets, set_columns, target_names
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql, restore_jinja
+from airflow_idempotent.lint.tablefuncs import inserted_through
 
 __all__ = [
     "ClockRead",
@@ -223,6 +224,9 @@ def _fallback_statements(prepared: Prepared) -> list[SqlStatement]:
     for match in pattern.finditer(prepared.text):
         table = match.group(2).replace("`", "").replace('"', "").lower()
         offset = prepared.original(match.start(1))
+        if (through := inserted_through(prepared.text, match.start(1))) is not None:
+            out.append(_through(through, offset))
+            continue
         if match.group(1).lower() == "replace":
             write = SqlWrite(table, "replace", f"REPLACE INTO {table}", offset)
         else:
@@ -423,9 +427,23 @@ def _declared_keys(table: str, schema: exp.Schema) -> TableKeys:
     return TableKeys(table, tuple(keys), frozenset(generated))
 
 
+def _through(written: tuple[str | None, str | None], offset: int | None) -> SqlStatement:
+    """An insert through a ClickHouse table function (`tablefuncs`): into a remote table, or a file."""
+    table, file = written
+    one = SqlStatement(
+        "insert", offset, [SqlWrite(table, "append", f"INSERT INTO {table}", offset)] if table else []
+    )
+    one.unloads = file
+    return one
+
+
 def _insert(stmt: exp.Insert, result: SqlStatement, dialect: str) -> None:
     table = _table_name(stmt.this)
     if table is None:
+        if isinstance(stmt.this, exp.Anonymous):  # INSERT INTO FUNCTION s3(..) (ClickHouse)
+            written = inserted_through(f"insert into function {stmt.this.sql()}", 0)
+            through = _through(written or (None, None), result.offset)
+            result.writes, result.unloads = through.writes, through.unloads
         return
     at = result.offset
     conflict = stmt.args.get("conflict")

@@ -9,8 +9,10 @@ text before it: ``"START_DATE=" +``, ``fromDate``, ``windowStartDate``, ``since`
 the same function or statement that is shifted too narrows it (``end = now() - 1 day``). SQL: the
 clock token on the line shifted by ``INTERVAL n unit``, ``- n`` (days), ``DATEADD(unit, -n, ..)``,
 ``DATE_SUB(.., n)``, ``ADD_MONTHS(.., -n)``, after ``>=``/``>`` or as a ``BETWEEN``'s lower bound whose
-upper one is the clock (less its own shift). Anything else (an equality: one day N days back; a
-shift the text does not spell on the clock's line) is None: not known to be rolling.
+upper one is the clock (less its own shift); a date clock (``CURRENT_DATE``, ``now()::date``) shifted
+by whole days after ``>=``/``>`` spans the days back and the run's own day. Anything else (an
+equality: one day N days back; a shift the text does not spell on the clock's line) is None: not
+known to be rolling.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Window:
     width: timedelta
     variable: str | None  # the Variable whose value is the count
     role: str  # the name that says it is a start ("START_DATE=", ">=")
+    #: the clock is a date (``CURRENT_DATE - 2``): the window starts at a midnight, and `width` counts
+    #: the day the run is in as a whole one
+    midnight: bool = False
 
     def spans_more_than(self, period: timedelta) -> bool:
         """The window covers several periods: a literal span at least `PERIODS` of them (a run late
@@ -62,6 +67,11 @@ class Window:
     def text(self) -> str:
         if self.variable is not None:
             return f"a lookback of Variable {self.variable!r} {_unit_name(self.width)}s"
+        if self.midnight:
+            back = self.width - _UNITS["day"]
+            return (
+                f"the days since the midnight {_span_text(back)} back ({_span_text(self.width)} with today)"
+            )
         return f"the last {_span_text(self.width)}"
 
 
@@ -268,6 +278,11 @@ _SQL_CLOCK = re.compile(
     r"(?i)\b(now|curdate|current_date|current_timestamp|getdate|getutcdate|sysdate|systimestamp|"
     r"sysdatetime|localtimestamp|utc_timestamp|today)\b(\s*\(\s*\))?"
 )
+#: a clock whose value is a date, so a whole-day shift of it starts the window at a midnight: the
+#: window is the days back plus the run's own day up to its moment. Counted so, ``CURRENT_DATE - 2``
+#: on a daily DAG (three days, today's in part) leaves each whole day in as many runs' windows as
+#: ``now() - 3 days`` does (round 36j, Grover's Kafka staging)
+_DATE_CLOCK = re.compile(r"(?i)(current_date|curdate|today)\b(\s*\(\s*\))?|\w+\s*(\(\s*\))?\s*::\s*date\b")
 _INTERVAL = re.compile(r"(?i)interval\s*'?\s*(-?\s*\d+)\s*'?\s*(second|minute|hour|day|week|month|year)s?\b")
 _CAST_INTERVAL = re.compile(r"(?i)'\s*(\d+)\s*(second|minute|hour|day|week|month|year)s?\s*'\s*::\s*interval")
 _DATEADD = re.compile(
@@ -318,6 +333,8 @@ def sql_window(lines: list[str], line: int) -> Window | None:
         ops = list(_COMPARISON.finditer(previous + "\n" + before))
         op = ops[-1].group(1).lower() if ops else None
         if op in (">=", ">"):
+            if _DATE_CLOCK.match(clock.group(0) + after) and span % _UNITS["day"] == timedelta(0):
+                return Window(span + _UNITS["day"], None, op, midnight=True)
             return Window(span, None, op)
         if op != "between":
             return None
