@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/lint_public.py --trees DIR [--mirrors DIR] [--split heldout|tuning|all]
         [--json PATH|-] [--unlabelled] [--only OWNER/NAME ...] [--follow-imported-callables] [--per-task]
+        [--kinds]
 
 The repositories and their exact commits are in tests/lint_eval/public_repos.json (split into a
 tuning and a held-out half before any linter output was read); the labels are
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -167,6 +169,20 @@ def _same_place(label: dict[str, Any], f: Found, task_too: bool = True) -> bool:
 
 #: a site's label from its members' matched labels: the first of these any member carries
 _PRECEDENCE = ("useful", "harmless", "false")
+#: a site's label in the per-kind counts (`--kinds`)
+LABELS = (*_PRECEDENCE, "unlabelled")
+#: what `kind_of` blanks in a message: quoted text, then numbers, then dotted or underscored names
+_QUOTED = re.compile(r"'[^']*'|`[^`]*`|\"[^\"]*\"")
+_NUMBER = re.compile(r"\b\d+(\.\d+)?\b")
+_NAME = re.compile(r"\b[\w.]*[_.][\w.]*\b")
+
+
+def kind_of(message: str) -> str:
+    """A finding's kind: its message with the names and numbers of this place blanked (quoted text
+    `Q`, numbers `N`, dotted or underscored names `ID`), cut at 110 characters; findings that say the
+    same thing of other tables and tasks share it (`--kinds`)."""
+    text = _NAME.sub("ID", _NUMBER.sub("N", _QUOTED.sub("Q", message)))
+    return text[:110]
 
 
 def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
@@ -175,6 +191,7 @@ def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
     finding_labels = [x for x in labels if x["kind"] == "finding"]
     problems = [x for x in labels if x["kind"] == "problem"]
     counts: dict[str, Counter[str]] = {rule: Counter() for rule in RULES}
+    kinds: dict[tuple[str, str], Counter[str]] = {}
     unlabelled: list[Found] = []
     used: set[int] = set()
     for f in found:
@@ -189,11 +206,12 @@ def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
                 hits.append(finding_labels[hit]["label"])
         counts[f.rule]["findings"] += 1
         counts[f.rule]["per_task"] += len(f.members())
+        site_label = next((label for label in _PRECEDENCE if label in hits), "unlabelled")
+        kinds.setdefault((f.rule, kind_of(f.message)), Counter())[site_label] += 1
+        counts[f.rule][site_label] += 1
         if not hits:
-            counts[f.rule]["unlabelled"] += 1
             unlabelled.append(f)
         else:
-            counts[f.rule][next(label for label in _PRECEDENCE if label in hits)] += 1
             counts[f.rule]["mixed"] += len(set(hits)) > 1
     members = [m for f in found for m in f.members()]
     for p in problems:
@@ -202,7 +220,11 @@ def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
             counts[p["rule"]]["found"] += 1
     rows = {rule: _ratios(c) for rule, c in counts.items()}
     rows["all"] = _ratios(sum(counts.values(), Counter()))
-    return {"rules": rows, "unlabelled": [f.__dict__ for f in unlabelled]}
+    by_kind = [
+        {"rule": rule, "kind": kind, "sites": sum(c.values()), **{k: c[k] for k in LABELS}}
+        for (rule, kind), c in sorted(kinds.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    ]
+    return {"rules": rows, "unlabelled": [f.__dict__ for f in unlabelled], "kinds": by_kind}
 
 
 def _ratios(c: Counter[str]) -> dict[str, Any]:
@@ -248,6 +270,23 @@ def markdown(rows: dict[str, dict[str, Any]], information: Counter[str] | None =
     return "\n".join(lines) + "\n"
 
 
+def kinds_markdown(kinds: list[dict[str, Any]]) -> str:
+    """The sites per kind (`kind_of`), most first, with the share a reviewer would act on."""
+    lines = [
+        "| rule | kind | sites | useful | harmless | false | unlabelled | a reviewer would act on |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k in kinds:
+        labelled = k["useful"] + k["harmless"] + k["false"]
+        share = _pct(k["useful"] / labelled if labelled else None)
+        kind = k["kind"].replace("|", "\\|")
+        lines.append(
+            f"| {k['rule']} | {kind} | {k['sites']} | {k['useful']} | {k['harmless']} | {k['false']} "
+            f"| {k['unlabelled']} | {share} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -267,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="OWNER/NAME",
         help="score only these repositories (repeatable), e.g. one round's former held-out half",
+    )
+    parser.add_argument(
+        "--kinds",
+        action="store_true",
+        help="also list the findings per kind (the message with this place's names blanked)",
     )
     parser.add_argument(
         "--per-task",
@@ -295,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             counts = Counter(f.rule for f in information)
             result[split]["information"] = dict(sorted(counts.items()))
             print(f"## {split}\n\n{markdown(result[split]['rules'], counts)}")
+            if args.kinds:
+                print(f"### {split} per kind\n\n{kinds_markdown(result[split]['kinds'])}")
             if args.unlabelled:
                 for f in result[split]["unlabelled"]:
                     where = f"{f['repo']} {f['path']}:{f['line']} {f['rule']} {f['dag']}.{f['task']}"

@@ -190,3 +190,35 @@ def test_a_site_counts_once_labelled_by_any_of_its_tasks_and_per_task_as_before(
         ("b", "load", ()),
         ("c", "load", ()),
     ]
+
+
+def test_kinds_group_sites_whose_messages_differ_only_in_names_and_numbers() -> None:
+    """`--kinds`: a site's kind is its message with quoted text, numbers and dotted or underscored
+    names blanked; sites of one kind are counted together with their site labels. The expected
+    rows are counted by hand from the three sites below."""
+    tool = _tool()
+    base = {"split": "heldout", "repo": "o/r", "commit": "c" * 40, "why": "w", "kind": "finding", "dag": "d"}
+    labels = [
+        {**base, "path": "a.py", "line": 5, "rule": "IDEM002", "task": "t1", "label": "useful"},
+        {**base, "path": "b.py", "line": 9, "rule": "IDEM002", "task": "t2", "label": "harmless"},
+    ]
+    append = "INSERT INTO {} appends: no DELETE of its window and no key, so every rerun adds {} rows"
+    found = [
+        tool.Found("o/r", "a.py", 5, "IDEM002", "d", "t1", append.format("sales.payouts", 20)),
+        tool.Found("o/r", "b.py", 9, "IDEM002", "d", "t2", append.format("staging_orders", 7)),
+        tool.Found("o/r", "c.py", 2, "IDEM003", "d", "t3", "now() in its code reads the clock: 'x' differs"),
+    ]
+
+    kinds = tool.score(labels, found)["kinds"]
+
+    assert tool.kind_of(append.format("sales.payouts", 20)) == (
+        "INSERT INTO ID appends: no DELETE of its window and no key, so every rerun adds N rows"
+    )
+    fields = ("rule", "sites", "useful", "harmless", "false", "unlabelled")
+    assert [tuple(k[f] for f in fields) for k in kinds] == [
+        ("IDEM002", 2, 1, 1, 0, 0),
+        ("IDEM003", 1, 0, 0, 0, 1),
+    ]
+    assert kinds[1]["kind"] == "now() in its code reads the clock: Q differs"
+    table = tool.kinds_markdown(kinds)
+    assert "| IDEM002 | INSERT INTO ID appends" in table and "| 2 | 1 | 1 | 0 | 0 | 50% |" in table
