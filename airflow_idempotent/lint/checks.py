@@ -27,7 +27,7 @@ from airflow_idempotent.lint.shared import DagClears, cleared_by, task_label
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sparkapps import attach_submitted_script
 from airflow_idempotent.lint.sqlchecks import check_sql, check_templated_args
-from airflow_idempotent.lint.sqlfacts import TableKeys
+from airflow_idempotent.lint.sqlfacts import REMOVING, TableKeys
 from airflow_idempotent.lint.templatefiles import find_sql_file
 from airflow_idempotent.lint.transfers import dialect_hint, sql_arguments, task_conn, transfer_writes
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
@@ -294,7 +294,7 @@ def task_findings(
     retry_text = f", and retries={retries} repeat it automatically after any failure" if retries else ""
     cleared = {(w.table, w.unit) for w in facts.writes if w.how in _CLEARING}
     for write in facts.writes:
-        if write.how in ("delete", "truncate", "drop"):
+        if write.how in REMOVING:
             continue
         if write.how == "append" and any(
             unit == write.unit and (same_table(table, write.table) or table == write.stands_for)

@@ -25,11 +25,11 @@ from airflow_idempotent.lint.definitions import DagDef
 from airflow_idempotent.lint.facts import same_table
 from airflow_idempotent.lint.rolling import catchup_off
 from airflow_idempotent.lint.schedule import manual_only
-from airflow_idempotent.lint.sqlfacts import SqlStatement
+from airflow_idempotent.lint.sqlfacts import REMOVING, SqlStatement
 
 __all__ = ["daily_snapshots"]
 
-_CLEARING = frozenset({"delete", "truncate", "drop", "create"})
+_CLEARING = REMOVING | {"create"}
 
 
 def _day_key(stmt: SqlStatement) -> str | None:

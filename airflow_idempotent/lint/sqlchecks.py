@@ -24,7 +24,7 @@ from airflow_idempotent.lint.schedule import manual_only
 from airflow_idempotent.lint.snapshots import daily_snapshots
 from airflow_idempotent.lint.source import Located, shown
 from airflow_idempotent.lint.sql import Finding
-from airflow_idempotent.lint.sqlfacts import SqlStatement, SqlWrite, analyse_sql
+from airflow_idempotent.lint.sqlfacts import REMOVING, SqlStatement, SqlWrite, analyse_sql
 from airflow_idempotent.lint.sqltext import Prepared, prepare_sql
 from airflow_idempotent.lint.xcompulls import file_pulls, xcom_pulls
 
@@ -44,7 +44,6 @@ _TEMPORARY = re.compile(
     r"([\w.\"`]+)",
     re.IGNORECASE,
 )
-_CLEARS = frozenset({"delete", "truncate", "drop"})
 _SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
@@ -162,7 +161,7 @@ def check_sql(
                 continue
             if not (read.filtering or project or acked) and hit.kind == "clock" and stamp_column(read.column):
                 assert read.column is not None  # a stamp column is named
-                targets = tuple(w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop"))
+                targets = tuple(w.table for w in stmt.writes if w.how not in REMOVING)
                 exported = None if stmt.writes else stmt.unloads or rows_file(check.task)
                 files = read.period and bool({w.how for w in stmt.writes} & ADDS_ROWS)
                 facts.stamps.append(Stamp(read.column, targets, file, line, text, exported, files_rows=files))
@@ -196,7 +195,7 @@ def check_sql(
                 )
                 continue
             if hit.kind == "random" and not (read.filtering or acked):
-                written = [w.table for w in stmt.writes if w.how not in ("delete", "truncate", "drop")]
+                written = [w.table for w in stmt.writes if w.how not in REMOVING]
                 why = reloads.benign_randomness(
                     written, stmt.constants, stmt.keeps_first, replaced, stmt.only_missing
                 )
@@ -285,7 +284,7 @@ def _rebuilt_whole(
     then ``CREATE .. AS``, ``DELETE`` without ``WHERE``), or which are temporary tables of SQL that
     fills no other table but ones it empties whole first (`rebuilds`): round 36j, Grover's reports and
     dashboards rebuilt each run, through a temporary table or not."""
-    filled = [w.table for w in writes if w.how not in _CLEARS]
+    filled = [w.table for w in writes if w.how not in REMOVING]
     if not filled or any((not rebuilds) if t in temporary else replaced.get(t) != () for t in filled):
         return None
     return ", ".join(sorted({shown(t) for t in filled}))
@@ -301,7 +300,7 @@ def _rebuilds(
         if any(
             emptied.get(w.table) != ()
             for w in stmt.writes
-            if w.how not in _CLEARS and w.table not in temporary
+            if w.how not in REMOVING and w.table not in temporary
         ):
             return False
     return True

@@ -59,6 +59,10 @@ _DATE_ARITHMETIC_NAMES = frozenset(
 )
 
 
+#: The write kinds (`SqlWrite.how`) that only take rows away: what a task clears before it fills.
+REMOVING = frozenset({"delete", "truncate", "drop"})
+
+
 @dataclass(frozen=True)
 class SqlWrite:
     """A table a SQL statement changes, and how: the harness uses this to find a task's targets."""
