@@ -187,7 +187,8 @@ def kind_of(message: str) -> str:
 
 def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
     """Per rule: findings raised (code sites, each with its member tasks), labelled useful / harmless
-    / false / unlabelled, the sites whose members' labels disagree (mixed), and recall."""
+    / false / unlabelled, the sites whose members' labels disagree (mixed), and recall; with the
+    problems no raised finding reaches (`missed`: what recall work starts from)."""
     finding_labels = [x for x in labels if x["kind"] == "finding"]
     problems = [x for x in labels if x["kind"] == "problem"]
     counts: dict[str, Counter[str]] = {rule: Counter() for rule in RULES}
@@ -214,17 +215,20 @@ def score(labels: list[dict[str, Any]], found: list[Found]) -> dict[str, Any]:
         else:
             counts[f.rule]["mixed"] += len(set(hits)) > 1
     members = [m for f in found for m in f.members()]
+    missed: list[dict[str, Any]] = []
     for p in problems:
         counts[p["rule"]]["problems"] += 1
         if any(_same_place(p, m, task_too=p.get("task") is not None) for m in members):
             counts[p["rule"]]["found"] += 1
+        else:
+            missed.append(p)
     rows = {rule: _ratios(c) for rule, c in counts.items()}
     rows["all"] = _ratios(sum(counts.values(), Counter()))
     by_kind = [
         {"rule": rule, "kind": kind, "sites": sum(c.values()), **{k: c[k] for k in LABELS}}
         for (rule, kind), c in sorted(kinds.items(), key=lambda item: (-sum(item[1].values()), item[0]))
     ]
-    return {"rules": rows, "unlabelled": [f.__dict__ for f in unlabelled], "kinds": by_kind}
+    return {"rules": rows, "unlabelled": [f.__dict__ for f in unlabelled], "kinds": by_kind, "missed": missed}
 
 
 def _ratios(c: Counter[str]) -> dict[str, Any]:
@@ -313,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also list the findings per kind (the message with this place's names blanked)",
     )
     parser.add_argument(
+        "--missed",
+        action="store_true",
+        help="list the labelled problems no raised finding reaches (information does not count)",
+    )
+    parser.add_argument(
         "--per-task",
         action="store_true",
         help="count each task reaching a code site as its own finding (the unit before round 36g)",
@@ -345,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
                 for f in result[split]["unlabelled"]:
                     where = f"{f['repo']} {f['path']}:{f['line']} {f['rule']} {f['dag']}.{f['task']}"
                     print(f"UNLABELLED {where} | {f['message'][:160]}")
+            if args.missed:
+                for p in result[split]["missed"]:
+                    where = f"{p['repo']} {p['path']}:{p['line']} {p['rule']} {p.get('dag')}.{p.get('task')}"
+                    print(f"MISSED {where} | round {p.get('round')} | {p['why']}")
     if args.json:
         text = json.dumps(result, indent=1)
         if args.json == "-":

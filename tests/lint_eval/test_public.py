@@ -88,6 +88,8 @@ def test_score_counts_findings_and_recall_as_counted_by_hand() -> None:
     assert rows["IDEM002"]["actionable"] == 0.5 and rows["IDEM002"]["recall"] == 1.0
     assert rows["IDEM004"]["unlabelled"] == 1 and rows["IDEM004"]["actionable"] is None
     assert (rows["all"]["problems"], rows["all"]["found"]) == (2, 1)
+    # the one problem no finding reaches is listed, whole, for recall work
+    assert tool.score(labels, found)["missed"] == [labels[4]]
 
 
 def test_a_label_matches_at_another_line_spelling_its_cause() -> None:
