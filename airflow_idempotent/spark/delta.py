@@ -498,34 +498,68 @@ def merge(
         _commit(conn, statement, adapter.bindable(params), tag, spec.lock_timeout)
     step("committed")
     commit = commit_of(conn, adapter, spec.table, tag, info.location)
+    deleted, inserted, updated = (
+        commit.metric(f"numTargetRows{k}") for k in ("Deleted", "Inserted", "Updated")
+    )
+    return merged(
+        adapter,
+        conn,
+        spec,
+        info,
+        params,
+        key_names,
+        commit.version,
+        commit.read_version,
+        "Delta commit",
+        (deleted, inserted, updated, commit.metric("numSourceRows")),
+    )
+
+
+def merged(
+    adapter: SparkAdapter,
+    conn: SparkConnection,
+    spec: WriteSpec,
+    info: SparkTableInfo,
+    params: Mapping[str, object],
+    key_names: Sequence[str],
+    version: int,
+    read_version: int | None,
+    what: str,
+    changed: tuple[int, int, int, int],
+) -> DeltaResult:
+    """The result of a window merged by one commit of the table format (`version`: a Delta version
+    or an Iceberg snapshot id, `read_version` the one it merged into), from the commit's own
+    metrics (`changed`: rows deleted, inserted, updated, and the source's rows), with the window's
+    count and checksum read at `version` (none without a checksum: no scan at all), and logged."""
     row_count: int | None = None
     checksum: str | None = None
     if spec.partition_column is not None and spec.checksum:
-        # the merge's own metrics say what it changed: no count at the version it read (None);
-        # without a checksum no scan at all (the count went unreported)
+        # the merge's own metrics say what it changed: no count at the version it read (None)
         binds = window_binds(params)
-        row_count, checksum, _ = window_stats(adapter, conn, spec, info, commit.version, None, binds)
-    periods = period_stats(adapter, conn, spec, info, commit.version, commit.read_version)
+        row_count, checksum, _ = window_stats(adapter, conn, spec, info, version, None, binds)
+    periods = period_stats(adapter, conn, spec, info, version, read_version)
     step("counted")
+    deleted, inserted, updated, source_rows = changed
     result = DeltaResult(
         "merge",
         spec.table,
         spec.window.label(),
-        commit.metric("numTargetRowsDeleted"),
-        commit.metric("numTargetRowsInserted"),
-        commit.metric("numTargetRowsUpdated"),
-        commit.metric("numSourceRows"),
+        deleted,
+        inserted,
+        updated,
+        source_rows,
         row_count,
         checksum,
         periods=periods,
-        table_version=commit.version,
+        table_version=version,
     )
     log.info(
-        "merged %s window %s on %s in Delta commit %d: %d source rows, %d inserted, %d updated, %d deleted",
+        "merged %s window %s on %s in %s %d: %d source rows, %d inserted, %d updated, %d deleted",
         spec.table,
         spec.window.label(),
         key_names,
-        commit.version,
+        what,
+        version,
         result.source_rows,
         result.rows_inserted,
         result.rows_updated,

@@ -53,16 +53,15 @@ from airflow_idempotent.spark.delta import (
     DeltaResult,
     commit_tag,
     merge_into,
-    period_stats,
+    merged,
     replaced,
-    window_stats,
 )
 from airflow_idempotent.spark.merges import checked_merge_source, refusals_named
 from airflow_idempotent.spark.observed import Observed, observable, trusted, window_aggregates, write_observed
 from airflow_idempotent.spark.partitioning import PARTLY_MATCHED, describe_partitioning, window_fit
 from airflow_idempotent.spark.retry import retry_conflicts
 from airflow_idempotent.spark.steps import step
-from airflow_idempotent.strategies import prepare, raise_outside, window_binds
+from airflow_idempotent.strategies import prepare, raise_outside
 from airflow_idempotent.write_spec import WriteSpec
 
 log = logging.getLogger(__name__)
@@ -385,42 +384,19 @@ def merge(
         retry_conflicts(run, CONFLICTS, "the Iceberg commit", spec.lock_timeout)
     step("committed")
     snapshot = snapshot_of(conn, adapter, spec.table, tag)
-    row_count: int | None = None
-    checksum: str | None = None
-    if spec.partition_column is not None and spec.checksum:
-        # the merge's own metrics say what it changed: no count at the snapshot it read (None);
-        # without a checksum no scan at all (the count went unreported)
-        row_count, checksum, _ = window_stats(
-            adapter, conn, spec, info, snapshot.snapshot_id, None, window_binds(params)
-        )
-    periods = period_stats(adapter, conn, spec, info, snapshot.snapshot_id, snapshot.parent_id)
-    step("counted")
     deleted, inserted, updated = snapshot.merged()
-    result = DeltaResult(
-        "merge",
-        spec.table,
-        spec.window.label(),
-        deleted,
-        inserted,
-        updated,
-        # the keys are unique (the MERGE refused its source otherwise): each source row inserted
-        # or updated one row
-        inserted + updated,
-        row_count,
-        checksum,
-        periods=periods,
-        table_version=snapshot.snapshot_id,
-    )
-    log.info(
-        "merged %s window %s on %s in Iceberg snapshot %d: %d source rows, %d inserted, %d updated, "
-        "%d deleted",
-        spec.table,
-        spec.window.label(),
+    # the keys are unique (the MERGE refused its source otherwise): each source row inserted or
+    # updated one row
+    changed = (deleted, inserted, updated, inserted + updated)
+    return merged(
+        adapter,
+        conn,
+        spec,
+        info,
+        params,
         key_names,
         snapshot.snapshot_id,
-        result.source_rows,
-        result.rows_inserted,
-        result.rows_updated,
-        result.rows_deleted,
+        snapshot.parent_id,
+        "Iceberg snapshot",
+        changed,
     )
-    return result
