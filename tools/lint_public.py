@@ -312,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         help="score only these repositories (repeatable), e.g. one round's former held-out half",
     )
     parser.add_argument(
+        "--rounds",
+        metavar="FIRST-LAST",
+        help="score only the repositories recorded in these rounds (e.g. 49-52: a held-out test's batches)",
+    )
+    parser.add_argument(
         "--kinds",
         action="store_true",
         help="also list the findings per kind (the message with this place's names blanked)",
@@ -329,6 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     splits = ["heldout", "tuning"] if args.split == "all" else [args.split]
     repos = [r for r in json.loads(REPOS.read_text())["repositories"] if r["split"] in splits]
+    if args.rounds:
+        first, _, last = args.rounds.partition("-")
+        rounds = range(int(first), int(last or first) + 1)
+        args.only = [*(args.only or ()), *(r["repo"] for r in repos if r.get("round") in rounds)]
+        if not args.only:
+            raise SystemExit(f"lint_public: no repository is recorded in rounds {args.rounds}")
     if args.only:
         repos = [r for r in repos if r["repo"] in args.only]
     result: dict[str, Any] = {}

@@ -224,3 +224,27 @@ def test_kinds_group_sites_whose_messages_differ_only_in_names_and_numbers() -> 
     assert kinds[1]["kind"] == "now() in its code reads the clock: Q differs"
     table = tool.kinds_markdown(kinds)
     assert "| IDEM002 | INSERT INTO ID appends" in table and "| 2 | 1 | 1 | 0 | 0 | 50% |" in table
+
+
+def test_rounds_score_the_repositories_recorded_in_those_rounds(monkeypatch, tmp_path) -> None:
+    """`--rounds 49-52` scores exactly the repositories public_repos.json records for rounds 49 to 52
+    (counted here from the file), each once; a range no repository is recorded in stops with a
+    message instead of scoring nothing."""
+    tool = _tool()
+    recorded = json.loads((EVAL / "public_repos.json").read_text())["repositories"]
+    expected = sorted(
+        r["repo"] for r in recorded if 49 <= r.get("round", 0) <= 52 and r["split"] == "heldout"
+    )
+    linted: list[str] = []
+    monkeypatch.setattr(tool, "tree_of", lambda repo, *args: tmp_path)
+    monkeypatch.setattr(tool, "lint_repository", lambda name, *args: linted.append(name) or [])
+
+    assert tool.main(["--trees", str(tmp_path), "--split", "heldout", "--rounds", "49-52"]) == 0
+    assert sorted(linted) == expected and len(expected) == 12
+
+    try:
+        tool.main(["--trees", str(tmp_path), "--rounds", "9000"])
+    except SystemExit as stop:
+        assert "no repository is recorded in rounds 9000" in str(stop)
+    else:
+        raise AssertionError("an empty range scored nothing without a word")
