@@ -5,15 +5,16 @@ each with its counter-shape.
 end_date): the tasks before it run in every caught-up run, the ones after it only in the latest, so a
 task after it that takes the run's window or the XCom of a task before it never processes the
 caught-up windows (IDEM005). Not raised: the gate at the root (round 34b: information), the tasks
-after the gate take nothing of the run (a report of the whole table), catchup off, a trigger rule
-that runs after a skip.
+after the gate take nothing of the run (a report of the whole table) or only the XCom of another
+task after it, catchup off, a trigger rule that runs after a skip.
 (f) clickhouse-connect's ``insert_file(client, table, path)`` and ``client.insert_df(table, df)``
 append (IDEM002): into a ``_tmp`` table made IF NOT EXISTS and renamed over the target, a rerun after a
 failure between the insert and the rename doubles the rows. Not raised: the ``_tmp`` table dropped
 first in the same task (an f-string naming both).
 
-Lines are counted by hand in the files below. On b26fbf6 (this round's base) 6 of these 11 tests
-fail; the 5 that pass there are the counter-shapes.
+Lines are counted by hand in the files below. On b26fbf6 (this round's base) 7 of these 12 tests
+fail; the 5 that pass there are counter-shapes (the one fed by another skipped task fails there on its
+second half, a task fed by the extract).
 """
 
 from __future__ import annotations
@@ -113,6 +114,21 @@ def test_latest_only_at_the_root_stays_information(tmp_path: Path) -> None:
 def test_tasks_after_the_gate_taking_nothing_of_the_run_are_not_raised(tmp_path: Path) -> None:
     found, _ = _rows(lint_files(tmp_path, {"dags/orders.py": _gated(files='"s3://raw/orders/"')}), "IDEM005")
     assert found == []
+
+
+def test_task_after_the_gate_fed_only_by_another_skipped_task_is_not_raised(tmp_path: Path) -> None:
+    edges = (
+        'load = GlueJobOperator(task_id="load", job_name="load_orders", '
+        'script_args={"--files": "{{ ti.xcom_pull(task_ids=\'transform\') }}"})\n'
+        "    extract >> latest >> transform >> load"
+    )
+    dag = _gated(files='"s3://raw/orders/"', edges=edges)
+    found, _ = _rows(lint_files(tmp_path, {"dags/orders.py": dag}), "IDEM005")
+    assert found == []
+    pulled = edges.replace("task_ids='transform'", "task_ids='extract'")
+    fed = _gated(files='"s3://raw/orders/"', edges=pulled)
+    found, _ = _rows(lint_files(tmp_path / "fed", {"dags/orders.py": fed}), "IDEM005")
+    assert found == [12]
 
 
 def test_gate_with_catchup_off_is_not_raised(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ one window at a time is still a backlog nobody asked for, growing without bound 
 
 Round 36l: a ``LatestOnlyOperator`` in the middle of a DAG whose catchup is on, bounded or not, skips
 the tasks after it in every caught-up run while the tasks before it run: when a skipped task takes the
-run's window or another task's XCom (the run's own files), the caught-up windows are fetched and never
-processed (Ruggable's Shopify DAGs, forward and backfill). A finding, whatever the backlog's size.
+run's window or the XCom of a task before the gate (the run's own files), the caught-up windows are
+fetched and never processed (Ruggable's Shopify DAGs, forward and backfill). A finding, whatever the
+backlog's size.
 """
 
 from __future__ import annotations
@@ -228,6 +229,13 @@ def _fed_or_idle(check: TaskCheck) -> bool:
     return _fed(check) or operator in _IDLE or operator.endswith("Sensor")
 
 
+def _fed_from(check: TaskCheck, after: frozenset[str]) -> bool:
+    """`_fed` by a task outside `after` (one that ran: the gate's upstream side); a pull whose task
+    ids the linter cannot read counts."""
+    pulled = {use.key for use in check.facts.state_reads if use.kind == "xcom"} | set(check.task.inputs)
+    return bool(pulled - after) if pulled else _fed(check)
+
+
 def _gated_finding(item: PendingCatchup, recorder: Recorder) -> bool:
     """IDEM005 for a LatestOnlyOperator in the middle (round 36l): a task its skip skips takes the
     run's window or another task's XCom, so each caught-up run fetches its window and never processes
@@ -236,7 +244,9 @@ def _gated_finding(item: PendingCatchup, recorder: Recorder) -> bool:
         return False
     gate, skipped = item.gated
     lost = sorted(
-        c.task.task_id for c in item.checks if c.task.task_id in skipped and (_takes_run_window(c) or _fed(c))
+        c.task.task_id
+        for c in item.checks
+        if c.task.task_id in skipped and (_takes_run_window(c) or _fed_from(c, skipped | {gate}))
     )
     if not lost:
         return False
