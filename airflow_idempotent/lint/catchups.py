@@ -15,6 +15,12 @@ catchup is decided in `decide_catchups`, after `Linter.finish`'s task checks. ``
 exempts only an explicit ``catchup=True`` (a backfill asked for and throttled): an implicit catchup run
 one window at a time is still a backlog nobody asked for, growing without bound (round 19: Mozilla's
 ``experiments_live``, every 5 minutes since 2021, a finding when its tasks take no window).
+
+Round 36l: a ``LatestOnlyOperator`` in the middle of a DAG whose catchup is on, bounded or not, skips
+the tasks after it in every caught-up run while the tasks before it run: when a skipped task takes the
+run's window or the XCom of a task before the gate (the run's own files), the caught-up windows are
+fetched and never processed (Ruggable's Shopify DAGs, forward and backfill). A finding, whatever the
+backlog's size.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from airflow_idempotent.lint.deployment import CatchupDefault
 from airflow_idempotent.lint.envchoices import choices, is_none
 from airflow_idempotent.lint.facts import CONTEXT_FETCH
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
-from airflow_idempotent.lint.latestonly import latest_only_gate
+from airflow_idempotent.lint.latestonly import latest_only_gate, skipped_after_gate
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
@@ -61,6 +67,10 @@ class PendingCatchup:
     inherited: str | None = None
     #: how an inherited backlog ends (`_UNBOUNDED`, or `_THROTTLED` under max_active_runs=1)
     tail: str = _UNBOUNDED
+    #: a LatestOnlyOperator in the middle and the tasks its skip skips (`latestonly.skipped_after_gate`)
+    gated: tuple[str, frozenset[str]] | None = None
+    #: an end_date or an explicit max_active_runs=1 bounds the backlog: judged only for `gated`
+    bounded: bool = False
 
 
 def check_catchup(
@@ -77,11 +87,14 @@ def check_catchup(
     if catchup is not True:
         return None
     end = dag.kwargs.get("end_date") or dag.default_args.get("end_date")
-    if end is not None and not all(is_none(choice) for choice in choices(dag.scope, end)):
-        return None  # ``end_date=set_env_value(production=None, dev=None)``: none (round 35b)
+    # ``end_date=set_env_value(production=None, dev=None)``: none (round 35b)
+    ended = end is not None and not all(is_none(choice) for choice in choices(dag.scope, end))
     one_at_a_time = dag.scope.literal(dag.kwargs.get("max_active_runs")) == 1
-    if one_at_a_time and node is not None:
-        return None  # chosen, one window at a time: a deliberate, throttled backfill
+    # chosen, one window at a time: a deliberate, throttled backfill
+    bounded = ended or (one_at_a_time and node is not None)
+    gated = skipped_after_gate(dag) if dag.tasks else None
+    if bounded and gated is None:
+        return None
     schedule = dag_schedule(dag)
     if schedule is None:
         return None  # no time-based schedule: catchup has no windows to create
@@ -90,6 +103,12 @@ def check_catchup(
     own = node is not None and "catchup" not in dag.inherited  # not a DAG factory's default
     loaded = config_file(node)  # ``DAG(**CFG["dag"])`` of a YAML/JSON file (round 36f)
     line = node.lineno if own and node is not None and loaded is None else dag.line
+    if bounded:
+        since = f" since {start.isoformat()}" if start is not None else ""
+        bound = "up to its end_date" if ended else "one at a time"
+        return PendingCatchup(
+            dag, line, f"every {schedule.shown} window{since}, {bound}", [], gated=gated, bounded=True
+        )
     read = clock_start_read(dag) if start is None else None
     moving = read[0] if read is not None else None
     if read is not None and read[1].source is not dag.scope.source:
@@ -150,8 +169,9 @@ def check_catchup(
         )
         return None
     if node is not None:
-        return PendingCatchup(dag, line, what, [])
-    return PendingCatchup(dag, line, what, [], setting, _THROTTLED if one_at_a_time else _UNBOUNDED)
+        return PendingCatchup(dag, line, what, [], gated=gated)
+    tail = _THROTTLED if one_at_a_time else _UNBOUNDED
+    return PendingCatchup(dag, line, what, [], setting, tail, gated=gated)
 
 
 def _finding(
@@ -188,11 +208,9 @@ def _takes_run_window(check: TaskCheck) -> bool:
 _IDLE = frozenset({"EmptyOperator", "DummyOperator"})
 
 
-def _fed_or_idle(check: TaskCheck) -> bool:
-    """A task that takes no window itself but reads another task's XCom (the window that task
-    took: dea's collectors pulling the inventory file of the dated download), or moves no data (an
-    empty operator, a sensor)."""
-    operator = check.task.operator.rsplit(".", 1)[-1]
+def _fed(check: TaskCheck) -> bool:
+    """A task that reads another task's XCom (the window that task took: dea's collectors pulling
+    the inventory file of the dated download)."""
     return (
         any(use.kind == "xcom" for use in check.facts.state_reads)
         or bool(check.task.inputs)
@@ -201,9 +219,53 @@ def _fed_or_idle(check: TaskCheck) -> bool:
             for fn in check.task.functions
             for node in ast.walk(fn)
         )
-        or operator in _IDLE
-        or operator.endswith("Sensor")
     )
+
+
+def _fed_or_idle(check: TaskCheck) -> bool:
+    """A task that takes no window itself but reads another task's XCom (`_fed`), or moves no data
+    (an empty operator, a sensor)."""
+    operator = check.task.operator.rsplit(".", 1)[-1]
+    return _fed(check) or operator in _IDLE or operator.endswith("Sensor")
+
+
+def _fed_from(check: TaskCheck, after: frozenset[str]) -> bool:
+    """`_fed` by a task outside `after` (one that ran: the gate's upstream side); a pull whose task
+    ids the linter cannot read counts."""
+    pulled = {use.key for use in check.facts.state_reads if use.kind == "xcom"} | set(check.task.inputs)
+    return bool(pulled - after) if pulled else _fed(check)
+
+
+def _gated_finding(item: PendingCatchup, recorder: Recorder) -> bool:
+    """IDEM005 for a LatestOnlyOperator in the middle (round 36l): a task its skip skips takes the
+    run's window or another task's XCom, so each caught-up run fetches its window and never processes
+    it. True when raised."""
+    if item.gated is None:
+        return False
+    gate, skipped = item.gated
+    lost = sorted(
+        c.task.task_id
+        for c in item.checks
+        if c.task.task_id in skipped and (_takes_run_window(c) or _fed_from(c, skipped | {gate}))
+    )
+    if not lost:
+        return False
+    setting = item.inherited or "catchup=True"
+    recorder.add(
+        "IDEM005",
+        item.dag.file,
+        item.line,
+        f"{setting}: the scheduler creates {item.what}, but {', '.join(lost)} "
+        f"run{'s' if len(lost) == 1 else ''} after {gate}, a LatestOnlyOperator with tasks before it: "
+        "every caught-up run does the tasks before the gate and skips the ones after it, so the "
+        "windows those runs fetch are never processed (only the latest run's is)",
+        cause="catchup",
+        dag_id=item.dag.dag_id,
+        anchors=((item.dag.file, item.dag.line),),
+        fix=f"move {gate} before the tasks that fetch the run's window, or drop it and let each "
+        "caught-up run process its own window (or set catchup=False)",
+    )
+    return True
 
 
 def _clock_tasks(pending: PendingCatchup, recorder: Recorder) -> list[str]:
@@ -238,6 +300,8 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
     catchup was asked for."""
     for item in pending:
         dag = item.dag
+        if _gated_finding(item, recorder) or item.bounded:
+            continue
         clock = _clock_tasks(item, recorder)
         if item.inherited is None and not clock and not item.checks and _makes_unseen(dag):
             recorder.info(

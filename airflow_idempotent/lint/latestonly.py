@@ -14,6 +14,11 @@ TaskFlow task's inputs. A task is named by the variable it is assigned to (``x =
 several tasks when the assignment is in a loop) or spelled inline. The gate counts only when it has no
 upstream task, every other task of the DAG is reachable from it, and none of those tasks has a trigger
 rule that runs after a skip (anything but ``all_success``, in its arguments or ``default_args``).
+
+Round 36l (issue 35): a gate in the middle is the opposite case. Ruggable's Shopify DAGs (catchup on,
+and a backfill DAG ending in the past) extract each run's files, then pass a ``LatestOnlyOperator``
+before the Glue job that flattens those files: every caught-up run extracts its window and skips its
+transform (`skipped_after_gate`, decided in `catchups`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import itertools
 from airflow_idempotent.lint.definitions import DagDef, TaskDef
 from airflow_idempotent.lint.syntax import dotted, last_name
 
-__all__ = ["latest_only_gate"]
+__all__ = ["latest_only_gate", "skipped_after_gate"]
 
 _EDGE_METHODS = {"set_downstream": False, "set_upstream": True}
 
@@ -156,3 +161,30 @@ def latest_only_gate(dag: DagDef) -> str | None:
     if any(t.task_id not in reached or _runs_after_skip(t, dag) for t in others):
         return None
     return sorted(gate_ids)[0]
+
+
+def skipped_after_gate(dag: DagDef) -> tuple[str, frozenset[str]] | None:
+    """A ``LatestOnlyOperator`` of `dag` with upstream tasks (a gate in the middle): its task id and
+    the tasks a skip of it skips (those after it, up to a task whose trigger rule runs after a skip),
+    or None (no such gate, or dependencies the linter cannot read). The tasks before it run in every
+    run; the skipped ones only in the run whose window is the latest."""
+    gates = [t for t in dag.tasks if _is_gate(t)]
+    if len(gates) != 1 or len(dag.tasks) < 3:
+        return None
+    gate = gates[0].task_id
+    edges = _edges(dag, {gate})
+    if edges is None or not any(down == gate for _up, down in edges):
+        return None
+    downstream: dict[str, set[str]] = {}
+    for up, down in edges:
+        downstream.setdefault(up, set()).add(down)
+    by_id = {t.task_id: t for t in dag.tasks}
+    skipped: set[str] = set()
+    todo = [gate]
+    while todo:
+        for nxt in downstream.get(todo.pop(), set()):
+            task = by_id.get(nxt)
+            if nxt not in skipped and nxt != gate and task is not None and not _runs_after_skip(task, dag):
+                skipped.add(nxt)
+                todo.append(nxt)
+    return (gate, frozenset(skipped)) if skipped else None

@@ -8,6 +8,7 @@ how a rerun's repeat of it lands, is decided from its arguments and the ``try`` 
 from __future__ import annotations
 
 import ast
+import re
 
 from airflow_idempotent.lint.facts import Write
 from airflow_idempotent.lint.findings import TaskCheck
@@ -56,18 +57,46 @@ def _caught_duplicate(call: ast.AST, parent_of: dict[ast.AST, ast.AST]) -> str |
     return None
 
 
+#: clickhouse-connect's inserts of a frame, an Arrow table or a file (round 36l: trackdechets' geocoded
+#: companies, ``insert_file`` into a ``_tmp`` table made IF NOT EXISTS and renamed over the target)
+_CLICKHOUSE_INSERTS = frozenset({"insert_df", "insert_arrow", "insert_file"})
+
+
+def _clickhouse_target(
+    node: ast.Call, position: int, table: object, kwargs: dict[str, ast.expr], scope: Scope
+) -> object:
+    """The table a clickhouse-connect insert names, after its ``database=``: an f-string
+    (``f"raw.{name}_tmp"``) rendered as the SQL a ``client.command(f"DROP TABLE raw.{name}_tmp")``
+    of the same task is, so the two name one table."""
+    if not isinstance(table, str):
+        named = node.args[position] if len(node.args) > position else kwargs.get("table")
+        texts = [located.text for located in scope.strings(named)] if named is not None else []
+        table = texts[0] if len(texts) == 1 and re.fullmatch(r"[\w.]+", texts[0]) else None
+    database = scope.literal(kwargs.get("database"))
+    if isinstance(table, str) and isinstance(database, str) and "." not in table:
+        table = f"{database}.{table}"
+    return table.lower() if isinstance(table, str) else None
+
+
 def python_write(check: TaskCheck, node: ast.Call, method: str, scope: Scope, file: str) -> None:
     """hook.insert_rows(table, rows[, replace=True]), DataFrame.to_sql(name, con, if_exists=...) and
     pandas-gbq's DataFrame.to_gbq(destination_table, .., if_exists=...) (or ``pandas_gbq.to_gbq(df,
     destination_table, ..)``): the same ``if_exists`` modes, so 'append' adds the frame's rows again
-    on every retry or rerun ('fail', the default, and 'replace' do not)."""
+    on every retry or rerun ('fail', the default, and 'replace' do not). ClickHouse's
+    ``client.insert_df(table, df)``, ``insert_arrow`` and ``insert_file(client, table, path)`` always
+    append."""
     kwargs = keywords(node)
     name_arg = {"to_sql": "name", "to_gbq": "destination_table"}.get(method, "table")  # insert_rows*
     position = 1 if method == "to_gbq" and module_function(node, ("pandas_gbq", "pd_gbq", "gbq")) else 0
+    position = 1 if method == "insert_file" else position  # ``insert_file(client, table, path)``
     positional = node.args[position] if len(node.args) > position else None
     table = scope.literal(positional if positional is not None else kwargs.get(name_arg))
     shown = table if isinstance(table, str) else "<table>"
-    if method.startswith("insert_rows"):  # BigQuery's streaming inserts have no replace: appends
+    if method in _CLICKHOUSE_INSERTS:  # an INSERT of the rows: a rerun adds them again
+        table = _clickhouse_target(node, position, table, kwargs, scope)
+        shown = table if isinstance(table, str) else "<table>"
+        how, detail = "append", f"{method}({shown})"
+    elif method.startswith("insert_rows"):  # BigQuery's streaming inserts have no replace: appends
         replace = scope.literal(kwargs.get("replace")) is True
         how, detail = ("upsert", f"{method}({shown}, replace=True)") if replace else ("append", "")
         detail = detail or f"{method}({shown})"

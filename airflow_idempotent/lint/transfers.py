@@ -22,8 +22,21 @@ __all__ = ["ROW_WRITES", "dialect_hint", "sql_arguments", "task_conn", "transfer
 #: a DB-API hook's ``insert_rows(table, rows[, replace])``, BigQuery's streaming inserts
 #: ``client.insert_rows`` / ``insert_rows_json`` / ``insert_rows_from_dataframe`` (no replace: each
 #: call adds its rows; ``row_ids`` deduplicate only within about a minute, not a rerun), pandas'
-#: ``to_sql`` and pandas-gbq's ``to_gbq`` (``if_exists``).
-ROW_WRITES = frozenset({"insert_rows", "insert_rows_json", "insert_rows_from_dataframe", "to_sql", "to_gbq"})
+#: ``to_sql`` and pandas-gbq's ``to_gbq`` (``if_exists``); ClickHouse's clickhouse-connect
+#: ``client.insert_df(table, df)`` / ``insert_arrow(table, tbl)`` and its ``insert_file(client, table,
+#: path)`` (an INSERT of the rows, no replace: round 36l).
+ROW_WRITES = frozenset(
+    {
+        "insert_rows",
+        "insert_rows_json",
+        "insert_rows_from_dataframe",
+        "to_sql",
+        "to_gbq",
+        "insert_df",
+        "insert_arrow",
+        "insert_file",
+    }
+)
 
 #: Connection arguments of the SQL a task runs, most specific first.
 _CONN_ARGS = (
