@@ -253,9 +253,6 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
         windowless = not any(takes_run_window(c) for c in item.checks)
         if item.inherited is not None and not windowless:  # nobody chose it: every task must take it
             windowless = not all(takes_run_window(c) or _fed_or_idle(c) for c in item.checks)
-        if not clock and windowless and item.checks and not _adds(item, recorder):
-            _redone(recorder, item)
-            continue
         if clock or windowless:
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
@@ -285,35 +282,6 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
             f"caught-up run writes its own window (its tasks take the run's data interval){advice}",
             dag_id=dag.dag_id,
         )
-
-
-#: findings of a task whose rerun adds again: rows appended, a total added to, a send repeated
-_ADDING_RULES = frozenset({"IDEM002", "IDEM006", "IDEM008"})
-
-
-def _adds(item: PendingCatchup, recorder: Recorder) -> bool:
-    """A task of the DAG appends rows, adds to a total or sends something outside (its IDEM002,
-    IDEM008 or IDEM006 finding): each caught-up run adds its work again."""
-    return any(f.rule in _ADDING_RULES and f.dag_id == item.dag.dag_id for f in recorder.findings)
-
-
-def _redone(recorder: Recorder, item: PendingCatchup) -> None:
-    """Round 36k: catch-up over tasks that take no window of the run and add nothing (no append, no
-    running total, no send the linter sees) redoes the same work on the current state: a current-state
-    rebuild, a sync, a check, housekeeping. On rounds 28-48, 46 of the 54 such backlogs were labelled
-    harmless (a reviewer's cost, not a rerun defect); the useful ones were runs of code the linter
-    does not see (a Docker image, a whole-table copy) that loses past days."""
-    setting = "catchup=True" if item.inherited is None else item.inherited
-    recorder.info(
-        "IDEM005",
-        item.dag.file,
-        item.line,
-        f"{setting}: when the DAG is unpaused the scheduler creates {item.what}, but no task takes the "
-        "run's window and none appends, adds to a total or sends: each caught-up run redoes the same "
-        "work on the current state (it matters when a task loads a period the linter does not see, "
-        "or the backlog is too costly to run)",
-        dag_id=item.dag.dag_id,
-    )
 
 
 def _makes_unseen(dag: DagDef) -> bool:

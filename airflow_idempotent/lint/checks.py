@@ -330,9 +330,9 @@ def task_findings(
                 "IDEM002",
                 write.file,
                 write.line,
-                f"{write.detail} appends to {shown(write.table)}, whose name says it records each run or "
-                "event (a log, an audit trail, a verification result, a history): a rerun adds its own "
-                "record again, as such a table keeps by design (it matters if a report counts its rows "
+                f"{write.detail} appends to {shown(write.table)}, whose name says it records each check "
+                "or version (a verification result, a history): a rerun adds its own record again, as "
+                "such a table keeps by design (it matters if a report counts its rows "
                 "as data)",
             )
         elif write.how == "append":

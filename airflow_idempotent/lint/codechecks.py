@@ -18,7 +18,16 @@ from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.decorators import builds_task
 from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes, self_binding
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
-from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
+from airflow_idempotent.lint.facts import (
+    CONTEXT_FETCH,
+    RUN_NAMES,
+    SUBSCRIPT_TEXT,
+    Effect,
+    Stamp,
+    StateUse,
+    WindowRef,
+    Write,
+)
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
@@ -144,7 +153,7 @@ def check_code(check: TaskCheck) -> None:
                 and node.slice.value in RUN_NAMES
             ):
                 key = node.slice.value
-                facts.windows.append(WindowRef("run", f"The run's context: [{key!r}] in its code."))
+                facts.windows.append(WindowRef("run", f"{SUBSCRIPT_TEXT}{key!r}] in its code."))
             facts.marks.extend(query_marks(node))
             if not isinstance(node, ast.Call):
                 continue

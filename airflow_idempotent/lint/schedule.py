@@ -131,19 +131,6 @@ def start_date_moot(dag: DagDef, clock: str) -> str | None:
                 "catchup=False: the latest finished window always starts on or after it, and it is the "
                 "only one the scheduler creates"
             )
-    if midnight and dag.scope.literal(dag.kwargs.get("catchup")) is not False:
-        # round 36k (lint77): with catchup on, a midnight start two periods back or more bounds the
-        # backlog to the windows between it and the parse; rounds 28-48 labelled all 34 such starts
-        # harmless (days_ago(2) over reloads), every useful one lagged a period or less
-        days = _midnight_lag(dag, clock)
-        period = schedule.period if schedule is not None else timedelta(days=1) if node is None else None
-        if days is not None and period is not None and days >= 2 * period:
-            shown = schedule.shown if schedule is not None else "daily (no schedule=)"
-            return (
-                f"it moves only at midnight, {days.days} day(s) back, two {shown} periods or more: "
-                "catchup creates only the windows between it and the parse, each once, never a "
-                "backlog that grows (an outage longer than that loses the windows before it)"
-            )
     lag, period = _start_lag(dag), schedule.period if schedule is not None else None
     if schedule is None or lag is None or period is None or lag < 2 * period:
         return None

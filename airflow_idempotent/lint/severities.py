@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_idempotent.lint.catchups import takes_run_window
+from airflow_idempotent.lint.facts import CONTEXT_FETCH, SUBSCRIPT_TEXT, WindowRef
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.report import RuleFinding
 
@@ -36,7 +37,7 @@ def _clock_beside_run_window(check: TaskCheck, recorder: Recorder) -> None:
     folder, times a step or dates a report. On rounds 28-48 such reads were harmless (round 36k's
     table); a task that takes no window of the run, where the clock read is the window, stays a
     finding."""
-    if not takes_run_window(check):
+    if not takes_run_window(check) or not any(_named_run_window(w) for w in check.facts.windows):
         return
     owner = (check.task.dag_id, check.task.task_id)
     for found in [f for f in recorder.findings if (f.dag_id, f.task_id) == owner]:
@@ -44,6 +45,14 @@ def _clock_beside_run_window(check: TaskCheck, recorder: Recorder) -> None:
         while current is not None and _code_clock(current, recorder):
             head = current.message.split(":", 1)[0]
             current = recorder.demote(current, f"{head}, but {_BESIDE_TAIL}")
+
+
+def _named_run_window(window: WindowRef) -> bool:
+    """The run's window named by a template, a context parameter or this package's operators, not
+    only a subscript (``row["ts"]`` reads a row's field as often as the context's ``ts``)."""
+    return (
+        window.kind == "run" and window.text != CONTEXT_FETCH and not window.text.startswith(SUBSCRIPT_TEXT)
+    )
 
 
 def _code_clock(found: RuleFinding, recorder: Recorder) -> bool:
