@@ -60,18 +60,16 @@ def constructor_values(task: TaskDef, literal: bool = True) -> Values:
 
 
 def self_binding(task: TaskDef) -> dict[str, Row]:
-    """``self`` in the custom operator's methods, as the task's constructor call holding only the
-    arguments ``__init__`` stores under their own name (``self.table = table``), so ``self.table``
-    reads the task's ``table=`` (round 36k: a ``TruncateTableOperator``'s ``f"TRUNCATE TABLE
-    {self.schema}.{self.table}"`` empties the stage table its task names, and the COPY after it in the
-    DAG appends to an emptied table). An attribute stored any other way, or assigned again outside
-    ``__init__``, stays unknown, as before."""
+    """``self.<name>`` in the custom operator's methods bound to the task's argument of that name, for
+    the attributes ``__init__`` stores under their own name (``self.table = table``): round 36k, a
+    ``TruncateTableOperator``'s ``f"TRUNCATE TABLE {self.schema}.{self.table}"`` empties the stage
+    table its task names, and the COPY after it in the DAG appends to an emptied table. Only an
+    attribute's value is read this way (``self`` itself stays unknown: its methods are followed as
+    before); an attribute stored any other way, or assigned again outside ``__init__``, stays unknown."""
     stored = set(constructor_values(task, literal=False))
-    given = [ast.keyword(arg=name, value=task.kwargs[name]) for name in sorted(stored) if name in task.kwargs]
-    if not given:
-        return {}
-    call = ast.Call(func=ast.Name(id=task.operator, ctx=ast.Load()), args=[], keywords=given)
-    return {"self": Bound(ast.copy_location(call, given[0].value), task.scope)}
+    return {
+        f"self.{name}": Bound(task.kwargs[name], task.scope) for name in sorted(stored) if name in task.kwargs
+    }
 
 
 def dead_nodes(fn: ast.AST, values: Values) -> set[int]:
