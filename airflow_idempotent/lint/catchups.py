@@ -34,7 +34,7 @@ from airflow_idempotent.lint.latestonly import latest_only_gate
 from airflow_idempotent.lint.schedule import clock_start_read, dag_schedule, static_date
 from airflow_idempotent.lint.widths import EFFECT_OPERATORS, is_package_operator
 
-__all__ = ["PendingCatchup", "check_catchup", "decide_catchups", "takes_run_window"]
+__all__ = ["PendingCatchup", "check_catchup", "decide_catchups"]
 
 #: Rules whose findings mean a task's data comes from the clock, a span before it, or a saved mark.
 _CLOCK_RULES = frozenset({"IDEM001", "IDEM003", "IDEM004"})
@@ -173,7 +173,7 @@ def _finding(
     )
 
 
-def takes_run_window(check: TaskCheck) -> bool:
+def _takes_run_window(check: TaskCheck) -> bool:
     """A name of the run's window in its templates or code, or this package's window operators (a
     bare ``get_current_context()`` is not enough: a Slack message fetches it for the DAG's id)."""
     return (
@@ -250,9 +250,9 @@ def decide_catchups(pending: list[PendingCatchup], recorder: Recorder) -> None:
                 dag_id=dag.dag_id,
             )
             continue
-        windowless = not any(takes_run_window(c) for c in item.checks)
+        windowless = not any(_takes_run_window(c) for c in item.checks)
         if item.inherited is not None and not windowless:  # nobody chose it: every task must take it
-            windowless = not all(takes_run_window(c) or _fed_or_idle(c) for c in item.checks)
+            windowless = not all(_takes_run_window(c) or _fed_or_idle(c) for c in item.checks)
         if clock or windowless:
             why = (
                 f"its tasks read the clock or a window not the run's ({', '.join(clock)}): every caught-up "
