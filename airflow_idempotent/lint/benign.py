@@ -15,6 +15,7 @@ __all__ = [
     "AUDIT_COLUMN",
     "LOAD_STAMP",
     "NOTE_COLUMN",
+    "RECORD_TABLE",
     "RETRY_COUNTER",
     "STAMP_NAME",
     "age_of",
@@ -25,6 +26,14 @@ __all__ = [
     "stamp_column",
     "written_column",
 ]
+
+#: The last part of a table's name saying it records each check or version: a verification result or
+#: a history (``cdc_data_verifi_log``, ``tb_data_verify``, ``products_history``,
+#: ``lifetime_historical``). Round 36k: on rounds 28-48, every append into such a table was labelled
+#: harmless (a rerun adds its own record, which the table keeps by design); the useful appends were
+#: into tables named for data (``*_snapshot``, ``fact_*``, ``*_real``). A bare ``*_log`` or ``audit``
+#: stays a finding (earlier rounds' tests append to run logs as data).
+RECORD_TABLE = re.compile(r"(?:^|_)(?:verif[a-z]*|verify|history|historical)(?:$|_)", re.IGNORECASE)
 
 #: A column that records when a row was last touched (``updated_at = now()``): the clock in it does
 #: not change which rows a window holds or any value a report reads. Columns recording when a row

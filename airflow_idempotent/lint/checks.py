@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from airflow_idempotent.lint.benign import NOTE_COLUMN, RETRY_COUNTER
+from airflow_idempotent.lint.benign import NOTE_COLUMN, RECORD_TABLE, RETRY_COUNTER
 from airflow_idempotent.lint.codechecks import check_bash, check_call_args_clock, check_code
 from airflow_idempotent.lint.definitions import TaskDef
 from airflow_idempotent.lint.facts import Effect, TaskFacts, WindowRef, Write, same_table
@@ -324,6 +324,16 @@ def task_findings(
                 f"{write.detail} appends, but {clearer} in the same DAG deletes, truncates or drops "
                 f"{shown(write.table)} each run: a rerun of the whole run is clean (clearing only "
                 "this task adds the rows again)",
+            )
+        elif write.how == "append" and RECORD_TABLE.search(write.table.rsplit(".", 1)[-1]):
+            check.info(
+                "IDEM002",
+                write.file,
+                write.line,
+                f"{write.detail} appends to {shown(write.table)}, whose name says it records each check "
+                "or version (a verification result, a history): a rerun adds its own record again, as "
+                "such a table keeps by design (it matters if a report counts its rows "
+                "as data)",
             )
         elif write.how == "append":
             check.add(

@@ -16,9 +16,18 @@ from airflow_idempotent.lint.collect import Collector
 from airflow_idempotent.lint.contextparams import callable_params, run_parameters
 from airflow_idempotent.lint.dagargs import taking_dag, taking_params
 from airflow_idempotent.lint.decorators import builds_task
-from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes
+from airflow_idempotent.lint.dispatch import constructor_values, dead_nodes, self_binding
 from airflow_idempotent.lint.docstamps import document_stamp, query_marks
-from airflow_idempotent.lint.facts import CONTEXT_FETCH, RUN_NAMES, Effect, Stamp, StateUse, WindowRef, Write
+from airflow_idempotent.lint.facts import (
+    CONTEXT_FETCH,
+    RUN_NAMES,
+    SUBSCRIPT_TEXT,
+    Effect,
+    Stamp,
+    StateUse,
+    WindowRef,
+    Write,
+)
 from airflow_idempotent.lint.findings import Recorder, TaskCheck
 from airflow_idempotent.lint.gates import GATE_TEXT, PRINTED_TEXT, flag_only, gates_only, returned_for_output
 from airflow_idempotent.lint.instances import callable_bindings, object_method, own_method
@@ -102,8 +111,11 @@ def check_code(check: TaskCheck) -> None:
     queue: list[tuple[ast.AST, Scope]] = [
         (fn, task.homes.get(id(fn), task.scope).child(callable_bindings(task, fn))) for fn in task.functions
     ]
+    own_self = self_binding(task) if task.classes else {}  # ``self.table``: the task's ``table=``
     if execute is not None:
-        queue.append((execute[0], execute[1].child(dict.fromkeys(callable_params(execute[0]), ()))))
+        queue.append(
+            (execute[0], execute[1].child({**dict.fromkeys(callable_params(execute[0]), ()), **own_self}))
+        )
     decorator = task.decorator or ""
     callers: dict[int, list[tuple[ast.Call, ast.AST]]] = {}  # helper -> its calls, with the caller
     guards: dict[int, list[Lookup | None]] = {}  # `lookups`: helper -> each call's
@@ -141,7 +153,7 @@ def check_code(check: TaskCheck) -> None:
                 and node.slice.value in RUN_NAMES
             ):
                 key = node.slice.value
-                facts.windows.append(WindowRef("run", f"The run's context: [{key!r}] in its code."))
+                facts.windows.append(WindowRef("run", f"{SUBSCRIPT_TEXT}{key!r}] in its code."))
             facts.marks.extend(query_marks(node))
             if not isinstance(node, ast.Call):
                 continue
@@ -161,7 +173,9 @@ def check_code(check: TaskCheck) -> None:
                 continue  # the repository's own method, not a library's of the same name
             elif (own := self_method(node.func, task.classes)) is not None:
                 # ``self.upload(..)`` in a custom operator's execute: its class's (or a base's) method
-                queue.append((own[0], own[1].child(dict.fromkeys(callable_params(own[0]), ()))))
+                queue.append(
+                    (own[0], own[1].child({**dict.fromkeys(callable_params(own[0]), ()), **own_self}))
+                )
             elif (bound_method := own_method(node.func, scope, instances)) is not None:
                 # a method of the repository's own class: ``STAClient(host).add_observations(..)``
                 queue.append(bound_method)

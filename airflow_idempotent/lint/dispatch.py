@@ -14,19 +14,20 @@ from __future__ import annotations
 import ast
 
 from airflow_idempotent.lint.definitions import TaskDef
-from airflow_idempotent.lint.scope import method_of, parameters
+from airflow_idempotent.lint.scope import Bound, Row, method_of, parameters
 from airflow_idempotent.lint.syntax import compared, decided, self_attr
 
-__all__ = ["constructor_values", "dead_nodes"]
+__all__ = ["constructor_values", "dead_nodes", "self_binding"]
 
 #: a literal for a task: its value when the constructor got it, else nothing
 Values = dict[str, object]
 
 
-def constructor_values(task: TaskDef) -> Values:
+def constructor_values(task: TaskDef, literal: bool = True) -> Values:
     """The attributes the operator's ``__init__`` stores from a parameter (``self.how = mode`` or
     ``self.mode = mode``) whose value for this task is a literal: the argument given, else the
-    parameter's literal default. Attributes assigned anywhere else in the classes are left out."""
+    parameter's literal default. Attributes assigned anywhere else in the classes are left out.
+    Not `literal`: the attributes stored from the parameter of their own name, whatever the value."""
     init = method_of(task.classes, "__init__")
     if init is None or not isinstance(init[0], ast.FunctionDef):
         return {}
@@ -40,6 +41,10 @@ def constructor_values(task: TaskDef) -> Values:
         attr = self_attr(stmt.targets[0])
         if attr is None or not (isinstance(stmt.value, ast.Name) and stmt.value.id in params):
             continue
+        if not literal:
+            if stmt.value.id == attr:
+                values[attr] = None
+            continue
         given = task.kwargs.get(stmt.value.id, defaults.get(stmt.value.id))
         if isinstance(given, ast.Constant) and given.value is not ...:
             values[attr] = given.value
@@ -52,6 +57,19 @@ def constructor_values(task: TaskDef) -> Values:
                     for target in targets:
                         values.pop(self_attr(target) or "", None)
     return values
+
+
+def self_binding(task: TaskDef) -> dict[str, Row]:
+    """``self.<name>`` in the custom operator's methods bound to the task's argument of that name, for
+    the attributes ``__init__`` stores under their own name (``self.table = table``): round 36k, a
+    ``TruncateTableOperator``'s ``f"TRUNCATE TABLE {self.schema}.{self.table}"`` empties the stage
+    table its task names, and the COPY after it in the DAG appends to an emptied table. Only an
+    attribute's value is read this way (``self`` itself stays unknown: its methods are followed as
+    before); an attribute stored any other way, or assigned again outside ``__init__``, stays unknown."""
+    stored = set(constructor_values(task, literal=False))
+    return {
+        f"self.{name}": Bound(task.kwargs[name], task.scope) for name in sorted(stored) if name in task.kwargs
+    }
 
 
 def dead_nodes(fn: ast.AST, values: Values) -> set[int]:

@@ -13,6 +13,7 @@ from airflow_idempotent.lint.sqlfacts import TableKeys
 __all__ = [
     "CONTEXT_FETCH",
     "RUN_NAMES",
+    "SUBSCRIPT_TEXT",
     "Effect",
     "Stamp",
     "StateUse",
@@ -25,6 +26,10 @@ __all__ = [
 #: The window answer of a task whose code fetches the run's context (``get_current_context()``):
 #: it may read the window from it, or only the DAG's id for a message (`catchups` tells them apart).
 CONTEXT_FETCH = "The run's context: get_current_context() in its code."
+
+#: How a task's window answer starts when its code subscripts a context name (``x["ds"]``): often a
+#: row's field (``row["ts"]``), so round 36k's severities do not take it for the run's window.
+SUBSCRIPT_TEXT = "The run's context: ["
 
 #: Names of the run's context that carry its window.
 RUN_NAMES = frozenset(

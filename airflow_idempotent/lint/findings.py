@@ -50,6 +50,9 @@ class Recorder:
         #: (file, line, dag id, task id) of relative windows whose value only their task returns:
         #: information when no task pulls that XCom (`returnedwindows`, once every task is known)
         self.returned_windows: list[tuple[str, int, str | None, str | None]] = []
+        #: (rule, file, line, dag id, task id) of clock reads in a task's own code, plain (IDEM003) or
+        #: shifted by a span (IDEM004): judged again once the task's window is known (`severities`)
+        self.code_clocks: set[tuple[str, str, int, str | None, str | None]] = set()
 
     def add(
         self, rule: str, file: str, line: int, message: str, cause: str | None = None, **kwargs: Any
@@ -231,6 +234,8 @@ class Recorder:
                     **owned,
                 )
                 return WindowRef("clock", f"The clock: {name} in {where} (line {line}), a stamp only.", False)
+        if where == "its code" and task is not None and (rule == "IDEM004" or kind == "the clock"):
+            self.code_clocks.add((rule, file, line, task.dag_id, task.task_id))
         self.add(
             rule,
             file,

@@ -50,6 +50,7 @@ from airflow_idempotent.lint.returnedwindows import check_returned_windows
 from airflow_idempotent.lint.rolling import check_rolling_windows
 from airflow_idempotent.lint.rules import rule_id
 from airflow_idempotent.lint.scope import Scope, Workspace
+from airflow_idempotent.lint.severities import check_severities
 from airflow_idempotent.lint.shared import check_shared_targets, dag_clears
 from airflow_idempotent.lint.sites import by_site
 from airflow_idempotent.lint.source import dag_files, shown
@@ -229,6 +230,8 @@ class Linter:
             )
         for item in self.catchups:
             self._guarded(item.dag.file, functools.partial(decide_catchups, [item], self.recorder))
+        if every:  # round 36k: severity by shape, once catch-up has counted the clock reads
+            self._guarded(every[0].file, functools.partial(check_severities, every, self.recorder))
 
     def _guarded(self, file: str, step: Callable[[], None]) -> None:
         try:

@@ -234,6 +234,11 @@ class Scope:
                 if other is not None and name in other.assigns:
                     return other.value(ast.Name(id=name, ctx=ast.Load()), _depth + 1)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            stored = self.locals.get(
+                f"{node.value.id}.{node.attr}"
+            )  # ``self.table``: `dispatch.self_binding`
+            if isinstance(stored, Bound):
+                return stored.scope.value(stored.expr, _depth + 1)
             module_scope = self.module_named(node.value.id)
             if module_scope is not None and node.attr in module_scope.assigns:
                 return module_scope.value(ast.Name(id=node.attr, ctx=ast.Load()), _depth + 1)

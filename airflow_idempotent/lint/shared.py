@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 from airflow_idempotent.lint.benign import AUDIT_COLUMN
 from airflow_idempotent.lint.definitions import TaskDef
-from airflow_idempotent.lint.facts import TaskFacts, Write
+from airflow_idempotent.lint.facts import TaskFacts, Write, same_table
 from airflow_idempotent.lint.findings import Recorder
 
 __all__ = ["DagClears", "check_shared_targets", "cleared_by", "dag_clears", "task_label"]
@@ -90,10 +90,15 @@ def dag_clears(tasks: Sequence[tuple[TaskDef, TaskFacts]]) -> DagClears:
 
 
 def cleared_by(clears: DagClears | None, task: TaskDef, table: str, sliced: bool = False) -> str | None:
-    """Another task of `task`'s DAG that clears `table` (only a slice of it, with `sliced`), if any."""
-    for task_id, is_slice in (clears or {}).get((task.dag_id, table), []):
-        if task_id != task.task_id and (is_slice or not sliced):
-            return task_id
+    """Another task of `task`'s DAG that clears `table` (only a slice of it, with `sliced`), if any.
+    The names may differ by the parts one leaves out (`facts.same_table`: a stage table truncated as
+    ``staging.stage_x`` and loaded as ``dw.staging.stage_x``, round 36k)."""
+    for (dag_id, cleared), tasks in (clears or {}).items():
+        if dag_id != task.dag_id or not same_table(cleared, table):
+            continue
+        for task_id, is_slice in tasks:
+            if task_id != task.task_id and (is_slice or not sliced):
+                return task_id
     return None
 
 
