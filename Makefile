@@ -87,9 +87,11 @@ $(VENV)/.installed: pyproject.toml
 # Celery and load files 4.9 and end to end 10.3 beside Spark 20.8 (the Spark group the longer line, by 0.4 min);
 # 146d2aa's 25 min 23 s, make test 24.3 (quiet): 6.3, then the DAG runs 4.8, the Celery and load files 3.0
 # and end to end 9.0 beside Spark 17.9 (135 tests; the Spark group the longer line, by 1.2 min);
+# e051aaa's 27 min 57 s, make test 26.5 (quiet, a slower hour: every group 5-20% longer): 7.0, then the DAG
+# runs 4.9, the Celery and load files 3.6 and end to end 10.7 beside Spark 19.5 (135 tests; by 0.4 min);
 # venv, lint, release check and docs included, on a quiet machine):
 # 1. fast tests on every core, the reliability suite's crash matrix, faults and hostile input
-#    included (2,975 tests, 6.3 min on 2 cores);
+#    included (2,997 tests, 6.3-7.0 min on 2 cores);
 # 2. the ones that run real DAGs, on one worker beside group 3 (2.1 min alone on every core; the
 #    Spark group leaves a fifth of the CPU idle while it waits on the Connect server), then, still
 #    beside it, the Celery deployment (a Celery worker beside the scheduler; beside three other
@@ -98,7 +100,7 @@ $(VENV)/.installed: pyproject.toml
 #    own (its report says it ran beside the Spark group; `make reliability` runs it alone);
 # 3. Spark, on a standalone cluster the session starts: a master, two workers and a Spark Connect
 #    server, Delta and Iceberg tables, their guard, approvals, preview, lookback, concurrency and crash
-#    cases, and a guarded month through a real scheduler on parquet and on Delta (135 tests, 17.9 min);
+#    cases, and a guarded month through a real scheduler on parquet and on Delta (135 tests, 17.9-19.5 min);
 # 4. end to end on one worker more than cores (E2E_JOBS), a file per worker, each worker its own Airflow deployment,
 #    the reliability suite's scheduler-kill and hostile-server files among them (8.1 min for 47
 #    tests on three workers, bounded by the guarded-month file), started beside group 3's last
