@@ -12,7 +12,8 @@ column checked in the statement) against Iceberg's plain ``INSERT INTO .. REPLAC
 On a standalone cluster it starts itself on loopback (a master, two 1-core workers, a Spark
 Connect server with Delta's extension; ``--cluster-dir`` attaches to one already running), from a
 3,000,000-row source over 90 days, it rewrites one 31-day window of 999,998 rows (32,258 a day) of
-a Delta table partitioned by day, alternating (ABAB, each run starting one path later) after one warm-up each:
+a Delta table partitioned by day, alternating (ABAB, each run starting one path later) after one warm-up each
+(`--warmups N`: N rounds):
 
 - overwrite: ``PartitionOverwriteOperator.execute`` (one REPLACE WHERE commit tagged with the
   attempt, then the window's count and checksum at that version, the rows it replaced at the
@@ -181,6 +182,13 @@ def timed(run: Any) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measured runs of each path (ABAB)")
+    parser.add_argument(
+        "--warmups",
+        type=int,
+        default=1,
+        help="unmeasured rounds of every path before the measured ones (1, as every run before"
+        " 2026-12-08; the first measured repetition was each path's slowest, the JIT still warming)",
+    )
     parser.add_argument("--cluster-dir", help="attach to a running cluster (its base directory)")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta")
     parser.add_argument("--out", help="results file (default bench/results/<format>.md)")
@@ -324,8 +332,9 @@ def run_bench(args: argparse.Namespace, confs: dict[str, dict[str, str]], work: 
             sessions[mode] = cluster.session()
             paths.update(prepare(args, mode, cluster, sessions[mode], phases))
         times = {name: [] for name in paths}
-        for run in paths.values():  # warm-up: the first write of the window, executors started
-            run()
+        for _ in range(max(1, args.warmups)):  # the first write of the window, executors started
+            for run in paths.values():
+                run()
         phases.clear()
         order = list(paths.items())
         for turn in range(args.runs):
@@ -384,13 +393,15 @@ def run_bench(args: argparse.Namespace, confs: dict[str, dict[str, str]], work: 
     flags += " --no-observe" if args.no_observe else ""
     flags += " --observe-ab" if args.observe_ab else ""
     flags += f" --connect-mode {args.connect_mode}" if args.connect_mode != DEFAULT_MODE else ""
+    flags += f" --warmups {args.warmups}" if args.warmups != 1 else ""
+    warmups = "one warm-up" if args.warmups <= 1 else f"{args.warmups} warm-up rounds"
     lines = [
         f"# {'Delta Lake' if fmt == 'delta' else 'Iceberg'} write benchmark",
         "",
         f"Run {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `python bench/bench_delta.py "
         f"--format {fmt} --runs {args.runs}{flags}` "
-        f"({args.runs} measured runs of each path, in turn, each run starting one path later, after one "
-        "warm-up each).",
+        f"({args.runs} measured runs of each path, in turn, each run starting one path later, after "
+        f"{warmups} each).",
         "",
         f"A {args.rows:,}-row window ({31 * per_day:,} rows: 31 days of {per_day:,}) rewritten from a "
         f"{per_day * SOURCE_ROWS // PER_DAY:,}-row source into "
