@@ -234,9 +234,8 @@ class Scope:
                 if other is not None and name in other.assigns:
                     return other.value(ast.Name(id=name, ctx=ast.Load()), _depth + 1)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            stored = self.locals.get(
-                f"{node.value.id}.{node.attr}"
-            )  # ``self.table``: `dispatch.self_binding`
+            # ``self.table`` bound to the task's argument (`dispatch.self_binding`)
+            stored = self.locals.get(f"{node.value.id}.{node.attr}")
             if isinstance(stored, Bound):
                 return stored.scope.value(stored.expr, _depth + 1)
             module_scope = self.module_named(node.value.id)
